@@ -1,0 +1,148 @@
+# hive - GNU make build. No configure step: `make deps` installs what is
+# missing from Debian, everything else is plain rules.
+#
+#   make            build/libhive.a, build/libhive.so, build/hive.pc
+#   make test       deps, then unit + stress tests in three builds:
+#                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan
+#   make check      the tests of one build (VARIANT=normal|tsan|asan)
+#   make bench      deps, then every benchmark; JSON in bench/results/
+#   make demo       deps, then the example users run first
+#   make install    PREFIX=/usr/local: headers, libraries and hive.pc
+
+VARIANT ?= normal
+PREFIX  ?= /usr/local
+CC      ?= gcc
+CXX     ?= g++
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+PKGS      := liburcu-qsbr liburcu-cds hwloc numa
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Werror
+BASEFLAGS = -std=gnu11 $(WARN) -g -pthread -fPIC -D_GNU_SOURCE -Iinclude -iquote src $(PKG_CFLAGS)
+
+ifeq ($(VARIANT),normal)
+  B        := build
+  OPTFLAGS := -O2
+  SANFLAGS :=
+else ifeq ($(VARIANT),tsan)
+  B        := build/tsan
+  OPTFLAGS := -O1
+  SANFLAGS := -fsanitize=thread
+else ifeq ($(VARIANT),asan)
+  B        := build/asan
+  OPTFLAGS := -O1 -fno-omit-frame-pointer
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+  $(error VARIANT must be normal, tsan or asan)
+endif
+
+CFLAGS  += $(BASEFLAGS) $(OPTFLAGS) $(SANFLAGS)
+LDFLAGS += -pthread $(SANFLAGS)
+LIBS     = $(PKG_LIBS) -lm
+
+SRCS := $(wildcard src/*.c src/util/*.c src/ds/*.c src/rl/*.c)
+OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
+HDRS := $(wildcard include/*.h include/hive/*.h src/*.h src/*/*.h)
+
+TEST_SRCS   := $(wildcard tests/test_*.c)
+STRESS_SRCS := $(wildcard tests/stress/*.c)
+TEST_BINS   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS)) \
+               $(patsubst tests/stress/%.c,$(B)/tests/stress_%,$(STRESS_SRCS))
+
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
+
+.PHONY: all lib deps test check bench demo install examples clean
+all: lib examples
+lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
+
+$(B)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/libhive.a: $(OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libhive.so: $(OBJS)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(B)/hive.pc: hive.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@
+
+# ------------------------------------------------------------------ tests
+$(B)/tests/%: tests/%.c tests/testutil.h $(B)/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< -o $@ $(B)/libhive.a $(LDFLAGS) $(LIBS) -lcmocka
+
+$(B)/tests/stress_%: tests/stress/%.c tests/testutil.h $(B)/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< -o $@ $(B)/libhive.a $(LDFLAGS) $(LIBS) -lcmocka
+
+$(B)/examples/%: examples/%.c $(B)/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(B)/libhive.a $(LDFLAGS) $(LIBS)
+
+examples: $(EXAMPLE_BINS)
+
+check: lib $(TEST_BINS) $(EXAMPLE_BINS)
+	@tools/run-tests.sh $(VARIANT) $(TEST_BINS)
+
+deps:
+	@tools/deps.sh
+
+test: deps
+	@rm -f build/.test-summary
+	$(MAKE) --no-print-directory VARIANT=normal check
+	$(MAKE) --no-print-directory VARIANT=tsan check
+	$(MAKE) --no-print-directory VARIANT=asan check
+	@tools/install-test.sh
+	@tools/run-tests.sh --summary
+
+# ------------------------------------------------------------------ bench
+BENCH_C    := $(wildcard bench/*.c)
+BENCH_CXX  := bench/shim.cc
+BENCH_OBJS := $(patsubst bench/%.c,build/bench/%.o,$(BENCH_C)) build/bench/shim.o
+BENCH_PKGS := benchmark ck tbb
+
+build/bench/%.o: bench/%.c bench/shim.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 -Ibench -c $< -o $@
+
+build/bench/shim.o: bench/shim.cc bench/shim.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -Ibench -c $< -o $@
+
+build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a
+	$(CXX) -o $@ $(BENCH_OBJS) build/libhive.a -pthread \
+	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lcaf_core -lm
+
+bench: deps
+	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench
+	@mkdir -p bench/results
+	build/bench/hive-bench --benchmark_out=bench/results/hive-bench.json \
+	    --benchmark_out_format=json $(BENCH_ARGS)
+
+# ------------------------------------------------------------------ demo
+demo: deps
+	$(MAKE) --no-print-directory VARIANT=normal examples
+	build/examples/$(DEMO)
+
+DEMO ?= hello
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/hive.h $(DESTDIR)$(PREFIX)/include/
+	@if [ -d include/hive ]; then install -d $(DESTDIR)$(PREFIX)/include/hive && \
+	    install -m 644 include/hive/*.h $(DESTDIR)$(PREFIX)/include/hive/; fi
+	install -m 644 $(B)/libhive.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libhive.so $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' hive.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
+
+clean:
+	rm -rf build

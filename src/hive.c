@@ -1,0 +1,91 @@
+/*
+ * hive.c - the engine: configuration, init and shutdown, placement queries.
+ */
+#include "hive_impl.h"
+#include "util/common.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int check_config(const hive_config_t *cfg)
+{
+    if (cfg->workers > HIVE_MAX_WORKERS)
+        return hive__fail(HIVE_EINVAL, "hive_init: workers = %u exceeds the limit of %u",
+                          cfg->workers, HIVE_MAX_WORKERS);
+    if (cfg->trace_path != NULL)
+        return hive__fail(HIVE_EINVAL, "hive_init: trace_path \"%s\" given, but this build "
+                          "has no timeline recorder yet", cfg->trace_path);
+    return HIVE_OK;
+}
+
+int hive_init(const hive_config_t *cfg, hive_t **out)
+{
+    static const hive_config_t defaults;
+    if (out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_init: out is NULL");
+    if (cfg == NULL)
+        cfg = &defaults;
+    int rc = check_config(cfg);
+    if (rc != HIVE_OK)
+        return rc;
+
+    hive_t *h;
+    if (posix_memalign((void **)&h, HIVE_PAD, sizeof *h) != 0)
+        return hive__fail(HIVE_ENOMEM, "hive_init: cannot allocate the engine (%zu bytes)", sizeof *h);
+    memset(h, 0, sizeof *h);
+
+    rc = hive__topo_open(&h->topo, cfg->topology);
+    if (rc != HIVE_OK) {
+        free(h);
+        return rc;
+    }
+    h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
+    /* a synthetic topology describes another machine: place by it, bind nothing */
+    h->pin = !cfg->no_pin && cfg->topology == NULL;
+
+    rc = hive__sched_start(&h->sched, h, &h->topo, h->nworkers, h->pin);
+    if (rc != HIVE_OK) {
+        hive__topo_close(&h->topo);
+        free(h);
+        return rc;
+    }
+    *out = h;
+    return HIVE_OK;
+}
+
+int hive_shutdown(hive_t *h)
+{
+    if (h == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_shutdown: engine is NULL");
+    if (hive__self != NULL && hive__self->sched == &h->sched)
+        return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
+                          hive__self->index);
+    hive__sched_stop(&h->sched);
+    hive__topo_close(&h->topo);
+    free(h);
+    return HIVE_OK;
+}
+
+unsigned hive_num_workers(const hive_t *h)
+{
+    return h ? h->nworkers : 0;
+}
+
+unsigned hive_num_nodes(const hive_t *h)
+{
+    return h ? h->topo.nnodes : 0;
+}
+
+int hive_worker_info(const hive_t *h, unsigned index, hive_worker_info_t *out)
+{
+    if (h == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_worker_info: %s is NULL", h ? "out" : "engine");
+    if (index >= h->nworkers)
+        return hive__fail(HIVE_EINVAL, "hive_worker_info: worker %u out of range, engine has %u",
+                          index, h->nworkers);
+    const hive__worker_t *w = &h->sched.w[index];
+    *out = (hive_worker_info_t){ .node = w->slot->node, .core = w->slot->core,
+                                 .pu = w->slot->pu, .bound = w->bound };
+    return HIVE_OK;
+}

@@ -1,0 +1,21 @@
+/*
+ * hive_impl.h - the engine record that ties the floors together. Internal:
+ * every module that needs the engine's parts includes this, users never do.
+ */
+#ifndef HIVE_IMPL_H
+#define HIVE_IMPL_H
+
+#include "hive.h"
+#include "sched.h"
+#include "topo.h"
+
+#define HIVE_MAX_WORKERS 4096
+
+struct hive {
+    hive__topo_t  topo;
+    hive__sched_t sched;
+    unsigned      nworkers;
+    bool          pin;
+};
+
+#endif

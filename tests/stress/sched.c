@@ -1,0 +1,110 @@
+/*
+ * stress/sched.c - posting to workers from several threads while they park
+ * and wake. Every job must run exactly once, on the worker it was posted to;
+ * a lost wake-up shows as jobs that never run (the deadline fails the test).
+ * Posters pause now and then so that workers really park between bursts.
+ */
+#include "testutil.h"
+#include "ds/pool.h"
+#include "hive_impl.h"
+
+#include <pthread.h>
+
+#define POSTERS 4
+
+typedef struct sjob {
+    hive__job_t job;
+    uint32_t    id;
+    unsigned    worker;
+} sjob_t;
+
+static _Atomic uint8_t *ran;          /* run count per job id */
+static _Atomic long misplaced, dropped;
+
+static void sjob_fn(hive__job_t *job, hive__worker_t *w)
+{
+    sjob_t *j = (sjob_t *)job;
+    if (w == NULL)
+        atomic_fetch_add(&dropped, 1);
+    else {
+        if (w->index != j->worker)
+            atomic_fetch_add(&misplaced, 1);
+        atomic_fetch_add_explicit(&ran[j->id], 1, memory_order_relaxed);
+    }
+    hive__pool_free(j, sizeof *j);
+}
+
+typedef struct poster {
+    hive_t  *h;
+    uint32_t first, count;
+} poster_t;
+
+static void *post_loop(void *arg)
+{
+    poster_t *p = arg;
+    unsigned nw = hive_num_workers(p->h);
+    uint64_t rng = 88172645463325252ull ^ p->first;
+    for (uint32_t i = 0; i < p->count; i++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        sjob_t *j = hive__pool_alloc(sizeof *j);
+        assert_non_null(j);
+        j->job.fn = sjob_fn;
+        j->id = p->first + i;
+        j->worker = (unsigned)(rng >> 33) % nw;
+        hive__sched_post(&p->h->sched, j->worker, &j->job);
+        if ((rng & 0xfff) == 0)
+            test_sleep_ms(1);                 /* let workers park */
+    }
+    return NULL;
+}
+
+static void test_post_park_wake(void **state)
+{
+    (void)state;
+    const uint32_t per = 500000 / TEST_SCALE, total = per * POSTERS;
+    ran = calloc(total, 1);
+    hive_config_t cfg = { .workers = 3, .no_pin = 1 };
+    hive_t *h;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    pthread_t th[POSTERS];
+    poster_t ps[POSTERS];
+    for (unsigned i = 0; i < POSTERS; i++) {
+        ps[i] = (poster_t){ .h = h, .first = i * per, .count = per };
+        assert_int_equal(pthread_create(&th[i], NULL, post_loop, &ps[i]), 0);
+    }
+    for (unsigned i = 0; i < POSTERS; i++)
+        pthread_join(th[i], NULL);
+    uint64_t runs = 0;
+    uint64_t deadline = test_now_ns() + 60ull * 1000000000u;
+    for (;;) {
+        runs = 0;
+        for (unsigned i = 0; i < h->sched.n; i++)
+            runs += atomic_load(&h->sched.w[i].jobs);
+        if (runs >= total || test_now_ns() > deadline)
+            break;
+        test_sleep_ms(1);
+    }
+    uint64_t parks = 0;
+    for (unsigned i = 0; i < h->sched.n; i++)
+        parks += atomic_load(&h->sched.w[i].parks);
+    uint64_t wakes = atomic_load(&h->sched.wakes);
+    printf("sched stress: %u jobs, %llu parks, %llu wakes\n", total,
+           (unsigned long long)parks, (unsigned long long)wakes);
+    /* a wake ends one park: never more wakes than parks, none for busy workers */
+    assert_true(wakes <= parks);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&dropped), 0);
+    assert_int_equal(atomic_load(&misplaced), 0);
+    for (uint32_t i = 0; i < total; i++)
+        if (atomic_load(&ran[i]) != 1)
+            fail_msg("job %u ran %u times", i, (unsigned)atomic_load(&ran[i]));
+    free((void *)ran);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_post_park_wake),
+    };
+    return cmocka_run_group_tests_name("stress_sched", tests, NULL, NULL);
+}

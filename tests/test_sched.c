@@ -1,0 +1,149 @@
+/* test_sched.c - workers run posted jobs on their own thread, park when
+ * idle (no CPU), are woken only when parked, and drop queued jobs at stop. */
+#include "testutil.h"
+#include "hive_impl.h"
+#include "sched.h"
+
+#include <sys/resource.h>
+
+typedef struct tjob {
+    hive__job_t job;
+    _Atomic int *ran;          /* incremented when run */
+    _Atomic int *dropped;      /* incremented when dropped at shutdown */
+    _Atomic int *gate;         /* if set: spin until *gate != 0 (or stopping) */
+    unsigned    expect_worker;
+    _Atomic int *wrong_worker;
+} tjob_t;
+
+static void tjob_fn(hive__job_t *job, hive__worker_t *w)
+{
+    tjob_t *t = (tjob_t *)job;
+    if (w == NULL) {
+        atomic_fetch_add(t->dropped, 1);
+        return;
+    }
+    if (hive__self != w || w->index != t->expect_worker)
+        atomic_fetch_add(t->wrong_worker, 1);
+    if (t->gate) {
+        while (!atomic_load(t->gate) && !atomic_load(&w->sched->stopping))
+            ;
+    }
+    atomic_fetch_add(t->ran, 1);
+}
+
+static hive_t *start(unsigned workers)
+{
+    hive_config_t cfg = { .workers = workers, .no_pin = 1 };
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    return h;
+}
+
+static void test_jobs_run_on_their_worker(void **state)
+{
+    (void)state;
+    hive_t *h = start(3);
+    static tjob_t jobs[300];
+    _Atomic int ran = 0, dropped = 0, wrong = 0;
+    for (unsigned i = 0; i < 300; i++) {
+        jobs[i] = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                            .expect_worker = i % 3, .wrong_worker = &wrong };
+        hive__sched_post(&h->sched, i % 3, &jobs[i].job);
+    }
+    WAIT_UNTIL(atomic_load(&ran) == 300, 10000);
+    assert_int_equal(atomic_load(&wrong), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&dropped), 0);
+}
+
+static unsigned parked_count(hive_t *h)
+{
+    return atomic_load(&h->sched.nparked);
+}
+
+static void test_wake_only_when_parked(void **state)
+{
+    (void)state;
+    hive_t *h = start(2);
+    WAIT_UNTIL(parked_count(h) == 2 && atomic_load(&h->sched.w[0].parked) == 1, 5000);
+    uint64_t wakes0 = atomic_load(&h->sched.wakes);
+
+    /* a parked worker is woken by a post: exactly one wake */
+    static tjob_t blocker, more[1000];
+    _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
+    blocker = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
+                        .expect_worker = 0, .wrong_worker = &wrong };
+    hive__sched_post(&h->sched, 0, &blocker.job);
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].parked) == 0 && atomic_load(&h->sched.w[0].jobs) == 1, 5000);
+    assert_int_equal(atomic_load(&h->sched.wakes), wakes0 + 1);
+
+    /* while it is busy, posts make no wake at all */
+    for (unsigned i = 0; i < 1000; i++) {
+        more[i] = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                            .expect_worker = 0, .wrong_worker = &wrong };
+        hive__sched_post(&h->sched, 0, &more[i].job);
+    }
+    assert_int_equal(atomic_load(&h->sched.wakes), wakes0 + 1);
+    atomic_store(&gate, 1);
+    WAIT_UNTIL(atomic_load(&ran) == 1001, 5000);
+    assert_int_equal(atomic_load(&wrong), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_shutdown_drops_queued_jobs(void **state)
+{
+    (void)state;
+    hive_t *h = start(1);
+    static tjob_t blocker, queued[10];
+    _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
+    blocker = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
+                        .wrong_worker = &wrong };
+    hive__sched_post(&h->sched, 0, &blocker.job);
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].jobs) == 1, 5000);
+    for (unsigned i = 0; i < 10; i++) {
+        queued[i] = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                              .wrong_worker = &wrong };
+        hive__sched_post(&h->sched, 0, &queued[i].job);
+    }
+    /* the running job ends when it sees the engine stopping */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&ran), 1);        /* the running one finished */
+    assert_int_equal(atomic_load(&dropped), 10);   /* the queued ones never ran */
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/* An idle engine uses no CPU: workers spin for microseconds, then park. */
+static void test_idle_engine_uses_no_cpu(void **state)
+{
+    (void)state;
+    hive_config_t cfg = { .workers = 8, .no_pin = 1 };   /* more workers than cores */
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    WAIT_UNTIL(parked_count(h) == 8, 5000);
+    double before = cpu_seconds();
+    test_sleep_ms(1000);
+    double used = cpu_seconds() - before;
+    /* 8 spinning workers would burn ~2 s of CPU on 2 cores; parked ones ~0 */
+    if (used > 0.05)
+        fail_msg("idle engine used %.3f s of CPU in 1 s", used);
+    assert_int_equal(parked_count(h), 8);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jobs_run_on_their_worker),
+        cmocka_unit_test(test_wake_only_when_parked),
+        cmocka_unit_test(test_shutdown_drops_queued_jobs),
+        cmocka_unit_test(test_idle_engine_uses_no_cpu),
+    };
+    return cmocka_run_group_tests_name("sched", tests, NULL, NULL);
+}

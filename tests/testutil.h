@@ -1,0 +1,74 @@
+/*
+ * testutil.h - what every test file includes: cmocka in the order it needs,
+ * the public header, and small helpers (time, spinning waits, scale).
+ */
+#ifndef HIVE_TESTUTIL_H
+#define HIVE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hive.h"
+
+/* Sanitized builds run 5-15x slower: stress loops scale their counts by this. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TEST_SCALE 8
+#else
+#define TEST_SCALE 1
+#endif
+
+/* cmocka writes its verdict lines to stderr and the rest to stdout: line
+ * buffering keeps them in order when the runner pipes both into one log. */
+__attribute__((constructor)) static void test_line_buffered_stdout(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+static inline uint64_t test_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void test_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Wait until cond holds, polling every millisecond; fail the test after
+ * timeout_ms (a deadline against hangs, not a timing assertion). */
+#define WAIT_UNTIL(cond, timeout_ms)                                              \
+    do {                                                                          \
+        uint64_t wu_deadline_ = test_now_ns() + (uint64_t)(timeout_ms) * 1000000u;\
+        while (!(cond)) {                                                         \
+            if (test_now_ns() > wu_deadline_)                                     \
+                fail_msg("timed out after %u ms waiting for %s", (unsigned)(timeout_ms), #cond); \
+            test_sleep_ms(1);                                                     \
+        }                                                                         \
+    } while (0)
+
+/* Assert that a call failed with code and left a non-empty sentence that
+ * contains the fragment (the numbers that explain it). */
+#define ASSERT_FAILS_WITH(call, code, fragment)                                   \
+    do {                                                                          \
+        int af_rc_ = (call);                                                      \
+        assert_int_equal(af_rc_, (code));                                         \
+        const char *af_msg_ = hive_last_error();                                  \
+        assert_non_null(af_msg_);                                                 \
+        if (strstr(af_msg_, (fragment)) == NULL)                                  \
+            fail_msg("last error \"%s\" lacks \"%s\"", af_msg_, (fragment));      \
+    } while (0)
+
+#endif
