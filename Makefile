@@ -17,7 +17,7 @@ ifeq ($(origin CC),default)
 CC := gcc
 endif
 
-PKGS      := liburcu-qsbr liburcu-cds hwloc numa
+PKGS      := liburcu-memb liburcu-cds hwloc numa
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -103,6 +103,121 @@ unsigned hive_num_nodes(const hive_t *h);
  */
 int hive_worker_info(const hive_t *h, unsigned index, hive_worker_info_t *out);
 
+/* ------------------------------------------------------------------ objects
+ *
+ * Every object has a 64-bit id that is never reused; a hive_ref_t names one
+ * and {0} is never valid. Objects are reference counted: functions that hand
+ * the caller a new ref (put, create, array_new, cell_new, cell_acquire) give
+ * it one count; hive_release drops it; the last release frees the memory
+ * once no concurrent reader can still see it. A pointer from hive_get or
+ * hive_array_view stays valid while the caller holds a count.
+ * Payloads are 64-byte aligned; zero-size objects are valid.
+ */
+typedef struct hive_ref { uint64_t id; } hive_ref_t;
+
+/* hive_put - copy size bytes from data into a new sealed object. */
+int hive_put(hive_t *h, const void *data, size_t size, hive_ref_t *out);
+
+/* hive_create - reserve an object of size bytes and return where to write
+ * it; hive_seal publishes it (immutable afterwards). Until sealed, getters
+ * wait. HIVE_EFULL if the store is full, with the numbers. */
+int hive_create(hive_t *h, size_t size, void **data, hive_ref_t *out);
+int hive_seal(hive_t *h, hive_ref_t ref);
+
+/* hive_get - the payload of a sealed object, zero-copy: *data points into the
+ * store. Waits up to timeout_ns (< 0 forever, 0 polls) for the seal; a short
+ * spin, then a futex sleep. A failed result gives its failure code
+ * (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN or HIVE_EDEAD). size may be NULL. */
+int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size);
+
+/* hive_retain / hive_release - add or drop one count. Releasing a count the
+ * caller does not hold is an error only when it is detectable: a ref whose
+ * object is already gone gives HIVE_ENOENT. */
+int hive_retain(hive_t *h, hive_ref_t ref);
+int hive_release(hive_t *h, hive_ref_t ref);
+
+/* hive_wait - wait until at least num_ready of the n refs are ready (sealed
+ * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
+ * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0. */
+int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
+              unsigned char *ready);
+
+/* Store statistics: bytes held by live objects (rounded to 64) against the
+ * capacity, and the number of live objects. */
+typedef struct hive_store_stats {
+    size_t   capacity;
+    size_t   used;
+    uint64_t objects;
+} hive_store_stats_t;
+int hive_store_stats(hive_t *h, hive_store_stats_t *out);
+
+/* ------------------------------------------------------- shared arrays
+ *
+ * Mutable numpy-style arrays: every holder sees the same bytes. Concurrent
+ * writers use the atomics or write sections; readers copy consistent
+ * snapshots with hive_array_read without ever blocking a writer.
+ */
+typedef enum hive_dtype {
+    HIVE_BOOL = 1, HIVE_I8, HIVE_U8, HIVE_I16, HIVE_U16, HIVE_I32, HIVE_U32,
+    HIVE_I64, HIVE_U64, HIVE_F32, HIVE_F64
+} hive_dtype_t;
+#define HIVE_MAX_DIMS 8
+typedef struct hive_array {
+    void        *data;
+    hive_dtype_t dtype;
+    int          ndim;
+    int64_t      shape[HIVE_MAX_DIMS];
+    int64_t      strides[HIVE_MAX_DIMS];   /* bytes, numpy's convention */
+    hive_ref_t   ref;                      /* the object the view points into (not an extra count) */
+    void        *priv;                     /* internal: the object's record; do not touch */
+} hive_array_t;
+
+size_t  hive_dtype_size(hive_dtype_t dtype);                   /* 0 for an invalid dtype */
+
+/* hive_array_new - a zero-filled, C-contiguous array; ndim 0 is a scalar.
+ * HIVE_EINVAL for a bad dtype, ndim outside 0..8, a negative extent or a
+ * byte size that overflows. */
+int     hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape, hive_ref_t *out);
+/* hive_array_view - a view of the whole array; HIVE_ESTATE if not an array. */
+int     hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out);
+int64_t hive_array_numel(const hive_array_t *a);               /* -1 for NULL */
+/* hive_array_at - element address, strides honoured; NULL if index is out
+ * of bounds or a / index is NULL (index may be NULL for ndim 0). */
+void   *hive_array_at(const hive_array_t *a, const int64_t *index);
+/* hive_array_slice - a view of start:stop:step along dim (numpy semantics:
+ * negative start/stop count from the end, out-of-range ones are clipped,
+ * step != 0 and may be negative). No copy. */
+int     hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop, int64_t step,
+                         hive_array_t *out);
+
+/* Atomic read-modify-write of one element; flat_index is in C order over the
+ * logical shape (strides honoured). add_i64 works on every integer dtype
+ * (the delta is truncated to its width), add_f64 on F32 and F64. They return
+ * the new value; on bad input (NULL, index out of range, wrong dtype) they
+ * return 0, change nothing, and hive_last_error() says why. */
+int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta);
+double  hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta);
+
+/* Write sections: a seqlock per array object. Writers exclude each other;
+ * readers never block them. hive_array_read copies a consistent snapshot of
+ * the view into dst (C order, packed), never a half-finished write section;
+ * HIVE_EINVAL if dst_size is smaller than numel * itemsize. */
+void    hive_array_write_begin(const hive_array_t *a);
+void    hive_array_write_end(const hive_array_t *a);
+int     hive_array_read(const hive_array_t *a, void *dst, size_t dst_size);
+
+/* ------------------------------------------------------------------ cells
+ *
+ * A cell holds one current version (a ref). Readers take the latest without
+ * locks; a publisher swaps in a new one; the old version is freed once the
+ * last reader releases it.
+ */
+int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell);        /* initial may be {0} */
+int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version);      /* the cell takes its own count */
+/* the caller owns one count of the current version; seq counts publishes
+ * (0 = initial); HIVE_ENOENT if the cell is still empty. seq may be NULL. */
+int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,12 +7,28 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Ray's default: 30% of physical memory for the object store. */
+static size_t default_store_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return (size_t)1 << 30;
+    return (size_t)((double)pages * (double)psize * 0.3);
+}
 
 static int check_config(const hive_config_t *cfg)
 {
     if (cfg->workers > HIVE_MAX_WORKERS)
         return hive__fail(HIVE_EINVAL, "hive_init: workers = %u exceeds the limit of %u",
                           cfg->workers, HIVE_MAX_WORKERS);
+    if (cfg->store_bytes != 0 && cfg->store_bytes < 4096)
+        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu is below the minimum of 4096",
+                          cfg->store_bytes);
+    if (cfg->store_bytes > ((size_t)1 << 46))
+        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu exceeds the limit of %zu",
+                          cfg->store_bytes, (size_t)1 << 46);
     if (cfg->trace_path != NULL)
         return hive__fail(HIVE_EINVAL, "hive_init: trace_path \"%s\" given, but this build "
                           "has no timeline recorder yet", cfg->trace_path);
@@ -40,18 +56,31 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         free(h);
         return rc;
     }
+    size_t store_bytes = cfg->store_bytes ? cfg->store_bytes : default_store_bytes();
+    rc = hive__arena_open(&h->arena, store_bytes, &h->topo);
+    if (rc != HIVE_OK)
+        goto fail_topo;
+    rc = hive__store_open(&h->store);
+    if (rc != HIVE_OK)
+        goto fail_arena;
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
     /* a synthetic topology describes another machine: place by it, bind nothing */
     h->pin = !cfg->no_pin && cfg->topology == NULL;
 
     rc = hive__sched_start(&h->sched, h, &h->topo, h->nworkers, h->pin);
-    if (rc != HIVE_OK) {
-        hive__topo_close(&h->topo);
-        free(h);
-        return rc;
-    }
+    if (rc != HIVE_OK)
+        goto fail_store;
     *out = h;
     return HIVE_OK;
+
+fail_store:
+    hive__store_close(h);
+fail_arena:
+    hive__arena_close(&h->arena);
+fail_topo:
+    hive__topo_close(&h->topo);
+    free(h);
+    return rc;
 }
 
 int hive_shutdown(hive_t *h)
@@ -62,6 +91,8 @@ int hive_shutdown(hive_t *h)
         return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
                           hive__self->index);
     hive__sched_stop(&h->sched);
+    hive__store_close(h);
+    hive__arena_close(&h->arena);
     hive__topo_close(&h->topo);
     free(h);
     return HIVE_OK;

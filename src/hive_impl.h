@@ -6,12 +6,16 @@
 #define HIVE_IMPL_H
 
 #include "hive.h"
+#include "arena.h"
+#include "store.h"
 #include "sched.h"
 #include "topo.h"
 
 #define HIVE_MAX_WORKERS 4096
 
 struct hive {
+    hive__arena_t arena;
+    hive__store_t store;
     hive__topo_t  topo;
     hive__sched_t sched;
     unsigned      nworkers;

@@ -19,12 +19,14 @@
 #include <time.h>
 
 #include "hive.h"
+#include "hive_impl.h"
 
 /* Sanitized builds run 5-15x slower: stress loops scale their counts by this. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define TEST_SCALE 8
 #else
 #define TEST_SCALE 1
+
 #endif
 
 /* cmocka writes its verdict lines to stderr and the rest to stdout: line
@@ -70,5 +72,28 @@ static inline void test_sleep_ms(unsigned ms)
         if (strstr(af_msg_, (fragment)) == NULL)                                  \
             fail_msg("last error \"%s\" lacks \"%s\"", af_msg_, (fragment));      \
     } while (0)
+
+/* An engine for a test: unpinned, with the given store size, workers and
+ * (NULL: real) topology; the test fails if it cannot start. */
+static inline hive_t *test_engine(size_t store_bytes, unsigned workers, const char *topology)
+{
+    hive_config_t cfg = { .workers = workers, .store_bytes = store_bytes, .no_pin = 1,
+                          .topology = topology };
+    hive_t *h = NULL;
+    if (hive_init(&cfg, &h) != HIVE_OK)
+        fail_msg("hive_init: %s", hive_last_error());
+    return h;
+}
+
+/* Wait for queued frees, then check that no object and no byte is left. */
+static inline void test_expect_empty_store(hive_t *h)
+{
+    hive__store_drain(h);
+    hive_store_stats_t st;
+    assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+    if (st.used != 0 || st.objects != 0)
+        fail_msg("store not empty: %llu objects, %zu bytes in use",
+                 (unsigned long long)st.objects, st.used);
+}
 
 #endif

@@ -1,0 +1,569 @@
+/*
+ * array.c - shared numpy-style arrays and cells.
+ *
+ * An array is an object whose payload is its C-contiguous elements and whose
+ * record holds dtype, shape and the seqlock of its write sections. Views
+ * (hive_array_t) are plain values pointing into the payload; slicing makes a
+ * new view, never a copy. A view carries its record in `priv`, so the
+ * functions that take only a view (atomics, write sections, read) need no
+ * lookup.
+ *
+ * Seqlock (Lamport; as in Linux's seqcount): the sequence is odd while a
+ * write section is open. Writers take it from even to odd with a CAS (so they
+ * exclude each other) and back to even with a release store. A reader copies
+ * between two reads of the sequence and retries if they differ or were odd;
+ * it never writes shared memory, so it never slows a writer down.
+ *
+ * A cell is an object whose record points to a slot {version, seq}. Readers
+ * load the slot under RCU and take a count on its version; a publisher
+ * installs a new slot with a CAS and drops the cell's count on the old
+ * version, freeing the old slot after a grace period.
+ */
+#include "store.h"
+#include "ds/pool.h"
+#include "hive_impl.h"
+#include "util/error.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ dtypes */
+
+size_t hive_dtype_size(hive_dtype_t dtype)
+{
+    switch (dtype) {
+    case HIVE_BOOL: case HIVE_I8: case HIVE_U8:  return 1;
+    case HIVE_I16: case HIVE_U16:                return 2;
+    case HIVE_I32: case HIVE_U32: case HIVE_F32: return 4;
+    case HIVE_I64: case HIVE_U64: case HIVE_F64: return 8;
+    default:                                     return 0;
+    }
+}
+
+/* ------------------------------------------------------------------ arrays */
+
+int hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape, hive_ref_t *out)
+{
+    if (h == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_array_new: %s is NULL", h ? "out" : "engine");
+    size_t isz = hive_dtype_size(dtype);
+    if (isz == 0)
+        return hive__fail(HIVE_EINVAL, "hive_array_new: dtype %d is not a hive_dtype_t", (int)dtype);
+    if (ndim < 0 || ndim > HIVE_MAX_DIMS)
+        return hive__fail(HIVE_EINVAL, "hive_array_new: ndim %d outside 0..%d", ndim, HIVE_MAX_DIMS);
+    if (ndim > 0 && shape == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_array_new: shape is NULL for ndim %d", ndim);
+    size_t bytes = isz;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return hive__fail(HIVE_EINVAL, "hive_array_new: shape[%d] = %lld is negative", d,
+                              (long long)shape[d]);
+        if (__builtin_mul_overflow(bytes, (size_t)shape[d], &bytes) || bytes > (size_t)INT64_MAX)
+            return hive__fail(HIVE_EINVAL, "hive_array_new: %d-d shape overflows a byte size at "
+                              "dimension %d (extent %lld)", ndim, d, (long long)shape[d]);
+    }
+    hive__obj_t *o;
+    int rc = hive__obj_new(h, HIVE__ARRAY, bytes, true, &o);
+    if (rc != HIVE_OK)
+        return rc;
+    memset(o->data, 0, bytes);
+    atomic_init(&o->u.arr.seq, 0);
+    o->u.arr.dtype = (int32_t)dtype;
+    o->u.arr.ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        o->u.arr.shape[d] = shape[d];
+    atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
+    hive__obj_publish(h, o);
+    out->id = o->id;
+    return HIVE_OK;
+}
+
+int hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out)
+{
+    if (h == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_array_view: %s is NULL", h ? "out" : "engine");
+    hive__obj_t *o = hive__obj_find(h, ref, "hive_array_view");
+    if (o == NULL)
+        return HIVE_ENOENT;
+    if (o->kind != HIVE__ARRAY)
+        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is a %s, not an array",
+                          (unsigned long long)ref.id, o->kind == HIVE__CELL ? "cell" : "blob");
+    hive_array_t v;
+    memset(&v, 0, sizeof v);
+    v.data = o->data;
+    v.dtype = (hive_dtype_t)o->u.arr.dtype;
+    v.ndim = o->u.arr.ndim;
+    int64_t stride = (int64_t)hive_dtype_size(v.dtype);
+    for (int d = v.ndim - 1; d >= 0; d--) {
+        v.shape[d] = o->u.arr.shape[d];
+        v.strides[d] = stride;
+        stride *= v.shape[d] ? v.shape[d] : 1;
+    }
+    v.ref = ref;
+    v.priv = o;
+    *out = v;
+    return HIVE_OK;
+}
+
+int64_t hive_array_numel(const hive_array_t *a)
+{
+    if (a == NULL)
+        return -1;
+    int64_t n = 1;
+    for (int d = 0; d < a->ndim && d < HIVE_MAX_DIMS; d++)
+        n *= a->shape[d];
+    return n;
+}
+
+static bool view_ok(const hive_array_t *a, const char *fn)
+{
+    if (a == NULL) {
+        hive__fail(HIVE_EINVAL, "%s: array is NULL", fn);
+        return false;
+    }
+    if (a->ndim < 0 || a->ndim > HIVE_MAX_DIMS || hive_dtype_size(a->dtype) == 0) {
+        hive__fail(HIVE_EINVAL, "%s: not a valid view (dtype %d, ndim %d)", fn, (int)a->dtype, a->ndim);
+        return false;
+    }
+    return true;
+}
+
+void *hive_array_at(const hive_array_t *a, const int64_t *index)
+{
+    if (!view_ok(a, "hive_array_at"))
+        return NULL;
+    if (index == NULL && a->ndim > 0) {
+        hive__fail(HIVE_EINVAL, "hive_array_at: index is NULL for a %d-d array", a->ndim);
+        return NULL;
+    }
+    char *p = a->data;
+    for (int d = 0; d < a->ndim; d++) {
+        if (index[d] < 0 || index[d] >= a->shape[d]) {
+            hive__fail(HIVE_EINVAL, "hive_array_at: index %lld out of range 0..%lld in dimension %d",
+                       (long long)index[d], (long long)a->shape[d] - 1, d);
+            return NULL;
+        }
+        p += index[d] * a->strides[d];
+    }
+    return p;
+}
+
+int hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop, int64_t step,
+                     hive_array_t *out)
+{
+    if (!view_ok(a, "hive_array_slice"))
+        return HIVE_EINVAL;
+    if (out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: out is NULL");
+    if (dim < 0 || dim >= a->ndim)
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: dimension %d outside 0..%d", dim, a->ndim - 1);
+    if (step == 0 || step == INT64_MIN)
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: step %lld is not allowed", (long long)step);
+    /* Python's slice.indices(n) */
+    int64_t n = a->shape[dim];
+    int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
+    if (start < 0)
+        start = start < -n ? lower : start + n;
+    else if (start > upper)
+        start = upper;
+    if (stop < 0)
+        stop = stop < -n ? lower : stop + n;
+    else if (stop > upper)
+        stop = upper;
+    if (start < lower)
+        start = lower;
+    if (stop < lower)
+        stop = lower;
+    int64_t len;
+    if (step > 0)
+        len = stop > start ? (stop - start - 1) / step + 1 : 0;
+    else
+        len = start > stop ? (start - stop - 1) / (-step) + 1 : 0;
+    hive_array_t v = *a;
+    if (len > 0)
+        v.data = (char *)a->data + start * a->strides[dim];
+    v.shape[dim] = len;
+    v.strides[dim] = a->strides[dim] * step;
+    *out = v;
+    return HIVE_OK;
+}
+
+/* Address of element flat_index (C order over the logical shape), or NULL. */
+static void *flat_at(const hive_array_t *a, int64_t flat_index, const char *fn)
+{
+    if (!view_ok(a, fn))
+        return NULL;
+    int64_t numel = hive_array_numel(a);
+    if (flat_index < 0 || flat_index >= numel) {
+        hive__fail(HIVE_EINVAL, "%s: flat index %lld out of range 0..%lld", fn,
+                   (long long)flat_index, (long long)numel - 1);
+        return NULL;
+    }
+    char *p = a->data;
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        p += (flat_index % a->shape[d]) * a->strides[d];
+        flat_index /= a->shape[d];
+    }
+    size_t isz = hive_dtype_size(a->dtype);
+    if ((uintptr_t)p % isz != 0) {
+        hive__fail(HIVE_EINVAL, "%s: element at %p is not aligned to its %zu bytes", fn, (void *)p, isz);
+        return NULL;
+    }
+    return p;
+}
+
+/* relaxed: these are counters; ordering with other data is the job of
+ * write sections or of whatever the caller publishes afterwards */
+int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta)
+{
+    void *p = flat_at(a, flat_index, "hive_array_add_i64");
+    if (p == NULL)
+        return 0;
+    switch (a->dtype) {
+    case HIVE_I8:  return __atomic_add_fetch((int8_t *)p, (int8_t)delta, __ATOMIC_RELAXED);
+    case HIVE_U8:  return __atomic_add_fetch((uint8_t *)p, (uint8_t)delta, __ATOMIC_RELAXED);
+    case HIVE_I16: return __atomic_add_fetch((int16_t *)p, (int16_t)delta, __ATOMIC_RELAXED);
+    case HIVE_U16: return __atomic_add_fetch((uint16_t *)p, (uint16_t)delta, __ATOMIC_RELAXED);
+    case HIVE_I32: return __atomic_add_fetch((int32_t *)p, (int32_t)delta, __ATOMIC_RELAXED);
+    case HIVE_U32: return __atomic_add_fetch((uint32_t *)p, (uint32_t)delta, __ATOMIC_RELAXED);
+    case HIVE_I64: return __atomic_add_fetch((int64_t *)p, delta, __ATOMIC_RELAXED);
+    case HIVE_U64: return (int64_t)__atomic_add_fetch((uint64_t *)p, (uint64_t)delta, __ATOMIC_RELAXED);
+    default:
+        hive__fail(HIVE_EINVAL, "hive_array_add_i64: dtype %d is not an integer type", (int)a->dtype);
+        return 0;
+    }
+}
+
+double hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta)
+{
+    void *p = flat_at(a, flat_index, "hive_array_add_f64");
+    if (p == NULL)
+        return 0;
+    if (a->dtype == HIVE_F64) {
+        uint64_t old = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), upd;
+        double v;
+        do {
+            memcpy(&v, &old, sizeof v);
+            v += delta;
+            memcpy(&upd, &v, sizeof upd);
+        } while (!__atomic_compare_exchange_n((uint64_t *)p, &old, upd, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        return v;
+    }
+    if (a->dtype == HIVE_F32) {
+        uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), upd;
+        float v;
+        do {
+            memcpy(&v, &old, sizeof v);
+            v += (float)delta;
+            memcpy(&upd, &v, sizeof upd);
+        } while (!__atomic_compare_exchange_n((uint32_t *)p, &old, upd, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        return v;
+    }
+    hive__fail(HIVE_EINVAL, "hive_array_add_f64: dtype %d is not F32 or F64", (int)a->dtype);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ seqlock */
+
+static hive__obj_t *array_record(const hive_array_t *a, const char *fn)
+{
+    if (a == NULL || a->priv == NULL) {
+        hive__fail(HIVE_EINVAL, "%s: %s", fn, a ? "view has no array record (not from hive_array_view)"
+                                               : "array is NULL");
+        return NULL;
+    }
+    hive__obj_t *o = a->priv;
+    if (o->kind != HIVE__ARRAY || o->id != a->ref.id) {
+        hive__fail(HIVE_EINVAL, "%s: view of object %llu does not match its record", fn,
+                   (unsigned long long)a->ref.id);
+        return NULL;
+    }
+    return o;
+}
+
+void hive_array_write_begin(const hive_array_t *a)
+{
+    hive__obj_t *o = array_record(a, "hive_array_write_begin");
+    if (o == NULL)
+        return;
+    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    for (;;) {
+        if (s & 1) {                       /* another writer: wait for it */
+            hive__cpu_relax();
+            s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+            continue;
+        }
+        /* acquire: this writer sees the previous writer's data */
+        if (atomic_compare_exchange_weak_explicit(&o->u.arr.seq, &s, s + 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            break;
+    }
+    /* release fence: the odd sequence is ordered before every data store of
+     * the section, so a reader that sees one of them sees the sequence move */
+    atomic_thread_fence(memory_order_release);
+}
+
+void hive_array_write_end(const hive_array_t *a)
+{
+    hive__obj_t *o = array_record(a, "hive_array_write_end");
+    if (o == NULL)
+        return;
+    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    if (!(s & 1)) {
+        hive__fail(HIVE_ESTATE, "hive_array_write_end: no write section is open on object %llu",
+                   (unsigned long long)o->id);
+        return;
+    }
+    /* release: the section's data stores are visible before the even value */
+    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+}
+
+/* The copy that may race with a writer, by design of the seqlock: the result
+ * is thrown away when the sequence moved. ThreadSanitizer is told not to
+ * look at it (and memcpy, which it intercepts, is not used there). */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize_thread, noinline))
+static void racy_copy(void *dst, const void *src, size_t n)
+{
+    volatile const unsigned char *s = src;
+    unsigned char *d = dst;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+#else
+static inline void racy_copy(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+#endif
+
+/* Copy view a into dst packed in C order. */
+static void copy_view(const hive_array_t *a, unsigned char *dst, size_t isz)
+{
+    int nd = a->ndim;
+    /* merge the innermost contiguous run into one copy */
+    int64_t run = 1;
+    int inner = nd;
+    int64_t expect = (int64_t)isz;
+    while (inner > 0 && a->strides[inner - 1] == expect) {
+        run *= a->shape[inner - 1];
+        expect *= a->shape[inner - 1];
+        inner--;
+    }
+    size_t run_bytes = (size_t)run * isz;
+    int64_t idx[HIVE_MAX_DIMS] = { 0 };
+    for (;;) {
+        const char *src = a->data;
+        for (int d = 0; d < inner; d++)
+            src += idx[d] * a->strides[d];
+        racy_copy(dst, src, run_bytes);
+        dst += run_bytes;
+        int d = inner - 1;
+        while (d >= 0 && ++idx[d] == a->shape[d]) {
+            idx[d] = 0;
+            d--;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
+{
+    hive__obj_t *o = array_record(a, "hive_array_read");
+    if (o == NULL)
+        return HIVE_EINVAL;
+    if (!view_ok(a, "hive_array_read"))
+        return HIVE_EINVAL;
+    if (dst == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_array_read: dst is NULL");
+    size_t isz = hive_dtype_size(a->dtype);
+    int64_t numel = hive_array_numel(a);
+    if ((size_t)numel * isz > dst_size)
+        return hive__fail(HIVE_EINVAL, "hive_array_read: dst holds %zu bytes, the view needs %zu",
+                          dst_size, (size_t)numel * isz);
+    if (numel == 0)
+        return HIVE_OK;
+    for (;;) {
+        /* acquire: pairs with write_end's release, so the data of the last
+         * finished section is what we copy */
+        uint64_t s1 = atomic_load_explicit(&o->u.arr.seq, memory_order_acquire);
+        if (s1 & 1) {
+            hive__cpu_relax();
+            continue;
+        }
+        copy_view(a, dst, isz);
+        /* acquire fence: the copy's loads are ordered before the re-read,
+         * so a write that overlapped the copy shows as a changed sequence */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed) == s1)
+            return HIVE_OK;
+    }
+}
+
+/* ------------------------------------------------------------------ cells */
+
+typedef struct hive__cell_slot {
+    hive__obj_t    *version;
+    uint64_t        seq;
+    struct hive    *h;
+    struct rcu_head rcu;
+} cell_slot_t;
+
+static int find_cell(hive_t *h, hive_ref_t cell, const char *fn, hive__obj_t **out)
+{
+    hive__obj_t *c = hive__obj_find(h, cell, fn);
+    if (c == NULL)
+        return HIVE_ENOENT;
+    if (c->kind != HIVE__CELL)
+        return hive__fail(HIVE_ESTATE, "%s: object %llu is a%s, not a cell", fn,
+                          (unsigned long long)cell.id, c->kind == HIVE__ARRAY ? "n array" : " blob");
+    *out = c;
+    return HIVE_OK;
+}
+
+/* Find a version and take the cell's count on it. */
+static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj_t **out)
+{
+    hive__rcu_lock();
+    hive__obj_t *v = version.id ? hive__obj_find(h, version, fn) : NULL;
+    int rc = HIVE_OK;
+    if (v == NULL)
+        rc = version.id ? HIVE_ENOENT : hive__fail(HIVE_ENOENT, "%s: version ref {0} names no object", fn);
+    else if (v->kind == HIVE__CELL)
+        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is a cell and cannot be a version", fn,
+                        (unsigned long long)version.id);
+    else if (!hive__obj_retain_live(v))
+        rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
+                        (unsigned long long)version.id);
+    hive__rcu_unlock();
+    if (rc == HIVE_OK)
+        *out = v;
+    return rc;
+}
+
+int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell)
+{
+    if (h == NULL || cell == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_cell_new: %s is NULL", h ? "cell" : "engine");
+    hive__obj_t *v = NULL;
+    if (initial.id != 0) {
+        int rc = take_version(h, initial, "hive_cell_new", &v);
+        if (rc != HIVE_OK)
+            return rc;
+    }
+    cell_slot_t *slot = NULL;
+    if (v != NULL && (slot = hive__pool_alloc(sizeof *slot)) == NULL) {
+        hive__obj_release(h, v);
+        return hive__fail(HIVE_ENOMEM, "hive_cell_new: cannot allocate a slot");
+    }
+    hive__obj_t *c;
+    int rc = hive__obj_new(h, HIVE__CELL, 0, false, &c);
+    if (rc != HIVE_OK) {
+        if (v != NULL) {
+            hive__pool_free(slot, sizeof *slot);
+            hive__obj_release(h, v);
+        }
+        return rc;
+    }
+    if (slot != NULL)
+        *slot = (cell_slot_t){ .version = v, .seq = 0, .h = h };
+    atomic_init(&c->u.cell.cur, slot);
+    atomic_store_explicit(&c->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
+    hive__obj_publish(h, c);
+    cell->id = c->id;
+    return HIVE_OK;
+}
+
+static void slot_free_cb(struct rcu_head *head)
+{
+    hive__rcu_callback_begin();
+    cell_slot_t *slot = caa_container_of(head, cell_slot_t, rcu);
+    struct hive *h = slot->h;
+    hive__pool_free(slot, sizeof *slot);
+    /* release: see free_cb in store.c */
+    atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
+{
+    if (h == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_cell_publish: engine is NULL");
+    hive__obj_t *c, *v;
+    int rc = find_cell(h, cell, "hive_cell_publish", &c);
+    if (rc != HIVE_OK)
+        return rc;
+    rc = take_version(h, version, "hive_cell_publish", &v);
+    if (rc != HIVE_OK)
+        return rc;
+    cell_slot_t *slot = hive__pool_alloc(sizeof *slot);
+    if (slot == NULL) {
+        hive__obj_release(h, v);
+        return hive__fail(HIVE_ENOMEM, "hive_cell_publish: cannot allocate a slot");
+    }
+    slot->version = v;
+    slot->h = h;
+    cell_slot_t *old = atomic_load_explicit(&c->u.cell.cur, memory_order_acquire);
+    do {
+        slot->seq = old ? old->seq + 1 : 1;
+        /* release: readers that load the new slot (acquire) see its fields;
+         * acquire on failure: we read old->seq of the slot we now see */
+    } while (!atomic_compare_exchange_weak_explicit(&c->u.cell.cur, &old, slot, memory_order_acq_rel,
+                                                    memory_order_acquire));
+    if (old != NULL) {
+        hive__obj_release(h, old->version);
+        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+        hive__call_rcu(&old->rcu, slot_free_cb);
+    }
+    return HIVE_OK;
+}
+
+int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
+{
+    if (h == NULL || version == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_cell_acquire: %s is NULL", h ? "version" : "engine");
+    hive__obj_t *c;
+    int rc = find_cell(h, cell, "hive_cell_acquire", &c);
+    if (rc != HIVE_OK)
+        return rc;
+    hive__rcu_lock();
+    for (;;) {
+        /* acquire: pairs with publish's release; the slot's fields are set */
+        cell_slot_t *slot = atomic_load_explicit(&c->u.cell.cur, memory_order_acquire);
+        if (slot == NULL) {
+            hive__rcu_unlock();
+            return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu is still empty",
+                              (unsigned long long)cell.id);
+        }
+        /* the slot and its version stay readable until we unlock; if the
+         * version's count already fell to zero a newer slot is in place */
+        if (hive__obj_retain_live(slot->version)) {
+            version->id = slot->version->id;
+            if (seq)
+                *seq = slot->seq;
+            break;
+        }
+    }
+    hive__rcu_unlock();
+    return HIVE_OK;
+}
+
+void hive__cell_drop(struct hive *h, hive__obj_t *cell)
+{
+    cell_slot_t *slot = atomic_load_explicit(&cell->u.cell.cur, memory_order_acquire);
+    if (slot == NULL)
+        return;
+    hive__obj_release(h, slot->version);
+    hive__pool_free(slot, sizeof *slot);
+}
+
+void hive__cell_drop_slot_only(struct hive *h, hive__obj_t *cell)
+{
+    (void)h;
+    cell_slot_t *slot = atomic_load_explicit(&cell->u.cell.cur, memory_order_relaxed);
+    if (slot != NULL)
+        hive__pool_free(slot, sizeof *slot);
+}

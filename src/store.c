@@ -1,0 +1,520 @@
+/*
+ * store.c - the object store: ids, the hash table, records, states, counts,
+ * waiting; and the public blob functions (put, create, seal, get, retain,
+ * release, wait, stats). See store.h for the life of a record.
+ */
+#include "store.h"
+#include "arena.h"
+#include "ds/pool.h"
+#include "hive_impl.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/park.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ ids
+ * Ids come from one process-wide counter in blocks of 1024 per thread: one
+ * shared atomic add per 1024 objects. Unique across engines too, so an id
+ * is never reused within any of them. */
+#define ID_BLOCK 1024
+static _Atomic uint64_t id_next = 1;
+static __thread uint64_t id_cur, id_end;
+
+static inline uint64_t new_id(void)
+{
+    if (unlikely(id_cur == id_end)) {
+        /* relaxed: only uniqueness matters, which the RMW gives */
+        id_cur = atomic_fetch_add_explicit(&id_next, ID_BLOCK, memory_order_relaxed);
+        id_end = id_cur + ID_BLOCK;
+    }
+    return id_cur++;
+}
+
+/* murmur3's 64-bit finaliser: sequential ids spread over all buckets */
+static inline unsigned long hash_id(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (unsigned long)k;
+}
+
+static int match_id(struct cds_lfht_node *node, const void *key)
+{
+    return caa_container_of(node, hive__obj_t, lf)->id == *(const uint64_t *)key;
+}
+
+/* ------------------------------------------------------------------ node
+ * The NUMA node a thread's new objects go to: a worker's own node; for a
+ * user thread, the node of the CPU it ran on when it first used this
+ * engine (cached per thread). */
+static __thread const struct hive *node_cache_h;
+static __thread unsigned node_cache;
+
+static unsigned current_node(struct hive *h)
+{
+    if (hive__self != NULL && hive__self->sched == &h->sched)
+        return hive__self->slot->node;
+    if (node_cache_h != h) {
+        int cpu = sched_getcpu();
+        node_cache = cpu >= 0 ? hive__topo_node_of_pu(&h->topo, cpu) : 0;
+        node_cache_h = h;
+    }
+    return node_cache;
+}
+
+/* ------------------------------------------------------------------ records */
+
+static char zero_payload[64] __attribute__((aligned(64)));
+
+int hive__store_open(hive__store_t *s)
+{
+    memset(s, 0, sizeof *s);
+    hive__rcu_thread();
+    s->ht = cds_lfht_new_flavor(1 << 12, 1 << 12, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+                                &hive__rcu_flavor, NULL);
+    if (s->ht == NULL)
+        return hive__fail(HIVE_ENOMEM, "store: cannot create the object table");
+    return HIVE_OK;
+}
+
+int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
+{
+    hive__obj_t *o = hive__pool_alloc(sizeof *o);
+    if (unlikely(o == NULL))
+        return hive__fail(HIVE_ENOMEM, "store: cannot allocate an object record of %zu bytes", sizeof *o);
+    void *data = NULL;
+    if (alloc_payload) {
+        int err;
+        data = hive__arena_alloc(&h->arena, size, current_node(h), &err);
+        if (unlikely(data == NULL) && err == HIVE_EFULL &&
+            atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0) {
+            /* Released objects wait for a grace period before their bytes
+             * return. Full only counts once nothing more can be freed: wait
+             * once for the frees queued so far (slow path: a grace period and
+             * the callbacks), then try again. One barrier, not "until none
+             * is queued": other threads may keep queueing forever. */
+            hive__rcu_thread();
+            hive__rcu_barrier();
+            data = hive__arena_alloc(&h->arena, size, current_node(h), &err);
+        }
+        if (unlikely(data == NULL)) {
+            hive__pool_free(o, sizeof *o);
+            return err;
+        }
+    }
+    cds_lfht_node_init(&o->lf);
+    o->id = new_id();
+    atomic_init(&o->state, HIVE__PENDING);
+    o->fail_code = 0;
+    atomic_init(&o->refs, 1);
+    o->kind = kind;
+    o->size = size;
+    o->data = data;
+    o->h = h;
+    /* relaxed: a statistic */
+    atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+    *out = o;
+    return HIVE_OK;
+}
+
+static void free_record(struct hive *h, hive__obj_t *o)
+{
+    if (o->data != NULL)
+        hive__arena_free(&h->arena, o->data, o->size);
+    atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
+    hive__pool_free(o, sizeof *o);
+}
+
+void hive__obj_discard(struct hive *h, hive__obj_t *o)
+{
+    free_record(h, o);
+}
+
+void hive__obj_publish(struct hive *h, hive__obj_t *o)
+{
+    /* release: every field written so far (and the payload) happens-before
+     * anything a finder does after its acquire load of state */
+    atomic_store_explicit(&o->state, atomic_load_explicit(&o->state, memory_order_relaxed),
+                          memory_order_release);
+    hive__rcu_lock();
+    cds_lfht_add(h->store.ht, hash_id(o->id), &o->lf);
+    hive__rcu_unlock();
+}
+
+static hive__obj_t *lookup(struct hive *h, uint64_t id)
+{
+    struct cds_lfht_iter it;
+    cds_lfht_lookup(h->store.ht, hash_id(id), match_id, &id, &it);
+    struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
+    return n ? caa_container_of(n, hive__obj_t, lf) : NULL;
+}
+
+hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
+{
+    if (unlikely(ref.id == 0)) {
+        hive__fail(HIVE_ENOENT, "%s: ref {0} never names an object", fn);
+        return NULL;
+    }
+    hive__rcu_lock();
+    hive__obj_t *o = lookup(h, ref.id);
+    if (o != NULL)
+        (void)hive__obj_state(o);    /* acquire: pairs with publish's release */
+    hive__rcu_unlock();
+    if (unlikely(o == NULL))
+        hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)",
+                   fn, (unsigned long long)ref.id);
+    return o;
+}
+
+bool hive__obj_retain_live(hive__obj_t *o)
+{
+    int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    do {
+        if (n <= 0)
+            return false;
+        /* relaxed: taking a count publishes nothing; the caller already
+         * reached the object through an acquire (lookup or its own count) */
+    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+static void free_cb(struct rcu_head *head);
+
+/* Drop one count. Returns false if there was none to drop. */
+static bool release_count(struct hive *h, hive__obj_t *o)
+{
+    int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    do {
+        if (n <= 0)
+            return false;
+        /* acq_rel: the release makes this holder's writes to the object
+         * visible to whoever frees it; the acquire (for the last one) makes
+         * every other holder's writes visible before we free */
+    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (n == 1) {
+        hive__rcu_lock();
+        cds_lfht_del(h->store.ht, &o->lf);
+        hive__rcu_unlock();
+        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+        hive__call_rcu(&o->rcu, free_cb);
+    }
+    return true;
+}
+
+void hive__obj_release(struct hive *h, hive__obj_t *o)
+{
+    if (!release_count(h, o))
+        HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
+}
+
+static void free_cb(struct rcu_head *head)
+{
+    hive__rcu_callback_begin();
+    hive__obj_t *o = caa_container_of(head, hive__obj_t, rcu);
+    struct hive *h = o->h;
+    if (o->kind == HIVE__CELL)
+        hive__cell_drop(h, o);
+    free_record(h, o);
+    /* release: the shutdown path's acquire load sees our frees done */
+    atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+void hive__store_drain(struct hive *h)
+{
+    hive__rcu_thread();
+    /* a cell's free may queue its version's: loop until none is left
+     * (only when nobody else is releasing: tests, stats, shutdown) */
+    while (atomic_load_explicit(&h->store.callbacks, memory_order_acquire) != 0)
+        hive__rcu_barrier();
+}
+
+void hive__store_close(struct hive *h)
+{
+    hive__store_t *s = &h->store;
+    /* 1. let queued frees run */
+    hive__store_drain(h);
+    /* 2. nobody else runs in this engine now: free what is left directly */
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *n;
+    hive__rcu_lock();
+    cds_lfht_first(s->ht, &it);
+    while ((n = cds_lfht_iter_get_node(&it)) != NULL) {
+        hive__obj_t *o = caa_container_of(n, hive__obj_t, lf);
+        cds_lfht_next(s->ht, &it);
+        cds_lfht_del(s->ht, n);
+        if (o->kind == HIVE__CELL)
+            hive__cell_drop_slot_only(h, o);
+        free_record(h, o);
+    }
+    hive__rcu_unlock();
+    hive__rcu_barrier();
+    cds_lfht_destroy(s->ht, NULL);
+    s->ht = NULL;
+}
+
+/* ------------------------------------------------------------------ states */
+
+/* After a state change: wake hive_wait sleepers, if any. seq_cst load: the
+ * sealer's half of a store-load handshake with the waiter, which bumps
+ * epoch_waiters (seq_cst) before it re-reads the states (seq_cst). Either we
+ * see its count, or it sees our new state. */
+static void wake_epoch(hive__store_t *s)
+{
+    if (atomic_load_explicit(&s->epoch_waiters, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&s->epoch, 1, memory_order_seq_cst);
+        hive__futex_wake(&s->epoch, INT_MAX);
+    }
+}
+
+/* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
+ * release for the payload (or fail_code), and the store half of both
+ * handshakes (WAITERS bit here, epoch_waiters in wake_epoch). */
+static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    do {
+        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, to, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if (v & HIVE__WAITERS)
+        hive__futex_wake(&o->state, INT_MAX);
+    wake_epoch(&h->store);
+    return true;
+}
+
+int hive__obj_seal(struct hive *h, hive__obj_t *o)
+{
+    if (!finish(h, o, HIVE__SEALED))
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is already %s",
+                          (unsigned long long)o->id,
+                          hive__obj_state(o) == HIVE__SEALED ? "sealed" : "failed");
+    return HIVE_OK;
+}
+
+void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
+{
+    o->fail_code = code;           /* published by finish's release */
+    finish(h, o, HIVE__FAILED);
+}
+
+/* Spin this long before sleeping: a seal that is microseconds away costs no
+ * system call on either side. */
+#define GET_SPIN_NS 20000u
+
+static int wait_state(hive__obj_t *o, int64_t timeout_ns, const char *fn)
+{
+    uint64_t start = hive__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    uint64_t spin_until = start + (timeout_ns >= 0 && (uint64_t)timeout_ns < GET_SPIN_NS
+                                   ? (uint64_t)timeout_ns : GET_SPIN_NS);
+    do {
+        for (int i = 0; i < 64; i++) {
+            if (hive__obj_state(o) != HIVE__PENDING)
+                return HIVE_OK;
+            hive__cpu_relax();
+        }
+    } while (hive__now_ns() < spin_until);
+    for (;;) {
+        uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
+        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+            return HIVE_OK;
+        uint64_t now = hive__now_ns();
+        if (now >= deadline)
+            return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
+                              (unsigned long long)o->id, (long long)timeout_ns);
+        /* seq_cst: the waiter's half of the handshake with finish() */
+        if (!(v & HIVE__WAITERS) &&
+            !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
+                                                     memory_order_seq_cst, memory_order_relaxed))
+            continue;
+        hive__futex_wait(&o->state, v | HIVE__WAITERS,
+                         deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
+    }
+}
+
+/* ------------------------------------------------------------------ API */
+
+#define CHECK_ENGINE(h, fn) \
+    do { if (unlikely((h) == NULL)) return hive__fail(HIVE_EINVAL, "%s: engine is NULL", fn); } while (0)
+
+int hive_put(hive_t *h, const void *data, size_t size, hive_ref_t *out)
+{
+    CHECK_ENGINE(h, "hive_put");
+    if (unlikely(out == NULL || (data == NULL && size != 0)))
+        return hive__fail(HIVE_EINVAL, "hive_put: %s is NULL", out == NULL ? "out" : "data");
+    hive__obj_t *o;
+    int rc = hive__obj_new(h, HIVE__BLOB, size, true, &o);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    if (size)
+        memcpy(o->data, data, size);
+    atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);  /* published below */
+    hive__obj_publish(h, o);
+    out->id = o->id;
+    return HIVE_OK;
+}
+
+int hive_create(hive_t *h, size_t size, void **data, hive_ref_t *out)
+{
+    CHECK_ENGINE(h, "hive_create");
+    if (unlikely(out == NULL || data == NULL))
+        return hive__fail(HIVE_EINVAL, "hive_create: %s is NULL", out == NULL ? "out" : "data");
+    hive__obj_t *o;
+    int rc = hive__obj_new(h, HIVE__BLOB, size, true, &o);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    hive__obj_publish(h, o);
+    *data = size ? o->data : zero_payload;
+    out->id = o->id;
+    return HIVE_OK;
+}
+
+int hive_seal(hive_t *h, hive_ref_t ref)
+{
+    CHECK_ENGINE(h, "hive_seal");
+    hive__obj_t *o = hive__obj_find(h, ref, "hive_seal");
+    if (unlikely(o == NULL))
+        return HIVE_ENOENT;
+    if (unlikely(o->kind != HIVE__BLOB))
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
+                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array" : "cell");
+    return hive__obj_seal(h, o);
+}
+
+int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
+{
+    CHECK_ENGINE(h, "hive_get");
+    if (unlikely(data == NULL))
+        return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
+    hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
+    if (unlikely(o == NULL))
+        return HIVE_ENOENT;
+    if (unlikely(o->kind == HIVE__CELL))
+        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is a cell; use hive_cell_acquire",
+                          (unsigned long long)ref.id);
+    uint32_t st = hive__obj_state(o);
+    if (st == HIVE__PENDING) {
+        int rc = wait_state(o, timeout_ns, "hive_get");
+        if (rc != HIVE_OK)
+            return rc;
+        st = hive__obj_state(o);
+    }
+    if (unlikely(st == HIVE__FAILED))
+        return hive__fail(o->fail_code, "hive_get: object %llu failed: %s",
+                          (unsigned long long)ref.id, hive_strerror(o->fail_code));
+    *data = o->size ? o->data : zero_payload;
+    if (size)
+        *size = o->size;
+    return HIVE_OK;
+}
+
+int hive_retain(hive_t *h, hive_ref_t ref)
+{
+    CHECK_ENGINE(h, "hive_retain");
+    hive__rcu_lock();                 /* the record must not go while we look */
+    hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
+    bool ok = o != NULL && hive__obj_retain_live(o);
+    hive__rcu_unlock();
+    if (unlikely(!ok))
+        return hive__fail(HIVE_ENOENT, "hive_retain: object %llu does not exist (never created, "
+                          "or released)", (unsigned long long)ref.id);
+    return HIVE_OK;
+}
+
+int hive_release(hive_t *h, hive_ref_t ref)
+{
+    CHECK_ENGINE(h, "hive_release");
+    hive__rcu_lock();
+    hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
+    bool ok = o != NULL && release_count(h, o);
+    hive__rcu_unlock();
+    if (unlikely(!ok))
+        return hive__fail(HIVE_ENOENT, "hive_release: object %llu does not exist (never created, "
+                          "or already released)", (unsigned long long)ref.id);
+    return HIVE_OK;
+}
+
+int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
+              unsigned char *ready)
+{
+    CHECK_ENGINE(h, "hive_wait");
+    if (unlikely(refs == NULL && n != 0))
+        return hive__fail(HIVE_EINVAL, "hive_wait: refs is NULL for %zu refs", n);
+    if (unlikely(num_ready > n))
+        return hive__fail(HIVE_EINVAL, "hive_wait: num_ready %zu exceeds the %zu refs", num_ready, n);
+    /* the caller holds counts, so the records stay while we look at them */
+    hive__obj_t *stack_objs[64];
+    hive__obj_t **objs = stack_objs;
+    if (n > 64 && (objs = malloc(n * sizeof *objs)) == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
+    int rc = HIVE_OK;
+    for (size_t i = 0; i < n; i++)
+        if ((objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
+            rc = HIVE_ENOENT;
+            goto out;
+        }
+    hive__store_t *s = &h->store;
+    uint64_t start = hive__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    bool registered = false;
+    for (;;) {
+        uint32_t epoch = atomic_load_explicit(&s->epoch, memory_order_seq_cst);
+        size_t count = 0;
+        /* seq_cst loads: the re-read half of the handshake with wake_epoch */
+        for (size_t i = 0; i < n; i++)
+            count += (atomic_load_explicit(&objs[i]->state, memory_order_seq_cst) &
+                      HIVE__STATE_MASK) != HIVE__PENDING;
+        if (count >= num_ready) {
+            if (ready)
+                for (size_t i = 0; i < n; i++)
+                    ready[i] = hive__obj_state(objs[i]) != HIVE__PENDING;
+            rc = (int)(count > INT_MAX ? INT_MAX : count);
+            break;
+        }
+        uint64_t now = hive__now_ns();
+        if (now >= deadline) {
+            rc = hive__fail(HIVE_ETIMEDOUT, "hive_wait: %zu of %zu ready, %zu wanted, after %lld ns",
+                            count, n, num_ready, (long long)timeout_ns);
+            break;
+        }
+        if (now - start < GET_SPIN_NS) {
+            hive__cpu_relax();
+            continue;
+        }
+        if (!registered) {
+            /* seq_cst: waiter's half of the handshake in wake_epoch; the
+             * states are re-read after it before any sleep */
+            atomic_fetch_add_explicit(&s->epoch_waiters, 1, memory_order_seq_cst);
+            registered = true;
+            continue;
+        }
+        hive__futex_wait(&s->epoch, epoch, deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
+    }
+    if (registered)
+        atomic_fetch_sub_explicit(&s->epoch_waiters, 1, memory_order_relaxed);
+out:
+    if (objs != stack_objs)
+        free(objs);
+    return rc;
+}
+
+int hive_store_stats(hive_t *h, hive_store_stats_t *out)
+{
+    CHECK_ENGINE(h, "hive_store_stats");
+    if (out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_store_stats: out is NULL");
+    out->capacity = h->arena.capacity;
+    out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
+    return HIVE_OK;
+}

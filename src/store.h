@@ -1,0 +1,111 @@
+/*
+ * store.h - objects: id -> record lookup (liburcu rculfhash under RCU),
+ * states, counts, waiting, seal and free.
+ *
+ * A record lives in the block pool, its payload in the arena. The record is
+ * found by id through the hash table while inside an RCU read-side section;
+ * the caller's own count keeps it alive afterwards. The last release removes
+ * it from the table and frees it through call_rcu, after every reader that
+ * could still have found it has left its read-side section.
+ *
+ * The state word is also a futex: PENDING until seal or failure; a getter
+ * that must sleep sets WAITERS first, and a seal issues a wake only when it
+ * finds that bit.
+ */
+#ifndef HIVE_STORE_H
+#define HIVE_STORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hive.h"
+#include "util/rcu.h"
+
+enum {
+    HIVE__PENDING = 0,
+    HIVE__SEALED  = 1,
+    HIVE__FAILED  = 2,
+    HIVE__STATE_MASK = 3,
+    HIVE__WAITERS = 4,               /* someone sleeps on the state word */
+};
+
+enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3 };
+
+struct hive__cell_slot;
+
+typedef struct hive__obj {
+    struct cds_lfht_node lf;         /* hash table linkage */
+    uint64_t          id;
+    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS */
+    int32_t           fail_code;     /* valid once FAILED is visible */
+    _Atomic int64_t   refs;
+    uint8_t           kind;
+    size_t            size;          /* payload bytes */
+    void             *data;          /* payload (64-byte aligned) */
+    struct hive      *h;
+    struct rcu_head   rcu;
+    union {
+        struct {                     /* HIVE__ARRAY */
+            _Atomic uint64_t seq;    /* seqlock: odd while a write section is open */
+            int32_t  dtype;
+            int32_t  ndim;
+            int64_t  shape[HIVE_MAX_DIMS];
+        } arr;
+        struct {                     /* HIVE__CELL */
+            _Atomic(struct hive__cell_slot *) cur;
+        } cell;
+    } u;
+} hive__obj_t;
+
+typedef struct hive__store {
+    struct cds_lfht *ht;
+    HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats) */
+    _Atomic uint64_t  callbacks;               /* frees queued with call_rcu, not yet run */
+    /* hive_wait: an engine-wide seal epoch that sleepers on several objects
+     * wait on; a seal bumps it only when somebody waits. */
+    HIVE_ALIGNED _Atomic uint32_t epoch;
+    _Atomic uint32_t  epoch_waiters;
+} hive__store_t;
+
+int  hive__store_open(hive__store_t *s);
+/* Free every object still alive, wait for the RCU callbacks, destroy the table. */
+void hive__store_close(struct hive *h);
+
+/* Wait until every free queued so far has run (tests, stats, shutdown). */
+void hive__store_drain(struct hive *h);
+
+/* A new record with one count, kind and payload of size bytes allocated on
+ * node (data may be NULL: no payload yet), state PENDING, not yet visible. */
+int  hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out);
+/* Make it findable by id (release: the record's fields are visible to
+ * whoever finds it). */
+void hive__obj_publish(struct hive *h, hive__obj_t *o);
+/* Drop a record that was never published (error paths). */
+void hive__obj_discard(struct hive *h, hive__obj_t *o);
+
+/* Find a live record by id: NULL (and the sentence) if there is none. The
+ * caller must hold a count, or be inside hive__rcu_lock(). */
+hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn);
+
+/* Seal or fail a PENDING object, waking whoever sleeps on it. */
+int  hive__obj_seal(struct hive *h, hive__obj_t *o);
+void hive__obj_fail(struct hive *h, hive__obj_t *o, int code);
+
+/* Counts on records already found. retain_live fails if the count already
+ * reached zero (the object is on its way out). */
+bool hive__obj_retain_live(hive__obj_t *o);
+void hive__obj_release(struct hive *h, hive__obj_t *o);
+
+/* array.c: what a cell holds when it goes (its version's count, its slot) */
+void hive__cell_drop(struct hive *h, hive__obj_t *cell);
+void hive__cell_drop_slot_only(struct hive *h, hive__obj_t *cell);
+
+static inline uint32_t hive__obj_state(const hive__obj_t *o)
+{
+    /* acquire: pairs with the release in seal/fail/publish, so the payload
+     * and fail_code written before are visible */
+    return atomic_load_explicit(&o->state, memory_order_acquire) & HIVE__STATE_MASK;
+}
+
+#endif

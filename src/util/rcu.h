@@ -1,0 +1,75 @@
+/*
+ * rcu.h - the one place that picks the liburcu flavour and wraps it.
+ *
+ * Flavour: memb (sys_membarrier). Its read-side lock is a per-thread counter
+ * update with no fence; the grace-period side pays with a membarrier system
+ * call. QSBR's read side is free, but every thread must then announce
+ * quiescent states, and user threads that sit outside hive for seconds would
+ * stall every grace period unless they went offline/online around each call
+ * (a full fence each way). bench/bench_store.c measures the three flavours'
+ * lookup throughput side by side; the numbers are in the README.
+ *
+ * Threads are registered lazily: the first hive call on a thread that needs
+ * RCU registers it, and a thread-exit destructor unregisters it, so users
+ * never call anything by hand.
+ *
+ * ThreadSanitizer cannot see the happens-before that a grace period gives
+ * (liburcu is not instrumented). Under TSan, every read-side unlock releases
+ * a token that every RCU callback acquires, which tells TSan the truth: a
+ * callback runs after every reader that could have seen its object.
+ */
+#ifndef HIVE_UTIL_RCU_H
+#define HIVE_UTIL_RCU_H
+
+#include <stdbool.h>
+#include <urcu/urcu-memb.h>
+#include <urcu/rculfhash.h>
+
+#include "util/common.h"
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern char hive__rcu_tsan_token;
+#define HIVE_TSAN_RELEASE(p) __tsan_release(p)
+#define HIVE_TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define HIVE_TSAN_RELEASE(p) ((void)0)
+#define HIVE_TSAN_ACQUIRE(p) ((void)0)
+#endif
+
+extern __thread bool hive__rcu_registered;
+void hive__rcu_register_slow(void);
+
+/* Make sure the calling thread is an RCU reader (cheap after the first call). */
+static inline void hive__rcu_thread(void)
+{
+    if (unlikely(!hive__rcu_registered))
+        hive__rcu_register_slow();
+}
+
+static inline void hive__rcu_lock(void)
+{
+    hive__rcu_thread();
+    urcu_memb_read_lock();
+}
+
+static inline void hive__rcu_unlock(void)
+{
+    HIVE_TSAN_RELEASE(&hive__rcu_tsan_token);
+    urcu_memb_read_unlock();
+}
+
+/* Start of every RCU callback. liburcu's call_rcu threads are registered
+ * readers already: mark it so that a callback that releases another object
+ * does not register the thread twice. TSan: see the comment at the top. */
+static inline void hive__rcu_callback_begin(void)
+{
+    hive__rcu_registered = true;
+    HIVE_TSAN_ACQUIRE(&hive__rcu_tsan_token);
+}
+
+#define hive__call_rcu   urcu_memb_call_rcu
+#define hive__rcu_barrier urcu_memb_barrier
+#define hive__rcu_flavor urcu_memb_flavor
+
+#endif

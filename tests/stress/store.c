@@ -1,0 +1,206 @@
+/*
+ * stress/store.c - the store under 4+ threads for a few seconds.
+ *
+ *  - shared refs: threads get, retain and release a common set of objects
+ *    (each holds its own counts) and put/release private ones; contents are
+ *    checked on every get (a use-after-free or a mixed-up payload shows);
+ *  - array atomics: every thread adds to shared counters; the totals must be
+ *    exact;
+ *  - seqlock: writers fill a whole array with one value inside a write
+ *    section; readers' snapshots must never mix two values;
+ *  - cells: one publisher publishes versions whose payload is their own
+ *    sequence number; readers check the payload against the seq they got,
+ *    and that seqs never go backwards.
+ * At the end everything is released: no object and no byte is left in use.
+ */
+#include "testutil.h"
+#include "hive_impl.h"
+
+#include <pthread.h>
+
+#define THREADS  4
+#define SHARED   64
+#define ELEMS    256
+
+static hive_t *h;
+static hive_ref_t shared_refs[SHARED];
+static hive_ref_t counters_ref, snap_ref, cell_ref;
+static hive_array_t counters, snap;
+static _Atomic int stop_flag;
+static _Atomic long torn, bad_payload, seq_backwards, ops;
+static _Atomic long bad_kind[4];
+static _Atomic long writers_adds[THREADS];
+
+static void check_shared(unsigned i)
+{
+    const uint64_t *p;
+    size_t n;
+    if (hive_get(h, shared_refs[i], 0, (const void **)&p, &n) != HIVE_OK || n != 64 * 8) {
+        atomic_fetch_add(&bad_kind[0], 1);
+        atomic_fetch_add(&bad_payload, 1);
+        return;
+    }
+    for (unsigned k = 0; k < 64; k++)
+        if (p[k] != i * 1000 + k) {
+            atomic_fetch_add(&bad_payload, 1);
+            return;
+        }
+}
+
+static void *mixed(void *arg)
+{
+    unsigned id = (unsigned)(intptr_t)arg;
+    uint64_t rng = 0x2545F4914F6CDD1Dull * (id + 1);
+    long local_adds = 0, n = 0;
+    uint64_t last_seq = 0;
+    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        unsigned what = (unsigned)(rng % 8);
+        unsigned i = (unsigned)((rng >> 8) % SHARED);
+        switch (what) {
+        case 0: case 1: {                  /* shared refs: retain, get, release */
+            if (hive_retain(h, shared_refs[i]) != HIVE_OK) {
+                atomic_fetch_add(&bad_kind[1], 1);
+                atomic_fetch_add(&bad_payload, 1);
+                break;
+            }
+            check_shared(i);
+            hive_release(h, shared_refs[i]);
+            break;
+        }
+        case 2: {                          /* private put/get/release, mixed sizes */
+            size_t sz = (size_t)((rng >> 16) % 70000);
+            unsigned char *buf = malloc(sz + 1);
+            memset(buf, (int)(rng & 0xff), sz + 1);
+            hive_ref_t r;
+            if (hive_put(h, buf, sz, &r) != HIVE_OK) {
+                atomic_fetch_add(&bad_kind[2], 1);      /* full only if frees were lost */
+                atomic_fetch_add(&bad_payload, 1);
+            } else {
+                const unsigned char *p;
+                size_t got;
+                if (hive_get(h, r, 0, (const void **)&p, &got) != HIVE_OK || got != sz ||
+                    (sz && (p[0] != buf[0] || p[sz - 1] != buf[0]))) {
+                    atomic_fetch_add(&bad_kind[2], 1);
+                    atomic_fetch_add(&bad_payload, 1);
+                }
+                hive_release(h, r);
+            }
+            free(buf);
+            break;
+        }
+        case 3:                            /* array atomics */
+            hive_array_add_i64(&counters, (int64_t)(id * 4 + (rng >> 20) % 4), 1);
+            local_adds++;
+            break;
+        case 4: {                          /* seqlock writer */
+            int64_t v = (int64_t)(rng >> 1);
+            hive_array_write_begin(&snap);
+            for (int k = 0; k < ELEMS; k++)
+                ((int64_t *)snap.data)[k] = v;
+            hive_array_write_end(&snap);
+            break;
+        }
+        case 5: {                          /* seqlock reader */
+            int64_t copy[ELEMS];
+            hive_array_read(&snap, copy, sizeof copy);
+            for (int k = 1; k < ELEMS; k++)
+                if (copy[k] != copy[0]) {
+                    atomic_fetch_add(&torn, 1);
+                    break;
+                }
+            break;
+        }
+        default: {                         /* cell readers (thread 0 publishes) */
+            if (id == 0) {
+                static uint64_t next = 1;
+                hive_ref_t v;
+                uint64_t payload = next;
+                if (hive_put(h, &payload, sizeof payload, &v) != HIVE_OK ||
+                    hive_cell_publish(h, cell_ref, v) != HIVE_OK) {
+                    atomic_fetch_add(&bad_kind[3], 1);
+                    atomic_fetch_add(&bad_payload, 1);
+                } else {
+                    next++;
+                    hive_release(h, v);
+                }
+                break;
+            }
+            hive_ref_t v;
+            uint64_t seq;
+            if (hive_cell_acquire(h, cell_ref, &v, &seq) == HIVE_OK) {
+                const uint64_t *p;
+                if (hive_get(h, v, 0, (const void **)&p, NULL) != HIVE_OK || *p != seq) {
+                    atomic_fetch_add(&bad_kind[3], 1);
+                    atomic_fetch_add(&bad_payload, 1);
+                }
+                if (seq < last_seq)
+                    atomic_fetch_add(&seq_backwards, 1);
+                last_seq = seq;
+                hive_release(h, v);
+            }
+            break;
+        }
+        }
+        n++;
+    }
+    atomic_fetch_add(&writers_adds[id], local_adds);
+    atomic_fetch_add(&ops, n);
+    return NULL;
+}
+
+static void test_store_stress(void **state)
+{
+    (void)state;
+    hive_config_t cfg = { .workers = 2, .store_bytes = 256u << 20, .no_pin = 1 };
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    for (unsigned i = 0; i < SHARED; i++) {
+        uint64_t payload[64];
+        for (unsigned k = 0; k < 64; k++)
+            payload[k] = i * 1000 + k;
+        assert_int_equal(hive_put(h, payload, sizeof payload, &shared_refs[i]), HIVE_OK);
+    }
+    int64_t cshape[1] = { THREADS * 4 }, sshape[1] = { ELEMS };
+    assert_int_equal(hive_array_new(h, HIVE_I64, 1, cshape, &counters_ref), HIVE_OK);
+    assert_int_equal(hive_array_new(h, HIVE_I64, 1, sshape, &snap_ref), HIVE_OK);
+    assert_int_equal(hive_array_view(h, counters_ref, &counters), HIVE_OK);
+    assert_int_equal(hive_array_view(h, snap_ref, &snap), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &cell_ref), HIVE_OK);
+
+    pthread_t th[THREADS];
+    for (unsigned i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, mixed, (void *)(intptr_t)i), 0);
+    test_sleep_ms(2500);
+    atomic_store(&stop_flag, 1);
+    for (unsigned i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+
+    printf("store stress: %ld operations by %d threads\n", atomic_load(&ops), THREADS);
+    if (atomic_load(&bad_payload))
+        printf("bad: shared get %ld, retain %ld, private %ld, cell %ld\n", atomic_load(&bad_kind[0]),
+               atomic_load(&bad_kind[1]), atomic_load(&bad_kind[2]), atomic_load(&bad_kind[3]));
+    assert_int_equal(atomic_load(&bad_payload), 0);
+    assert_int_equal(atomic_load(&torn), 0);
+    assert_int_equal(atomic_load(&seq_backwards), 0);
+    for (unsigned i = 0; i < THREADS; i++) {
+        int64_t sum = 0;
+        for (unsigned k = 0; k < 4; k++)
+            sum += ((int64_t *)counters.data)[i * 4 + k];
+        assert_int_equal(sum, atomic_load(&writers_adds[i]));
+    }
+    for (unsigned i = 0; i < SHARED; i++)
+        assert_int_equal(hive_release(h, shared_refs[i]), HIVE_OK);
+    hive_release(h, counters_ref);
+    hive_release(h, snap_ref);
+    hive_release(h, cell_ref);
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_stress),
+    };
+    return cmocka_run_group_tests_name("stress_store", tests, NULL, NULL);
+}

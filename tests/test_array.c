@@ -1,0 +1,315 @@
+/* test_array.c - shared arrays (views, slices, atomics, write sections,
+ * snapshots) and cells (publish, acquire, old versions freed). */
+#include "testutil.h"
+#include "hive_impl.h"
+
+static hive_t *engine(void)
+{
+    return test_engine(64u << 20, 1, NULL);
+}
+
+static void finish(hive_t *h)
+{
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_dtype_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(hive_dtype_size(HIVE_BOOL), 1);
+    assert_int_equal(hive_dtype_size(HIVE_U8), 1);
+    assert_int_equal(hive_dtype_size(HIVE_I16), 2);
+    assert_int_equal(hive_dtype_size(HIVE_F32), 4);
+    assert_int_equal(hive_dtype_size(HIVE_U32), 4);
+    assert_int_equal(hive_dtype_size(HIVE_I64), 8);
+    assert_int_equal(hive_dtype_size(HIVE_F64), 8);
+    assert_int_equal(hive_dtype_size((hive_dtype_t)0), 0);
+    assert_int_equal(hive_dtype_size((hive_dtype_t)12), 0);
+}
+
+static void test_new_view_at(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[2] = { 4, 5 };
+    hive_ref_t r;
+    assert_int_equal(hive_array_new(h, HIVE_I64, 2, shape, &r), HIVE_OK);
+    hive_array_t a, b;
+    assert_int_equal(hive_array_view(h, r, &a), HIVE_OK);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.dtype, HIVE_I64);
+    assert_int_equal(a.shape[0], 4);
+    assert_int_equal(a.shape[1], 5);
+    assert_int_equal(a.strides[0], 40);            /* C-contiguous, bytes */
+    assert_int_equal(a.strides[1], 8);
+    assert_int_equal(a.ref.id, r.id);
+    assert_int_equal(hive_array_numel(&a), 20);
+    assert_int_equal((uintptr_t)a.data % 64, 0);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++) {
+            int64_t idx[2] = { i, j };
+            int64_t *e = hive_array_at(&a, idx);
+            assert_non_null(e);
+            assert_int_equal(*e, 0);                /* zero-filled */
+            *e = i * 10 + j;
+        }
+    /* every view of the object sees the same bytes */
+    assert_int_equal(hive_array_view(h, r, &b), HIVE_OK);
+    assert_ptr_equal(a.data, b.data);
+    int64_t idx[2] = { 3, 4 };
+    assert_int_equal(*(int64_t *)hive_array_at(&b, idx), 34);
+    const void *raw;
+    size_t n;
+    assert_int_equal(hive_get(h, r, 0, &raw, &n), HIVE_OK);   /* the payload is the elements */
+    assert_ptr_equal(raw, a.data);
+    assert_int_equal(n, 160);
+    int64_t bad[2] = { 4, 0 };
+    assert_null(hive_array_at(&a, bad));
+    assert_non_null(strstr(hive_last_error(), "index 4 out of range 0..3 in dimension 0"));
+    assert_null(hive_array_at(&a, NULL));
+
+    /* a scalar */
+    hive_ref_t s;
+    hive_array_t sv;
+    assert_int_equal(hive_array_new(h, HIVE_F64, 0, NULL, &s), HIVE_OK);
+    assert_int_equal(hive_array_view(h, s, &sv), HIVE_OK);
+    assert_int_equal(hive_array_numel(&sv), 1);
+    *(double *)hive_array_at(&sv, NULL) = 2.5;
+    assert_true(hive_array_add_f64(&sv, 0, 1.0) == 3.5);
+    hive_release(h, s);
+    hive_release(h, r);
+    finish(h);
+}
+
+static void test_slices(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[2] = { 4, 6 };
+    hive_ref_t r;
+    hive_array_t a, s, t;
+    assert_int_equal(hive_array_new(h, HIVE_I32, 2, shape, &r), HIVE_OK);
+    hive_array_view(h, r, &a);
+    for (int64_t i = 0; i < 24; i++)
+        ((int32_t *)a.data)[i] = (int32_t)i;
+    /* rows 1..2, columns ::-2 (5, 3, 1) */
+    assert_int_equal(hive_array_slice(&a, 0, 1, 3, 1, &s), HIVE_OK);
+    assert_int_equal(hive_array_slice(&s, 1, INT64_MAX, INT64_MIN, -2, &t), HIVE_OK);
+    assert_int_equal(t.shape[0], 2);
+    assert_int_equal(t.shape[1], 3);
+    int32_t out[6];
+    assert_int_equal(hive_array_read(&t, out, sizeof out), HIVE_OK);
+    int32_t want[6] = { 11, 9, 7, 17, 15, 13 };
+    assert_memory_equal(out, want, sizeof want);
+    /* a slice is a view: writing through it changes the array */
+    int64_t idx[2] = { 0, 0 };
+    *(int32_t *)hive_array_at(&t, idx) = -1;
+    assert_int_equal(((int32_t *)a.data)[11], -1);
+    /* numpy clipping and negative indices */
+    assert_int_equal(hive_array_slice(&a, 1, -2, 100, 1, &s), HIVE_OK);   /* [-2:100] -> 2 */
+    assert_int_equal(s.shape[1], 2);
+    assert_int_equal(hive_array_slice(&a, 1, 4, 2, 1, &s), HIVE_OK);      /* empty */
+    assert_int_equal(s.shape[1], 0);
+    assert_int_equal(hive_array_numel(&s), 0);
+    assert_int_equal(hive_array_read(&s, out, 0), HIVE_OK);
+    assert_int_equal(hive_array_slice(&a, 0, -100, 100, 3, &s), HIVE_OK);  /* 0, 3 */
+    assert_int_equal(s.shape[0], 2);
+    assert_int_equal(s.strides[0], 72);
+    /* flat indices follow the view's logical C order */
+    assert_int_equal(hive_array_slice(&a, 1, INT64_MAX, INT64_MIN, -1, &s), HIVE_OK);
+    assert_int_equal(hive_array_add_i64(&s, 1, 100), 104);                 /* a[0][4] */
+    /* bad slices */
+    ASSERT_FAILS_WITH(hive_array_slice(&a, 2, 0, 1, 1, &s), HIVE_EINVAL, "dimension 2 outside 0..1");
+    ASSERT_FAILS_WITH(hive_array_slice(&a, 0, 0, 1, 0, &s), HIVE_EINVAL, "step 0");
+    ASSERT_FAILS_WITH(hive_array_slice(&a, 0, 0, 1, 1, NULL), HIVE_EINVAL, "out is NULL");
+    ASSERT_FAILS_WITH(hive_array_slice(NULL, 0, 0, 1, 1, &s), HIVE_EINVAL, "array is NULL");
+    hive_release(h, r);
+    finish(h);
+}
+
+static void test_atomics_every_dtype(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[1] = { 3 };
+    for (hive_dtype_t t = HIVE_I8; t <= HIVE_U64; t++) {
+        hive_ref_t r;
+        hive_array_t a;
+        assert_int_equal(hive_array_new(h, t, 1, shape, &r), HIVE_OK);
+        hive_array_view(h, r, &a);
+        assert_int_equal(hive_array_add_i64(&a, 2, 5), 5);
+        assert_int_equal(hive_array_add_i64(&a, 2, 7), 12);
+        assert_int_equal(hive_array_add_i64(&a, 0, 0), 0);
+        hive_release(h, r);
+    }
+    hive_ref_t r;
+    hive_array_t a;
+    assert_int_equal(hive_array_new(h, HIVE_I8, 1, shape, &r), HIVE_OK);
+    hive_array_view(h, r, &a);
+    assert_int_equal(hive_array_add_i64(&a, 0, 127), 127);
+    assert_int_equal(hive_array_add_i64(&a, 0, 1), -128);     /* wraps at its width */
+    hive_release(h, r);
+    for (hive_dtype_t t = HIVE_F32; t <= HIVE_F64; t++) {
+        assert_int_equal(hive_array_new(h, t, 1, shape, &r), HIVE_OK);
+        hive_array_view(h, r, &a);
+        assert_true(hive_array_add_f64(&a, 1, 0.5) == 0.5);
+        assert_true(hive_array_add_f64(&a, 1, 0.25) == 0.75);
+        assert_true(hive_array_add_i64(&a, 1, 1) == 0);      /* wrong dtype: no change */
+        assert_non_null(strstr(hive_last_error(), "not an integer type"));
+        assert_true(hive_array_add_f64(&a, 1, 0) == 0.75);
+        hive_release(h, r);
+    }
+    assert_int_equal(hive_array_new(h, HIVE_BOOL, 1, shape, &r), HIVE_OK);
+    hive_array_view(h, r, &a);
+    assert_int_equal(hive_array_add_i64(&a, 0, 1), 0);
+    assert_int_equal(*(uint8_t *)a.data, 0);
+    assert_true(hive_array_add_f64(&a, 0, 1) == 0);
+    assert_non_null(strstr(hive_last_error(), "not F32 or F64"));
+    assert_int_equal(hive_array_add_i64(&a, 3, 1), 0);
+    assert_non_null(strstr(hive_last_error(), "flat index 3 out of range 0..2"));
+    assert_int_equal(hive_array_add_i64(NULL, 0, 1), 0);
+    assert_non_null(strstr(hive_last_error(), "array is NULL"));
+    hive_release(h, r);
+    finish(h);
+}
+
+static void test_write_section_and_read(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[2] = { 3, 3 };
+    hive_ref_t r;
+    hive_array_t a;
+    assert_int_equal(hive_array_new(h, HIVE_F32, 2, shape, &r), HIVE_OK);
+    hive_array_view(h, r, &a);
+    hive_array_write_begin(&a);
+    for (int i = 0; i < 9; i++)
+        ((float *)a.data)[i] = (float)i;
+    hive_array_write_end(&a);
+    float snap[9];
+    assert_int_equal(hive_array_read(&a, snap, sizeof snap), HIVE_OK);
+    for (int i = 0; i < 9; i++)
+        assert_true(snap[i] == (float)i);
+    ASSERT_FAILS_WITH(hive_array_read(&a, snap, sizeof snap - 1), HIVE_EINVAL,
+                      "dst holds 35 bytes, the view needs 36");
+    ASSERT_FAILS_WITH(hive_array_read(&a, NULL, 36), HIVE_EINVAL, "dst is NULL");
+    hive_array_write_end(&a);                       /* no section open: refused, no damage */
+    assert_non_null(strstr(hive_last_error(), "no write section is open"));
+    hive_array_t fake = a;
+    fake.priv = NULL;
+    ASSERT_FAILS_WITH(hive_array_read(&fake, snap, sizeof snap), HIVE_EINVAL, "no array record");
+    hive_array_write_begin(&fake);                  /* refused, returns */
+    assert_non_null(strstr(hive_last_error(), "no array record"));
+    hive_array_write_begin(&a);                     /* the real lock still works */
+    hive_array_write_end(&a);
+    hive_release(h, r);
+    finish(h);
+}
+
+static void test_bad_arrays(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[9] = { 2, 2, 2, 2, 2, 2, 2, 2, 2 };
+    hive_ref_t r = { 77 }, blob;
+    hive_array_t v;
+    ASSERT_FAILS_WITH(hive_array_new(h, (hive_dtype_t)99, 1, shape, &r), HIVE_EINVAL, "dtype 99");
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_I8, 9, shape, &r), HIVE_EINVAL, "ndim 9 outside 0..8");
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_I8, -1, shape, &r), HIVE_EINVAL, "ndim -1");
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_I8, 2, NULL, &r), HIVE_EINVAL, "shape is NULL");
+    int64_t neg[2] = { 3, -1 };
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_I8, 2, neg, &r), HIVE_EINVAL, "shape[1] = -1");
+    int64_t huge[3] = { INT64_MAX / 2, 4, 4 };
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_F64, 3, huge, &r), HIVE_EINVAL, "overflows");
+    int64_t big[1] = { (int64_t)1 << 40 };
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_U8, 1, big, &r), HIVE_EFULL, "object store full");
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_U8, 1, shape, NULL), HIVE_EINVAL, "out is NULL");
+    assert_int_equal(r.id, 77);
+    assert_int_equal(hive_put(h, "blob", 5, &blob), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_array_view(h, blob, &v), HIVE_ESTATE, "is a blob, not an array");
+    ASSERT_FAILS_WITH(hive_array_view(h, (hive_ref_t){ 0 }, &v), HIVE_ENOENT, "{0}");
+    hive_array_t a;
+    assert_int_equal(hive_array_new(h, HIVE_U8, 1, shape, &r), HIVE_OK);
+    hive_array_view(h, r, &a);
+    ASSERT_FAILS_WITH(hive_seal(h, r), HIVE_ESTATE, "is an array, not a blob");
+    assert_int_equal(hive_array_numel(NULL), -1);
+    hive_release(h, r);
+    hive_release(h, blob);
+    finish(h);
+}
+
+static void test_cells(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_ref_t cell, v1, v2, v3, got;
+    uint64_t seq = 99;
+    assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &cell), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, cell, &got, &seq), HIVE_ENOENT, "still empty");
+    assert_int_equal(seq, 99);
+    assert_int_equal(hive_put(h, "w1", 3, &v1), HIVE_OK);
+    assert_int_equal(hive_put(h, "w2", 3, &v2), HIVE_OK);
+    assert_int_equal(hive_put(h, "w3", 3, &v3), HIVE_OK);
+    assert_int_equal(hive_cell_publish(h, cell, v1), HIVE_OK);
+    assert_int_equal(hive_release(h, v1), HIVE_OK);           /* the cell keeps its own count */
+    assert_int_equal(hive_cell_acquire(h, cell, &got, &seq), HIVE_OK);
+    assert_int_equal(got.id, v1.id);
+    assert_int_equal(seq, 1);
+    const void *p;
+    assert_int_equal(hive_get(h, got, 0, &p, NULL), HIVE_OK);
+    assert_string_equal(p, "w1");
+    /* publish v2 while we still hold v1: v1 lives until we let go */
+    assert_int_equal(hive_cell_publish(h, cell, v2), HIVE_OK);
+    assert_int_equal(hive_release(h, v2), HIVE_OK);
+    hive__store_drain(h);
+    assert_int_equal(hive_get(h, got, 0, &p, NULL), HIVE_OK);
+    assert_string_equal(p, "w1");
+    assert_int_equal(hive_release(h, got), HIVE_OK);          /* last count of v1 */
+    hive__store_drain(h);
+    ASSERT_FAILS_WITH(hive_get(h, v1, 0, &p, NULL), HIVE_ENOENT, "does not exist");
+    assert_int_equal(hive_cell_acquire(h, cell, &got, NULL), HIVE_OK);
+    assert_int_equal(got.id, v2.id);
+    hive_release(h, got);
+
+    /* bad input */
+    ASSERT_FAILS_WITH(hive_cell_publish(h, v3, v3), HIVE_ESTATE, "is a blob, not a cell");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, (hive_ref_t){ 0 }), HIVE_ENOENT, "{0}");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, cell), HIVE_ESTATE, "cannot be a version");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, (hive_ref_t){ 424242 }), HIVE_ENOENT, "424242");
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, v3, &got, &seq), HIVE_ESTATE, "not a cell");
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, cell, NULL, &seq), HIVE_EINVAL, "version is NULL");
+    ASSERT_FAILS_WITH(hive_cell_new(h, (hive_ref_t){ 424242 }, &got), HIVE_ENOENT, "424242");
+    ASSERT_FAILS_WITH(hive_get(h, cell, 0, &p, NULL), HIVE_ESTATE, "is a cell");
+    assert_int_equal(hive_cell_acquire(h, cell, &got, &seq), HIVE_OK);   /* unharmed */
+    assert_int_equal(got.id, v2.id);
+    assert_int_equal(seq, 2);
+    hive_release(h, got);
+
+    /* a cell made with an initial version starts at seq 0 */
+    hive_ref_t c2;
+    assert_int_equal(hive_cell_new(h, v3, &c2), HIVE_OK);
+    assert_int_equal(hive_cell_acquire(h, c2, &got, &seq), HIVE_OK);
+    assert_int_equal(got.id, v3.id);
+    assert_int_equal(seq, 0);
+    hive_release(h, got);
+    hive_release(h, v3);
+    /* releasing a cell releases its version */
+    hive_release(h, c2);
+    hive_release(h, cell);
+    finish(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_sizes),
+        cmocka_unit_test(test_new_view_at),
+        cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_atomics_every_dtype),
+        cmocka_unit_test(test_write_section_and_read),
+        cmocka_unit_test(test_bad_arrays),
+        cmocka_unit_test(test_cells),
+    };
+    return cmocka_run_group_tests_name("array", tests, NULL, NULL);
+}

@@ -1,0 +1,353 @@
+/* test_store.c - blobs: put/get zero-copy, create/seal, counts, waiting,
+ * capacity, NUMA placement and every kind of bad input. */
+#include "testutil.h"
+#include "hive_impl.h"
+
+#include <pthread.h>
+
+#define MiB (1024u * 1024u)
+
+#define engine test_engine
+
+static size_t used_after_drain(hive_t *h)
+{
+    hive__store_drain(h);
+    hive_store_stats_t st;
+    assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+    return st.used;
+}
+
+static void test_put_get_zero_copy(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    char msg[] = "hello, hive";
+    hive_ref_t r;
+    assert_int_equal(hive_put(h, msg, sizeof msg, &r), HIVE_OK);
+    assert_true(r.id != 0);
+    const void *p1, *p2;
+    size_t n;
+    assert_int_equal(hive_get(h, r, 0, &p1, &n), HIVE_OK);
+    assert_int_equal(n, sizeof msg);
+    assert_memory_equal(p1, msg, sizeof msg);
+    assert_ptr_not_equal(p1, msg);                   /* put copies in ... */
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p2, NULL), HIVE_OK);
+    assert_ptr_equal(p1, p2);                        /* ... get never copies */
+    assert_int_equal((uintptr_t)p1 % 64, 0);
+
+    hive_ref_t z;                                    /* zero-size objects are valid */
+    assert_int_equal(hive_put(h, NULL, 0, &z), HIVE_OK);
+    assert_int_equal(hive_get(h, z, 0, &p1, &n), HIVE_OK);
+    assert_int_equal(n, 0);
+    assert_non_null(p1);
+    assert_true(z.id != r.id);
+
+    /* many sizes, each 64-byte aligned and intact */
+    hive_ref_t refs[40];
+    for (unsigned i = 0; i < 40; i++) {
+        size_t sz = (size_t)1 << (i % 20);
+        char *buf = malloc(sz);
+        memset(buf, (int)i, sz);
+        assert_int_equal(hive_put(h, buf, sz, &refs[i]), HIVE_OK);
+        free(buf);
+    }
+    for (unsigned i = 0; i < 40; i++) {
+        size_t sz = (size_t)1 << (i % 20);
+        const unsigned char *p;
+        assert_int_equal(hive_get(h, refs[i], 0, (const void **)&p, &n), HIVE_OK);
+        assert_int_equal(n, sz);
+        assert_int_equal((uintptr_t)p % 64, 0);
+        assert_int_equal(p[0], i);
+        assert_int_equal(p[sz - 1], i);
+        assert_int_equal(hive_release(h, refs[i]), HIVE_OK);
+    }
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_release(h, z), HIVE_OK);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+typedef struct sealer {
+    hive_t    *h;
+    hive_ref_t ref;
+    char      *data;
+    unsigned   delay_ms;
+} sealer_t;
+
+static void *seal_later(void *arg)
+{
+    sealer_t *s = arg;
+    test_sleep_ms(s->delay_ms);
+    strcpy(s->data, "sealed");
+    return (void *)(intptr_t)hive_seal(s->h, s->ref);
+}
+
+static void test_create_seal_and_waiting_get(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    void *data;
+    hive_ref_t r;
+    assert_int_equal(hive_create(h, 64, &data, &r), HIVE_OK);
+    assert_int_equal((uintptr_t)data % 64, 0);
+    const void *p = (void *)0x1;
+    ASSERT_FAILS_WITH(hive_get(h, r, 0, &p, NULL), HIVE_ETIMEDOUT, "still pending");
+    ASSERT_FAILS_WITH(hive_get(h, r, 1000000, &p, NULL), HIVE_ETIMEDOUT, "after 1000000 ns");
+    assert_ptr_equal(p, (void *)0x1);                /* untouched on failure */
+
+    sealer_t s = { .h = h, .ref = r, .data = data, .delay_ms = 50 };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, seal_later, &s), 0);
+    size_t n;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);   /* sleeps, woken by seal */
+    assert_ptr_equal(p, data);                       /* the bytes written in place */
+    assert_string_equal(p, "sealed");
+    void *rc;
+    pthread_join(t, &rc);
+    assert_int_equal((intptr_t)rc, HIVE_OK);
+
+    ASSERT_FAILS_WITH(hive_seal(h, r), HIVE_ESTATE, "already sealed");
+    hive_ref_t q;
+    assert_int_equal(hive_put(h, "x", 1, &q), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_seal(h, q), HIVE_ESTATE, "already sealed");
+    hive_release(h, q);
+    hive_release(h, r);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_counts(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t r;
+    assert_int_equal(hive_put(h, "abc", 4, &r), HIVE_OK);
+    assert_int_equal(hive_retain(h, r), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    const void *p;
+    assert_int_equal(hive_get(h, r, 0, &p, NULL), HIVE_OK);   /* one count left */
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_get(h, r, 0, &p, NULL), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_release(h, r), HIVE_ENOENT, "already released");   /* double release */
+    ASSERT_FAILS_WITH(hive_retain(h, r), HIVE_ENOENT, "does not exist");
+    assert_int_equal(used_after_drain(h), 0);
+    hive_store_stats_t st;
+    hive_store_stats(h, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_bad_input_leaves_others_intact(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t keep, r = { 12345 };
+    assert_int_equal(hive_put(h, "keep me", 8, &keep), HIVE_OK);
+    const void *p;
+    void *d;
+    unsigned char ready[2];
+    ASSERT_FAILS_WITH(hive_put(NULL, "x", 1, &r), HIVE_EINVAL, "engine is NULL");
+    ASSERT_FAILS_WITH(hive_put(h, NULL, 5, &r), HIVE_EINVAL, "data is NULL");
+    ASSERT_FAILS_WITH(hive_put(h, "x", 1, NULL), HIVE_EINVAL, "out is NULL");
+    ASSERT_FAILS_WITH(hive_create(h, 8, NULL, &r), HIVE_EINVAL, "data is NULL");
+    ASSERT_FAILS_WITH(hive_create(h, SIZE_MAX, &d, &r), HIVE_EFULL, "asked 18446744073709551615");
+    ASSERT_FAILS_WITH(hive_get(h, (hive_ref_t){ 0 }, 0, &p, NULL), HIVE_ENOENT, "{0}");
+    ASSERT_FAILS_WITH(hive_get(h, (hive_ref_t){ 987654321 }, 0, &p, NULL), HIVE_ENOENT, "987654321");
+    ASSERT_FAILS_WITH(hive_get(h, keep, 0, NULL, NULL), HIVE_EINVAL, "data is NULL");
+    ASSERT_FAILS_WITH(hive_seal(h, (hive_ref_t){ 987654321 }), HIVE_ENOENT, "987654321");
+    ASSERT_FAILS_WITH(hive_release(h, (hive_ref_t){ 0 }), HIVE_ENOENT, "object 0");
+    ASSERT_FAILS_WITH(hive_wait(h, NULL, 2, 1, 0, ready), HIVE_EINVAL, "refs is NULL for 2");
+    ASSERT_FAILS_WITH(hive_wait(h, &keep, 1, 2, 0, ready), HIVE_EINVAL, "num_ready 2 exceeds the 1");
+    hive_ref_t bad[2] = { keep, { 555555555 } };
+    ASSERT_FAILS_WITH(hive_wait(h, bad, 2, 1, 0, ready), HIVE_ENOENT, "555555555");
+    ASSERT_FAILS_WITH(hive_store_stats(h, NULL), HIVE_EINVAL, "out is NULL");
+    assert_int_equal(r.id, 12345);                   /* outputs untouched */
+    size_t n;
+    assert_int_equal(hive_get(h, keep, 0, &p, &n), HIVE_OK);
+    assert_int_equal(n, 8);
+    assert_string_equal(p, "keep me");
+    hive_release(h, keep);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_capacity_is_exact(void **state)
+{
+    (void)state;
+    hive_t *h = engine(1 * MiB, 1, NULL);
+    void *d;
+    hive_ref_t a, b;
+    assert_int_equal(hive_create(h, 600 * 1024, &d, &a), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_create(h, 600 * 1024, &d, &b), HIVE_EFULL,
+                      "asked 614400 bytes, 614400 of 1048576 in use");
+    assert_int_equal(hive_create(h, 1 * MiB - 600 * 1024, &d, &b), HIVE_OK);   /* exactly full */
+    ASSERT_FAILS_WITH(hive_put(h, "x", 1, &b), HIVE_EFULL, "1048576 of 1048576 in use");
+    hive_release(h, a);
+    hive__store_drain(h);
+    assert_int_equal(hive_create(h, 600 * 1024, &d, &a), HIVE_OK);
+    hive_release(h, a);
+    hive_release(h, b);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* After a churn of mixed sizes, half the capacity in one piece still fits
+ * once half is free: fragmentation never eats free capacity. */
+static void test_half_capacity_after_churn(void **state)
+{
+    (void)state;
+    const size_t cap = 64 * MiB;
+    hive_t *h = engine(cap, 1, NULL);
+    enum { SLOTS = 256 };
+    hive_ref_t live[SLOTS] = { { 0 } };
+    size_t sizes[SLOTS] = { 0 };
+    uint64_t rng = 42;
+    for (int step = 0; step < 20000 / TEST_SCALE; step++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        unsigned i = (unsigned)(rng % SLOTS);
+        if (live[i].id) {
+            assert_int_equal(hive_release(h, live[i]), HIVE_OK);
+            live[i].id = 0;
+            continue;
+        }
+        /* mostly small, some up to 2 MiB */
+        size_t sz = (rng >> 20) % 4 == 0 ? (size_t)((rng >> 24) % (2 * MiB)) : (size_t)((rng >> 24) % 5000);
+        void *d;
+        int rc = hive_create(h, sz, &d, &live[i]);
+        if (rc == HIVE_EFULL) {
+            live[i].id = 0;
+            continue;
+        }
+        assert_int_equal(rc, HIVE_OK);
+        memset(d, 0x5a, sz);
+        sizes[i] = sz;
+    }
+    /* free until at most half the capacity is in use */
+    hive_store_stats_t st;
+    for (unsigned i = 0; i < SLOTS; i++) {
+        hive__store_drain(h);
+        hive_store_stats(h, &st);
+        if (st.used <= cap / 2)
+            break;
+        if (live[i].id) {
+            hive_release(h, live[i]);
+            live[i].id = 0;
+        }
+    }
+    hive__store_drain(h);
+    hive_store_stats(h, &st);
+    assert_true(st.used <= cap / 2);
+    void *d;
+    hive_ref_t big;
+    if (hive_create(h, cap / 2, &d, &big) != HIVE_OK)
+        fail_msg("half the capacity did not fit with %zu of %zu in use: %s", st.used, cap,
+                 hive_last_error());
+    memset(d, 1, cap / 2);
+    hive_release(h, big);
+    for (unsigned i = 0; i < SLOTS; i++)
+        if (live[i].id)
+            hive_release(h, live[i]);
+    (void)sizes;
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_wait(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t refs[3];
+    void *data[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(hive_create(h, 16, &data[i], &refs[i]), HIVE_OK);
+    unsigned char ready[3] = { 9, 9, 9 };
+    ASSERT_FAILS_WITH(hive_wait(h, refs, 3, 1, 0, ready), HIVE_ETIMEDOUT, "0 of 3 ready, 1 wanted");
+    assert_int_equal(ready[0], 9);                   /* untouched on failure */
+    assert_int_equal(hive_wait(h, refs, 3, 0, 0, ready), 0);
+    assert_int_equal(hive_seal(h, refs[1]), HIVE_OK);
+    assert_int_equal(hive_wait(h, refs, 3, 1, 0, ready), 1);
+    assert_int_equal(ready[0], 0);
+    assert_int_equal(ready[1], 1);
+    assert_int_equal(ready[2], 0);
+    /* a sleeping wait woken by seals from another thread */
+    sealer_t s = { .h = h, .ref = refs[2], .data = data[2], .delay_ms = 30 };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, seal_later, &s), 0);
+    assert_int_equal(hive_wait(h, refs, 3, 2, HIVE_FOREVER, ready), 2);
+    assert_int_equal(ready[2], 1);
+    pthread_join(t, NULL);
+    ASSERT_FAILS_WITH(hive_wait(h, refs, 3, 3, 20 * 1000000, ready), HIVE_ETIMEDOUT, "2 of 3 ready");
+    for (int i = 0; i < 3; i++)
+        hive_release(h, refs[i]);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+typedef struct put_job {
+    hive__job_t job;
+    hive_t     *h;
+    hive_ref_t  ref;
+    _Atomic int done;
+} put_job_t;
+
+static void put_on_worker(hive__job_t *job, hive__worker_t *w)
+{
+    put_job_t *pj = (put_job_t *)job;
+    if (w != NULL)
+        hive_put(pj->h, "on a worker", 12, &pj->ref);
+    atomic_store(&pj->done, 1);
+}
+
+/* Objects are made on the node of the thread that makes them. */
+static void test_numa_placement(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 8, "pack:2 numa:1 core:4 pu:1");
+    assert_int_equal(h->arena.nnodes, 2);
+    static put_job_t jobs[8];
+    for (unsigned i = 0; i < 8; i++) {
+        jobs[i] = (put_job_t){ .job.fn = put_on_worker, .h = h };
+        hive__sched_post(&h->sched, i, &jobs[i].job);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+        WAIT_UNTIL(atomic_load(&jobs[i].done), 5000);
+        const void *p;
+        assert_int_equal(hive_get(h, jobs[i].ref, 0, &p, NULL), HIVE_OK);
+        hive_worker_info_t wi;
+        hive_worker_info(h, i, &wi);
+        assert_int_equal(hive__arena_node_of(&h->arena, p), wi.node);
+        hive_release(h, jobs[i].ref);
+    }
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_engines_do_not_share_refs(void **state)
+{
+    (void)state;
+    hive_t *a = engine(8 * MiB, 1, NULL), *b = engine(8 * MiB, 1, NULL);
+    hive_ref_t r;
+    assert_int_equal(hive_put(a, "a", 2, &r), HIVE_OK);
+    const void *p;
+    ASSERT_FAILS_WITH(hive_get(b, r, 0, &p, NULL), HIVE_ENOENT, "does not exist");
+    assert_int_equal(hive_shutdown(b), HIVE_OK);
+    assert_int_equal(hive_get(a, r, 0, &p, NULL), HIVE_OK);
+    /* shutdown frees objects still held */
+    assert_int_equal(hive_shutdown(a), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_get_zero_copy),
+        cmocka_unit_test(test_create_seal_and_waiting_get),
+        cmocka_unit_test(test_counts),
+        cmocka_unit_test(test_bad_input_leaves_others_intact),
+        cmocka_unit_test(test_capacity_is_exact),
+        cmocka_unit_test(test_half_capacity_after_churn),
+        cmocka_unit_test(test_wait),
+        cmocka_unit_test(test_numa_placement),
+        cmocka_unit_test(test_engines_do_not_share_refs),
+    };
+    return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
