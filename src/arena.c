@@ -217,8 +217,6 @@ static void tc_release(void)
             for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
                 hive__fcache_t *k = &tc.cls[n * HIVE_ARENA_NCLASSES + c];
                 hive__fcache_flush(k, &tc.arena->regions[n].batches[c]);
-                /* a full ring leaves cells behind: they stay with the region's
-                 * address space, unused, until the arena closes */
             }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -290,9 +288,8 @@ static void small_free(hive__arena_t *a, void *p, size_t size, unsigned node)
         /* no memory for a cache: hand the cell over as a batch of one */
         hive__fblock_t *b = p;
         atomic_init(&b->next, NULL);
-        if (hive__batch_put(&a->regions[node].batches[class_of(size)], b))
-            return;
-        HIVE_DIE("arena: cannot return a %zu-byte cell: out of memory and the ring is full", size);
+        hive__batch_give(&a->regions[node].batches[class_of(size)], b);
+        return;
     }
     unsigned c = class_of(size);
     hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c),
@@ -400,6 +397,8 @@ static void close_region(hive__region_t *r)
         return;
     HIVE_UNPOISON(r->base, r->vsize);        /* ASan keeps poison across munmap */
     munmap(r->base, r->vsize);
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+        hive__batchlist_destroy(&r->batches[c]);
     close(r->memfd);
     pthread_mutex_destroy(&r->lock);
     r->base = NULL;

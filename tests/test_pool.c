@@ -84,12 +84,54 @@ static void test_cross_thread_recycling(void **state)
                  mapped_after_first, mapped);
 }
 
+/* Rounds of: short-lived threads allocate, the main thread frees it all.
+ * Freed blocks beyond what the shared ring holds must still come back to
+ * later allocators (and to nobody's private cache), so the pool stops
+ * mapping after the first round. */
+#define BURST_THREADS 4
+#define BURST_PER     (96 * 1024 / TEST_SCALE)   /* 4 x 96K blocks: more batches than the ring holds */
+static void *burst_slots[BURST_THREADS * BURST_PER];
+
+static void *burst_alloc(void *arg)
+{
+    size_t id = (size_t)arg;
+    for (size_t i = 0; i < BURST_PER; i++)
+        if ((burst_slots[id * BURST_PER + i] = hive__pool_alloc(64)) == NULL)
+            return (void *)1;
+    return NULL;
+}
+
+static void test_bursts_from_exiting_threads(void **state)
+{
+    (void)state;
+    size_t after_first = 0;
+    for (int round = 0; round < 6; round++) {
+        pthread_t t[BURST_THREADS];
+        for (size_t i = 0; i < BURST_THREADS; i++)
+            assert_int_equal(pthread_create(&t[i], NULL, burst_alloc, (void *)i), 0);
+        for (int i = 0; i < BURST_THREADS; i++) {
+            void *rc;
+            pthread_join(t[i], &rc);
+            assert_null(rc);
+        }
+        for (size_t i = 0; i < BURST_THREADS * BURST_PER; i++)
+            hive__pool_free(burst_slots[i], 64);
+        if (round == 0)
+            after_first = hive__pool_mapped_bytes();
+    }
+    size_t live = (size_t)BURST_THREADS * BURST_PER * 64;
+    if (hive__pool_mapped_bytes() > after_first + live / 4)
+        fail_msg("pool grew from %zu to %zu bytes over rounds of %zu live bytes", after_first,
+                 hive__pool_mapped_bytes(), live);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_and_alignment),
         cmocka_unit_test(test_reuse_on_one_thread),
         cmocka_unit_test(test_cross_thread_recycling),
+        cmocka_unit_test(test_bursts_from_exiting_threads),
     };
     return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
 }

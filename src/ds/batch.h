@@ -16,12 +16,16 @@
  * ring's put or get counter, then hands the slot on with a release store of
  * the next sequence. Both ends are O(1), and no thread ever reads a block it
  * does not own, so there is no ABA hazard and no read of a block that is
- * being reused. When the ring is full the cache simply keeps its blocks
- * (its limit doubles); when it is empty the owner carves new memory.
+ * being reused. When the ring is full (a burst of frees larger than the
+ * ring), batches spill onto a mutex-guarded list that takers look at only
+ * when the ring is empty: memory is never stranded in one thread's cache,
+ * and the lock is off every path a ring of 4096 batches can absorb. When
+ * both are empty the owner carves new memory.
  */
 #ifndef HIVE_DS_BATCH_H
 #define HIVE_DS_BATCH_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,6 +48,7 @@
  * so relaxed accesses suffice for the link itself. */
 typedef struct hive__fblock {
     _Atomic(struct hive__fblock *) next;        /* next free block in this cache or batch */
+    struct hive__fblock *next_batch;            /* on the spill list (under its lock) */
 } hive__fblock_t;
 
 #define HIVE_FBLOCK_LINKS sizeof(hive__fblock_t)  /* bytes of a free block kept unpoisoned */
@@ -59,12 +64,14 @@ typedef struct hive__batchlist {
     HIVE_ALIGNED _Atomic size_t put;        /* next position to fill */
     HIVE_ALIGNED _Atomic size_t get;        /* next position to empty */
     HIVE_ALIGNED hive__bslot_t  slot[HIVE_BATCH_SLOTS];
+    HIVE_ALIGNED _Atomic size_t nspill;     /* batches on the spill list */
+    pthread_mutex_t spill_lock;
+    hive__fblock_t *spill;                  /* batches linked by next_batch */
 } hive__batchlist_t;
 
 typedef struct hive__fcache {
     hive__fblock_t *head;
     unsigned        count;
-    unsigned        limit;                  /* hand a batch on at this count; 0: 2*HIVE_BATCH */
 } hive__fcache_t;
 
 static inline void hive__batchlist_init(hive__batchlist_t *l)
@@ -75,6 +82,14 @@ static inline void hive__batchlist_init(hive__batchlist_t *l)
         atomic_init(&l->slot[i].seq, i);
         l->slot[i].batch = NULL;
     }
+    atomic_init(&l->nspill, 0);
+    pthread_mutex_init(&l->spill_lock, NULL);
+    l->spill = NULL;
+}
+
+static inline void hive__batchlist_destroy(hive__batchlist_t *l)
+{
+    pthread_mutex_destroy(&l->spill_lock);
 }
 
 static inline hive__fblock_t *hive__fb_next(hive__fblock_t *b)
@@ -88,7 +103,7 @@ static inline void hive__fb_set_next(hive__fblock_t *b, hive__fblock_t *n)
 }
 
 /* Put a batch (a chain linked by next) in the ring; false if it is full. */
-static inline bool hive__batch_put(hive__batchlist_t *l, hive__fblock_t *batch)
+static inline bool hive__ring_put(hive__batchlist_t *l, hive__fblock_t *batch)
 {
     /* relaxed: the counter only picks a slot; the slot's seq orders the data */
     size_t pos = atomic_load_explicit(&l->put, memory_order_relaxed);
@@ -115,7 +130,7 @@ static inline bool hive__batch_put(hive__batchlist_t *l, hive__fblock_t *batch)
 }
 
 /* Take one batch from the ring, or NULL if it is empty. */
-static inline hive__fblock_t *hive__batch_take(hive__batchlist_t *l)
+static inline hive__fblock_t *hive__ring_take(hive__batchlist_t *l)
 {
     size_t pos = atomic_load_explicit(&l->get, memory_order_relaxed);
     for (;;) {
@@ -150,6 +165,35 @@ static inline void *hive__fcache_pop(hive__fcache_t *c, size_t block_size)
     return b;
 }
 
+/* Hand a batch to the shared list: the ring, or the spill list if full. */
+static inline void hive__batch_give(hive__batchlist_t *l, hive__fblock_t *batch)
+{
+    if (likely(hive__ring_put(l, batch)))
+        return;
+    pthread_mutex_lock(&l->spill_lock);
+    batch->next_batch = l->spill;
+    l->spill = batch;
+    atomic_fetch_add_explicit(&l->nspill, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&l->spill_lock);
+}
+
+/* Take a batch: from the ring, else from the spill list; NULL if none. */
+static inline hive__fblock_t *hive__batch_take(hive__batchlist_t *l)
+{
+    hive__fblock_t *b = hive__ring_take(l);
+    /* relaxed: a hint; the lock orders the list itself */
+    if (b != NULL || atomic_load_explicit(&l->nspill, memory_order_relaxed) == 0)
+        return b;
+    pthread_mutex_lock(&l->spill_lock);
+    b = l->spill;
+    if (b != NULL) {
+        l->spill = b->next_batch;
+        atomic_fetch_sub_explicit(&l->nspill, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&l->spill_lock);
+    return b;
+}
+
 /* Fill an empty cache from the shared list; false if that is empty too. */
 static inline bool hive__fcache_refill(hive__fcache_t *c, hive__batchlist_t *l)
 {
@@ -164,7 +208,7 @@ static inline bool hive__fcache_refill(hive__fcache_t *c, hive__batchlist_t *l)
     return true;
 }
 
-/* Free a block into the cache; at the limit the older HIVE_BATCH go to l. */
+/* Free a block into the cache; at 2*HIVE_BATCH the older HIVE_BATCH go to l. */
 static inline void hive__fcache_push(hive__fcache_t *c, void *p, size_t block_size,
                                      hive__batchlist_t *l)
 {
@@ -172,28 +216,20 @@ static inline void hive__fcache_push(hive__fcache_t *c, void *p, size_t block_si
     atomic_init(&b->next, c->head);
     HIVE_POISON((char *)b + HIVE_FBLOCK_LINKS, block_size - HIVE_FBLOCK_LINKS);
     c->head = b;
-    if (c->limit == 0)
-        c->limit = 2 * HIVE_BATCH;
-    if (unlikely(++c->count >= c->limit)) {
+    if (unlikely(++c->count >= 2 * HIVE_BATCH)) {
         /* keep the HIVE_BATCH most recently freed (cache-hot) blocks */
         hive__fblock_t *keep_last = c->head;
         for (unsigned i = 1; i < HIVE_BATCH; i++)
             keep_last = hive__fb_next(keep_last);
         hive__fblock_t *rest = hive__fb_next(keep_last);
         hive__fb_set_next(keep_last, NULL);
-        if (hive__batch_put(l, rest)) {
-            c->count = HIVE_BATCH;
-            c->limit = 2 * HIVE_BATCH;
-        } else {
-            hive__fb_set_next(keep_last, rest);     /* ring full: keep them, look later */
-            c->limit *= 2;
-        }
+        c->count = HIVE_BATCH;
+        hive__batch_give(l, rest);
     }
 }
 
-/* Split the chain from b into batches of HIVE_BATCH and put them in l;
- * returns what did not fit (NULL if everything did). */
-static inline hive__fblock_t *hive__batch_put_chain(hive__batchlist_t *l, hive__fblock_t *b)
+/* Split the chain from b into batches of HIVE_BATCH and give them to l. */
+static inline void hive__batch_give_chain(hive__batchlist_t *l, hive__fblock_t *b)
 {
     while (b != NULL) {
         hive__fblock_t *last = b;
@@ -201,28 +237,21 @@ static inline hive__fblock_t *hive__batch_put_chain(hive__batchlist_t *l, hive__
             last = hive__fb_next(last);
         hive__fblock_t *next = hive__fb_next(last);
         hive__fb_set_next(last, NULL);
-        if (!hive__batch_put(l, b)) {
-            hive__fb_set_next(last, next);
-            return b;
-        }
+        hive__batch_give(l, b);
         b = next;
     }
-    return NULL;
 }
 
-/* Give the whole cache to the shared list (thread exit, engine switch).
- * Blocks that do not fit in a full ring stay in the cache. */
+/* Give the whole cache to the shared list (thread exit, engine switch). */
 static inline void hive__fcache_flush(hive__fcache_t *c, hive__batchlist_t *l)
 {
-    c->head = hive__batch_put_chain(l, c->head);
+    hive__batch_give_chain(l, c->head);
+    c->head = NULL;
     c->count = 0;
-    for (hive__fblock_t *b = c->head; b != NULL; b = hive__fb_next(b))
-        c->count++;
 }
 
 /* Carve mem (n bytes) into blocks of block_size, linked into one chain: the
- * first HIVE_BATCH go to the (empty) cache, the rest to the shared list in
- * batches (what does not fit stays in the cache). */
+ * first HIVE_BATCH go to the (empty) cache, the rest to the shared list. */
 static inline void hive__fcache_carve(hive__fcache_t *c, char *mem, size_t n, size_t block_size,
                                       hive__batchlist_t *l)
 {
@@ -233,21 +262,15 @@ static inline void hive__fcache_carve(hive__fcache_t *c, char *mem, size_t n, si
         hive__fblock_t *b = (hive__fblock_t *)(void *)(mem + i * block_size);
         atomic_init(&b->next, i + 1 < nblocks ? (hive__fblock_t *)(void *)(mem + (i + 1) * block_size)
                                               : NULL);
-            HIVE_POISON((char *)b + HIVE_FBLOCK_LINKS, block_size - HIVE_FBLOCK_LINKS);
+        HIVE_POISON((char *)b + HIVE_FBLOCK_LINKS, block_size - HIVE_FBLOCK_LINKS);
     }
-    hive__fblock_t *first = (hive__fblock_t *)(void *)mem;
     size_t keep = nblocks < HIVE_BATCH ? nblocks : HIVE_BATCH;
     hive__fblock_t *keep_last = (hive__fblock_t *)(void *)(mem + (keep - 1) * block_size);
     hive__fblock_t *rest = hive__fb_next(keep_last);
     hive__fb_set_next(keep_last, NULL);
-    c->head = first;
+    c->head = (hive__fblock_t *)(void *)mem;
     c->count = (unsigned)keep;
-    rest = hive__batch_put_chain(l, rest);
-    if (rest != NULL) {                      /* ring full: the cache keeps the remainder */
-        hive__fb_set_next(keep_last, rest);
-        for (hive__fblock_t *b = rest; b != NULL; b = hive__fb_next(b))
-            c->count++;
-    }
+    hive__batch_give_chain(l, rest);
 }
 
 #endif

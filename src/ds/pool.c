@@ -37,8 +37,7 @@ static inline size_t class_size(unsigned c)
     return (size_t)HIVE_POOL_MIN << c;
 }
 
-/* Thread exit: its cached blocks go back to the shared lists (what a full
- * ring cannot take stays mapped, unused, for the life of the process). */
+/* Thread exit: its cached blocks go back to the shared lists. */
 static void flush_caches(void *unused)
 {
     (void)unused;
