@@ -109,7 +109,7 @@ BENCH_CXX  := bench/shim.cc
 BENCH_OBJS := $(patsubst bench/%.c,build/bench/%.o,$(BENCH_C)) build/bench/shim.o
 BENCH_PKGS := benchmark ck tbb
 
-build/bench/%.o: bench/%.c bench/shim.h $(HDRS)
+build/bench/%.o: bench/%.c bench/shim.h bench/benches.h bench/rcu_flavor.inc $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) -O2 -Ibench -c $< -o $@
 
@@ -119,7 +119,7 @@ build/bench/shim.o: bench/shim.cc bench/shim.h
 
 build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a
 	$(CXX) -o $@ $(BENCH_OBJS) build/libhive.a -pthread \
-	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lcaf_core -lm
+	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lurcu-qsbr -lurcu-bp -lcaf_core -lm
 
 bench: deps
 	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench

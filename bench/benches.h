@@ -1,0 +1,19 @@
+/*
+ * benches.h - the benchmark tables of bench/, one pair of names per file.
+ *
+ * A new bench/bench_<module>.c defines hb_<module>_benches[] and
+ * hb_<module>_nbenches, declares them here and adds one hb_register() line
+ * to bench/main.c.
+ */
+#ifndef HIVE_BENCH_BENCHES_H
+#define HIVE_BENCH_BENCHES_H
+
+#include "shim.h"
+
+extern const hb_bench hb_mpsc_benches[];   /* bench_mpsc.c: src/ds/mpsc.h vs peers */
+extern const size_t hb_mpsc_nbenches;
+
+extern const hb_bench hb_store_benches[];  /* bench_store.c: object store vs memcpy and Python shm */
+extern const size_t hb_store_nbenches;
+
+#endif

@@ -1,0 +1,11 @@
+/*
+ * main.c - hb_register_all(): every table of bench/benches.h, in the order
+ * they run. main() itself is in shim.cc (see shim.h).
+ */
+#include "benches.h"
+
+void hb_register_all(void)
+{
+    hb_register(hb_mpsc_benches, hb_mpsc_nbenches);
+    hb_register(hb_store_benches, hb_store_nbenches);
+}

@@ -1,0 +1,109 @@
+/*
+ * shim.h - Google Benchmark for C: the few calls hive's benchmarks need.
+ *
+ * Google Benchmark is a C++ library; bench/shim.cc (the one C++ file of
+ * bench/) wraps it, and every benchmark is written in C against this header.
+ *
+ * A benchmark is a function that loops on hb_keep_running(), the C form of
+ * `for (auto _ : state)`:
+ *
+ *     static void bm_push(hb_state *s)
+ *     {
+ *         while (hb_keep_running(s))
+ *             work();
+ *         hb_set_items_processed(s, hb_iterations(s));
+ *     }
+ *
+ * Each bench/bench_<module>.c lists its benchmarks in a const table of
+ * hb_bench rows and declares the table in bench/benches.h; bench/main.c
+ * defines hb_register_all(), which hands every table to hb_register().
+ * shim.cc's main() calls hb_register_all() and then runs the benchmarks.
+ *
+ * Naming: "<family>/<impl>[/<rest>]", e.g. "mpsc_push_pop/hive" with
+ * arg_name "producers" becomes "mpsc_push_pop/hive/producers:2". After the
+ * run, main() prints a ratio table: for every family and rest that has a
+ * "hive" entry, one line per peer impl with ratio = hive speed / peer speed
+ * (items_per_second if both report it, else peer time / hive time), so a
+ * ratio above 1 always means hive is faster. With --benchmark_repetitions the
+ * median is compared.
+ *
+ * Command line: every --benchmark_* flag of Google Benchmark works, among
+ * them --benchmark_filter, --benchmark_repetitions and
+ * --benchmark_out=<file> --benchmark_out_format=json.
+ */
+#ifndef HIVE_BENCH_SHIM_H
+#define HIVE_BENCH_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hb_state hb_state;    /* a benchmark::State, opaque to C */
+typedef void (*hb_fn)(hb_state *s);
+
+/* Time units for hb_bench.unit. */
+enum { HB_NS = 0, HB_US = 1, HB_MS = 2 };
+
+/* Counter flags for hb_counter (they may be or-ed). */
+enum {
+    HB_PLAIN       = 0,
+    HB_RATE        = 1,  /* value is divided by the benchmark's time (kIsRate) */
+    HB_AVG_THREADS = 2   /* value is divided by the number of threads (kAvgThreads) */
+};
+
+/* One benchmark to register. Zero means "default" in every optional field. */
+typedef struct hb_bench {
+    const char *name;          /* "<family>/<impl>[/<rest>]" */
+    hb_fn fn;
+    int threads;               /* 0 or 1: one thread; n > 1: fn runs on n threads at once */
+    int use_manual_time;       /* nonzero: the time is what fn passes to hb_set_iteration_time */
+    const int64_t *args;       /* nargs values, one benchmark instance each (hb_range(s, 0)) */
+    int nargs;
+    const char *arg_name;      /* shown as "<arg_name>:<value>" in the name */
+    int unit;                  /* HB_NS, HB_US or HB_MS */
+    int iterations;            /* 0: let the library choose; n > 0: exactly n iterations */
+} hb_bench;
+
+/* The loop condition: true while the library wants another iteration. */
+int  hb_keep_running(hb_state *s);
+
+/* Stop and restart the clock around untimed work inside the loop. */
+void hb_pause(hb_state *s);
+void hb_resume(hb_state *s);
+
+/* With use_manual_time: the time this iteration took, in seconds. */
+void hb_set_iteration_time(hb_state *s, double seconds);
+
+/* Totals over all iterations; the library reports them per second. */
+void hb_set_items_processed(hb_state *s, int64_t n);
+void hb_set_bytes_processed(hb_state *s, int64_t n);
+
+/* A free-form note shown after the figures (and in the JSON "label"). */
+void hb_set_label(hb_state *s, const char *label);
+
+/* A user counter shown as a column; flags are HB_RATE / HB_AVG_THREADS. */
+void hb_counter(hb_state *s, const char *name, double value, int flags);
+
+int     hb_threads(hb_state *s);        /* threads running this benchmark */
+int     hb_thread_index(hb_state *s);   /* this thread's index, 0 .. threads-1 */
+int64_t hb_range(hb_state *s, int i);   /* the i-th argument of this instance */
+int64_t hb_iterations(hb_state *s);     /* iterations the loop will run (max_iterations) */
+
+/* Report the run as failed with msg (copied). The next hb_keep_running()
+ * returns false; the caller should leave its loop at once. */
+void hb_skip_with_error(hb_state *s, const char *msg);
+
+/* Register n benchmarks; call only from hb_register_all(). */
+void hb_register(const hb_bench *table, size_t n);
+
+/* Defined in bench/main.c: registers every table in bench/benches.h. */
+void hb_register_all(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
