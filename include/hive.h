@@ -218,6 +218,88 @@ int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version);      /* t
  * (0 = initial); HIVE_ENOENT if the cell is still empty. seq may be NULL. */
 int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
 
+/* ------------------------------------------------------------------ tasks
+ *
+ * A task is a C function run once on some worker. Its future is its result
+ * object: PENDING until the task returns, then sealed with what it returned
+ * (or failed with HIVE_ETASK / HIVE_ECANCELED / HIVE_ESHUTDOWN). Arguments
+ * are inline bytes (copied at submit) or refs (the task runs once every ref
+ * is sealed, and reads the payload in place, zero-copy).
+ */
+typedef struct hive_ctx hive_ctx_t;
+typedef int (*hive_fn)(hive_ctx_t *ctx);     /* 0: success; nonzero: the result fails with HIVE_ETASK */
+
+typedef struct hive_arg {                    /* inline bytes (copied at submit) or, when ref.id != 0, an object */
+    const void *data;
+    size_t      size;
+    hive_ref_t  ref;
+} hive_arg_t;
+#define HIVE_BYTES(p, n) ((hive_arg_t){ .data = (p), .size = (n) })
+#define HIVE_VAL(x)      HIVE_BYTES(&(x), sizeof(x))
+#define HIVE_REF(r)      ((hive_arg_t){ .ref = (r) })
+
+enum { HIVE_PRIO_LOW = -1, HIVE_PRIO_NORMAL = 0, HIVE_PRIO_HIGH = 1 };
+typedef struct hive_opts {                   /* NULL or zero-initialised: defaults */
+    int priority;                            /* higher runs first among queued work (> 0: HIGH lane,
+                                                0: NORMAL, < 0: LOW); for hive_call, NULL opts take
+                                                the method's own priority instead */
+} hive_opts_t;
+
+/*
+ * hive_submit - run fn(ctx) on a worker; *result receives the future (one
+ * count for the caller). The task runs once every ref argument is sealed; if
+ * one failed, the task never runs and its result fails with HIVE_ETASK.
+ * Placement: from a worker, on that worker's own deque (others steal it);
+ * from another thread, on the ring of the NUMA node of the largest ref
+ * argument (else of the caller's node). No lock, no system call unless a
+ * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
+ * HIVE_EINVAL for NULL fn/result or args, HIVE_ENOENT for a ref that names
+ * no object, HIVE_ESHUTDOWN once the engine is stopping.
+ */
+int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
+                const hive_opts_t *opts, hive_ref_t *result);
+
+/*
+ * hive_cancel - a queued (or still waiting) task never runs and its result
+ * fails with HIVE_ECANCELED at once; a running one sees hive_cancelled()
+ * turn true. HIVE_ESTATE if result is not a task's or the task has finished.
+ */
+int hive_cancel(hive_t *h, hive_ref_t result);
+
+/* Inside a task, an actor method or a constructor. */
+hive_t     *hive_engine(hive_ctx_t *ctx);
+unsigned    hive_worker_index(hive_ctx_t *ctx);          /* 0 .. workers-1 */
+size_t      hive_nargs(hive_ctx_t *ctx);
+const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size);   /* inline bytes or the object's payload,
+                                                                    zero-copy; NULL if i is out of range */
+hive_ref_t  hive_arg_ref(hive_ctx_t *ctx, size_t i);             /* {0} for inline arguments */
+int         hive_return(hive_ctx_t *ctx, const void *data, size_t size);   /* copies into the result */
+void       *hive_return_alloc(hive_ctx_t *ctx, size_t size);             /* write the result in place;
+                                                                    NULL (and the sentence) if full */
+int         hive_cancelled(hive_ctx_t *ctx);
+
+/* ------------------------------------------------- worker-local state
+ *
+ * A value built once per worker that uses it (a simulator, say), reset
+ * before each later task on that worker that uses it, finalised at
+ * shutdown on its worker's thread. A task that runs on a worker while
+ * another task of that worker waits inside hive_get gets its own instance.
+ */
+typedef struct hive_local_def {
+    void *(*init)(void *arg);                /* builds the value, once on each worker that uses it */
+    void  (*reinit)(void *value, void *arg); /* before each later task on that worker that uses it;
+                                                NULL: fini then init again */
+    void  (*fini)(void *value, void *arg);   /* at shutdown; may be NULL */
+    void   *arg;
+} hive_local_def_t;
+typedef struct hive_local { uint32_t id; } hive_local_t;
+void  hive_local_keep(void *value, void *arg);   /* a reinit that keeps the value as it is */
+/* HIVE_EINVAL for NULL def/out or def->init; HIVE_ENOMEM past 1024 keys. */
+int   hive_local_new(hive_t *h, const hive_local_def_t *def, hive_local_t *out);
+/* The value for this worker (same value for repeated calls in one task);
+ * NULL (and the sentence) for an unknown key or if init returned NULL. */
+void *hive_local(hive_ctx_t *ctx, hive_local_t key);
+
 #ifdef __cplusplus
 }
 #endif

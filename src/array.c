@@ -74,6 +74,7 @@ int hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape
     for (int d = 0; d < ndim; d++)
         o->u.arr.shape[d] = shape[d];
     atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
+    atomic_store_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
     hive__obj_publish(h, o);
     out->id = o->id;
     return HIVE_OK;
@@ -473,6 +474,7 @@ int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell)
         *slot = (cell_slot_t){ .version = v, .seq = 0, .h = h };
     atomic_init(&c->u.cell.cur, slot);
     atomic_store_explicit(&c->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
+    atomic_store_explicit(&c->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
     hive__obj_publish(h, c);
     cell->id = c->id;
     return HIVE_OK;

@@ -4,6 +4,7 @@
 #include "hive_impl.h"
 #include "util/common.h"
 #include "util/error.h"
+#include "task.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,8 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     rc = hive__store_open(&h->store);
     if (rc != HIVE_OK)
         goto fail_arena;
+    h->store.help = hive__task_help;
+    hive__locals_init(&h->locals);
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
     /* a synthetic topology describes another machine: place by it, bind nothing */
     h->pin = !cfg->no_pin && cfg->topology == NULL;
@@ -74,6 +77,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     return HIVE_OK;
 
 fail_store:
+    hive__locals_destroy(&h->locals);
     hive__store_close(h);
 fail_arena:
     hive__arena_close(&h->arena);
@@ -90,8 +94,13 @@ int hive_shutdown(hive_t *h)
     if (hive__self != NULL && hive__self->sched == &h->sched)
         return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
                           hive__self->index);
+    /* running tasks finish, queued ones fail with HIVE_ESHUTDOWN ... */
     hive__sched_stop(&h->sched);
+    /* ... and so does everything still pending, which ends the tasks that
+     * were waiting for it */
+    hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     hive__store_close(h);
+    hive__locals_destroy(&h->locals);
     hive__arena_close(&h->arena);
     hive__topo_close(&h->topo);
     free(h);

@@ -7,6 +7,7 @@
 
 #include "hive.h"
 #include "arena.h"
+#include "local.h"
 #include "store.h"
 #include "sched.h"
 #include "topo.h"
@@ -18,6 +19,7 @@ struct hive {
     hive__store_t store;
     hive__topo_t  topo;
     hive__sched_t sched;
+    hive__locals_t locals;
     unsigned      nworkers;
     bool          pin;
 };

@@ -1,7 +1,7 @@
 /*
- * sched.c - worker threads, their inboxes, and parking.
+ * sched.c - worker threads, where they find work, stealing, and parking.
  *
- * The park/wake handshake (a store-load "Dekker" pair, all seq_cst):
+ * Targeted posts (one worker's inbox) use a store-load "Dekker" pair:
  *
  *   poster:  push job (seq_cst xchg on inbox head)   worker: parked = 1 (seq_cst store)
  *            read parked (seq_cst load)                      read inbox head (seq_cst load)
@@ -15,6 +15,14 @@
  * parked == 1 in the kernel, so a wake between the worker's check and its
  * sleep is not lost either. Exactly one side clears parked (the exchange),
  * so each park costs at most one futex wake, and a busy worker none.
+ *
+ * Spawned work (deques and node rings, which any worker may take) uses the
+ * same pattern one level up: the spawner makes the job visible with a
+ * seq_cst store (deque bottom) or RMW (ring claim) and then reads nparked
+ * (seq_cst); a parking worker bumps nparked (seq_cst RMW) and then reads
+ * every deque's and ring's indices (seq_cst). Either the spawner sees the
+ * parked worker (and wakes one parked worker, preferring the job's node), or
+ * the worker sees the job. A busy engine never pays a system call.
  */
 #include "sched.h"
 #include "hive_impl.h"
@@ -22,6 +30,7 @@
 #include "util/common.h"
 #include "util/error.h"
 #include "util/park.h"
+#include "local.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -37,10 +46,92 @@ __thread hive__worker_t *hive__self;
 #define IDLE_SPIN_NS   20000u
 #define IDLE_YIELDS    4
 
-static inline bool has_work(hive__worker_t *w)
+/* Conservative: true if any queue w could take from might hold a job. */
+static bool has_work(hive__worker_t *w)
 {
-    return !hive__mpsc_empty(&w->inbox) ||
-           atomic_load_explicit(&w->sched->stopping, memory_order_seq_cst);
+    hive__sched_t *s = w->sched;
+    if (!hive__mpsc_empty(&w->inbox) || atomic_load_explicit(&s->stopping, memory_order_seq_cst))
+        return true;
+    for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+        for (unsigned n = 0; n < s->nnodes; n++)
+            if (hive__ring_nonempty(&s->nodes[n].ring[lane]))
+                return true;
+        for (unsigned i = 0; i < s->n; i++)
+            if (hive__deque_nonempty(s->w[i].deque[lane]))
+                return true;
+    }
+    return false;
+}
+
+static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lane)
+{
+    hive__sched_t *s = w->sched;
+    hive__nodeq_t *nq = &s->nodes[node];
+    if (nq->nworkers == 0)
+        return NULL;
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    unsigned start = (unsigned)(w->rng % nq->nworkers);
+    for (unsigned k = 0; k < nq->nworkers; k++) {
+        hive__worker_t *v = &s->w[nq->workers[(start + k) % nq->nworkers]];
+        if (v == w)
+            continue;
+        void *x = hive__deque_steal(v->deque[lane]);
+        if (x != NULL) {
+            /* relaxed: statistics */
+            atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
+            if (node != w->slot->node)
+                atomic_fetch_add_explicit(&w->remote_steals, 1, memory_order_relaxed);
+            return x;
+        }
+    }
+    return NULL;
+}
+
+/* The next job for w: inbox, then per lane own deque, own node's ring and
+ * deques, then the other nodes' rings and deques (nearest work first). */
+static hive__job_t *find_job(hive__worker_t *w)
+{
+    hive__sched_t *s = w->sched;
+    hive__mpsc_node_t *n = hive__mpsc_pop(&w->inbox);
+    if (n != NULL)
+        return HIVE_CONTAINER_OF(n, hive__job_t, node);
+    unsigned home = w->slot->node;
+    for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+        void *x = hive__deque_take(w->deque[lane]);
+        if (x == NULL)
+            x = hive__ring_take(&s->nodes[home].ring[lane]);
+        if (x == NULL)
+            x = steal_on_node(w, home, lane);
+        for (unsigned k = 1; x == NULL && k < s->nnodes; k++) {
+            unsigned node = (home + k) % s->nnodes;
+            x = hive__ring_take(&s->nodes[node].ring[lane]);
+            if (x == NULL)
+                x = steal_on_node(w, node, lane);
+        }
+        if (x != NULL)
+            return x;
+    }
+    return NULL;
+}
+
+static inline void run_job(hive__worker_t *w, hive__job_t *job)
+{
+    /* relaxed: a statistic */
+    atomic_fetch_add_explicit(&w->jobs, 1, memory_order_relaxed);
+    job->fn(job, w);
+}
+
+bool hive__sched_help(hive__worker_t *w)
+{
+    hive__job_t *job = find_job(w);
+    if (job == NULL)
+        return false;
+    w->depth++;
+    run_job(w, job);
+    w->depth--;
+    return true;
 }
 
 static void park(hive__worker_t *w)
@@ -60,12 +151,12 @@ static void park(hive__worker_t *w)
         sched_yield();
     }
 
-    /* seq_cst store: the worker's half of the handshake (see top). */
+    /* seq_cst store: the worker's half of the inbox handshake (see top). */
     atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
-    /* relaxed: nparked is only a hint for posters deciding whether anybody
-     * could need waking; the parked word itself carries the handshake. */
-    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_relaxed);
+    /* seq_cst RMW: the parking half of the spawn handshake; has_work's loads
+     * come after it in the total order */
+    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
     if (has_work(w)) {
         /* Cancel. If a poster cleared parked first it also issues a wake,
          * which then finds nobody waiting: harmless. */
@@ -86,14 +177,11 @@ static void run_jobs(hive__worker_t *w)
         /* relaxed: a late view only runs one more job; stop() joins us */
         if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed)))
             return;
-        hive__mpsc_node_t *n = hive__mpsc_pop(&w->inbox);
-        if (n != NULL) {
-            hive__job_t *job = HIVE_CONTAINER_OF(n, hive__job_t, node);
-            atomic_fetch_add_explicit(&w->jobs, 1, memory_order_relaxed);
-            job->fn(job, w);
-            continue;
-        }
-        park(w);
+        hive__job_t *job = find_job(w);
+        if (job != NULL)
+            run_job(w, job);
+        else
+            park(w);
     }
 }
 
@@ -117,6 +205,7 @@ static void *worker_main(void *arg)
     atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
     hive__futex_wake(&s->started, 1);
     run_jobs(w);
+    hive__local_worker_exit(w);          /* fini the worker-local values on their thread */
     hive__self = NULL;
     return NULL;
 }
@@ -140,6 +229,66 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job)
     wake(s, w);
 }
 
+/* Wake one parked worker, preferring node; nothing if none is parked. */
+static void wake_one(hive__sched_t *s, unsigned node)
+{
+    hive__nodeq_t *nq = &s->nodes[node];
+    for (unsigned k = 0; k < nq->nworkers; k++) {
+        hive__worker_t *w = &s->w[nq->workers[k]];
+        if (atomic_load_explicit(&w->parked, memory_order_relaxed) != 0 &&
+            atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst) != 0) {
+            atomic_fetch_add_explicit(&s->wakes, 1, memory_order_relaxed);
+            hive__futex_wake(&w->parked, 1);
+            return;
+        }
+    }
+    for (unsigned i = 0; i < s->n; i++) {
+        hive__worker_t *w = &s->w[i];
+        if (w->slot->node != node && atomic_load_explicit(&w->parked, memory_order_relaxed) != 0 &&
+            atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst) != 0) {
+            atomic_fetch_add_explicit(&s->wakes, 1, memory_order_relaxed);
+            hive__futex_wake(&w->parked, 1);
+            return;
+        }
+    }
+}
+
+void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
+{
+    hive__worker_t *self = hive__self_in(s);
+    unsigned target = node >= 0 && (unsigned)node < s->nnodes ? (unsigned)node
+                    : self != NULL ? self->slot->node : 0;
+    if (self == NULL || self->slot->node != target || !hive__deque_push(self->deque[lane], job)) {
+        hive__nodeq_t *nq = &s->nodes[target];
+        if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
+            /* the node's ring is full: hand it to one of its workers directly */
+            unsigned k = atomic_fetch_add_explicit(&nq->rr, 1, memory_order_relaxed);
+            hive__sched_post(s, nq->nworkers ? nq->workers[k % nq->nworkers] : k % s->n, job);
+            return;
+        }
+    }
+    /* the spawner's half of the handshake (see top): the seq_cst push is
+     * before this seq_cst read of nparked */
+    if (atomic_load_explicit(&s->nparked, memory_order_seq_cst) != 0)
+        wake_one(s, target);
+}
+
+static void free_tables(hive__sched_t *s, unsigned n)
+{
+    for (unsigned i = 0; i < n && s->w; i++)
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
+            free(s->w[i].deque[lane]);
+    for (unsigned node = 0; node < s->nnodes && s->nodes; node++) {
+        free(s->nodes[node].workers);
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
+            free(s->nodes[node].ring[lane].slot);
+    }
+    free(s->nodes);
+    free(s->w);
+    s->nodes = NULL;
+    s->w = NULL;
+}
+
 int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo,
                       unsigned n, bool pin)
 {
@@ -149,15 +298,50 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     if (posix_memalign((void **)&s->w, HIVE_PAD, (size_t)n * sizeof *s->w) != 0)
         return hive__fail(HIVE_ENOMEM, "cannot allocate %u workers of %zu bytes", n, sizeof *s->w);
     memset(s->w, 0, (size_t)n * sizeof *s->w);
+    s->nnodes = topo->nnodes;
+    s->nodes = calloc(s->nnodes, sizeof *s->nodes);
+    if (s->nodes == NULL) {
+        free(s->w);
+        return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues", s->nnodes);
+    }
     for (unsigned i = 0; i < n; i++) {
         hive__worker_t *w = &s->w[i];
         hive__mpsc_init(&w->inbox, false);
         w->sched = s;
         w->index = i;
         w->slot = hive__topo_slot(topo, i);
+        w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+            if (posix_memalign((void **)&w->deque[lane], HIVE_PAD, sizeof *w->deque[lane]) != 0) {
+                free_tables(s, n);
+                return hive__fail(HIVE_ENOMEM, "cannot allocate the deques of worker %u", i);
+            }
+            hive__deque_init(w->deque[lane]);
+        }
+        s->nodes[w->slot->node].nworkers++;
+    }
+    for (unsigned node = 0; node < s->nnodes; node++) {
+        hive__nodeq_t *nq = &s->nodes[node];
+        nq->workers = calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
+        nq->nworkers = 0;
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+            hive__rslot_t *slots = malloc(HIVE_RING_SLOTS * sizeof *slots);
+            if (nq->workers == NULL || slots == NULL) {
+                free(slots);
+                free_tables(s, n);
+                return hive__fail(HIVE_ENOMEM, "cannot allocate the queues of node %u", node);
+            }
+            hive__ring_init(&nq->ring[lane], slots, HIVE_RING_SLOTS);
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        hive__nodeq_t *nq = &s->nodes[s->w[i].slot->node];
+        nq->workers[nq->nworkers++] = i;
     }
     unsigned created = 0;
     int rc = HIVE_OK;
+    /* every worker's tables exist before any thread starts looking at them */
+    s->n = n;
     for (; created < n; created++) {
         int e = pthread_create(&s->w[created].thread, NULL, worker_main, &s->w[created]);
         if (e != 0) {
@@ -166,7 +350,7 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
             break;
         }
     }
-    s->n = created;
+    s->nthreads = created;
     /* wait until every created worker has bound itself (or failed to);
      * acquire pairs with the workers' release increment */
     uint32_t seen;
@@ -189,17 +373,29 @@ void hive__sched_stop(hive__sched_t *s)
     atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
     for (unsigned i = 0; i < s->n; i++)
         wake(s, &s->w[i]);
-    for (unsigned i = 0; i < s->n; i++)
+    for (unsigned i = 0; i < s->nthreads; i++)
         pthread_join(s->w[i].thread, NULL);
-    /* nobody runs anymore: hand back what was still queued */
+    /* nobody runs anymore: hand back what was still queued (a dropped job
+     * may not queue new ones: its owner sees the engine stopping) */
     for (unsigned i = 0; i < s->n; i++) {
+        hive__worker_t *w = &s->w[i];
         hive__mpsc_node_t *node;
-        while ((node = hive__mpsc_pop(&s->w[i].inbox)) != NULL) {
+        while ((node = hive__mpsc_pop(&w->inbox)) != NULL) {
             hive__job_t *job = HIVE_CONTAINER_OF(node, hive__job_t, node);
             job->fn(job, NULL);
         }
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+            hive__job_t *job;
+            while ((job = hive__deque_take(w->deque[lane])) != NULL)
+                job->fn(job, NULL);
+        }
     }
-    free(s->w);
-    s->w = NULL;
+    for (unsigned node = 0; node < s->nnodes; node++)
+        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+            hive__job_t *job;
+            while ((job = hive__ring_take(&s->nodes[node].ring[lane])) != NULL)
+                job->fn(job, NULL);
+        }
+    free_tables(s, s->n);
     s->n = 0;
 }

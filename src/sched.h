@@ -1,15 +1,23 @@
 /*
- * sched.h - workers: threads pinned to their slots, each with an MPSC inbox
- * of jobs, that spin briefly when idle and then park on a futex.
+ * sched.h - workers and where their work comes from.
  *
- * A job is an intrusive node plus a function. Any thread may post a job to a
- * worker; the worker runs it on its own thread. Jobs still queued when the
+ * Each worker is a thread pinned to its slot. It finds work, in order:
+ *   1. its inbox: an MPSC queue of jobs posted to this very worker;
+ *   2. per priority, HIGH before NORMAL before LOW:
+ *      a. its own Chase-Lev deque (tasks it spawned: LIFO),
+ *      b. its NUMA node's shared ring (tasks submitted from outside, or for
+ *         this node: FIFO, any worker of the node may take them),
+ *      c. the deques of the other workers of its node (steal: FIFO),
+ *      d. the rings, then the deques, of the other nodes.
+ * Idle, it spins briefly, then parks on a futex.
+ *
+ * A job is an intrusive node plus a function. Jobs still queued when the
  * engine stops are handed back to their function with w == NULL, so their
  * owner can fail or free them (tasks fail their results with HIVE_ESHUTDOWN).
  *
- * Wake rule: a post wakes the worker only if that worker is parked - one
- * seq_cst load of its parked word on the fast path, no system call while it
- * is busy. See the handshake comment in sched.c.
+ * Wake rule: after making work visible, a producer reads one counter (the
+ * number of parked workers); only if it is nonzero does it look for a parked
+ * worker to wake. A busy engine costs no system call. See sched.c.
  */
 #ifndef HIVE_SCHED_H
 #define HIVE_SCHED_H
@@ -19,11 +27,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ds/deque.h"
 #include "ds/mpsc.h"
+#include "ds/ring.h"
 #include "topo.h"
 
 struct hive;
 struct hive__worker;
+
+#define HIVE_NPRIO      3               /* lanes: 0 HIGH, 1 NORMAL, 2 LOW */
+#define HIVE_RING_SLOTS 16384           /* per node and priority; beyond: worker inboxes */
+
+static inline unsigned hive__prio_lane(int priority)
+{
+    return priority > 0 ? 0u : priority < 0 ? 2u : 1u;
+}
 
 typedef struct hive__job hive__job_t;
 typedef void (*hive__job_fn)(hive__job_t *job, struct hive__worker *w);
@@ -35,24 +53,41 @@ struct hive__job {
 typedef struct hive__worker {
     hive__mpsc_t inbox;                       /* padded: producers' and consumer's lines apart */
     HIVE_ALIGNED _Atomic uint32_t parked;     /* futex word: 1 while parked or about to park */
-    /* below: written by the worker itself, read by others only for stats */
+    /* below: the worker's own, read by others only for stealing and stats */
     HIVE_ALIGNED struct hive__sched *sched;
     unsigned            index;
     const hive__slot_t *slot;
     bool                bound;
     pthread_t           thread;
+    hive__deque_t      *deque[HIVE_NPRIO];
+    unsigned            depth;                /* nesting of jobs run while waiting in a job */
+    uint64_t            task_seq;             /* tasks started on this worker (local.c resets) */
+    uint64_t            rng;                  /* victim choice */
+    void               *locals;               /* worker-local values (local.c) */
     _Atomic uint64_t    parks;                /* times it set parked (about to sleep) */
     _Atomic uint64_t    jobs;                 /* jobs it ran */
+    _Atomic uint64_t    steals;               /* jobs it took from another worker's deque */
+    _Atomic uint64_t    remote_steals;        /* ... of a worker on another node */
 } hive__worker_t;
+
+typedef struct hive__nodeq {
+    hive__ring_t    ring[HIVE_NPRIO];
+    unsigned        nworkers;
+    unsigned       *workers;                  /* indices of this node's workers */
+    HIVE_ALIGNED _Atomic unsigned rr;         /* round-robin cursor for overflow posts */
+} hive__nodeq_t;
 
 typedef struct hive__sched {
     struct hive      *h;
     unsigned          n;
+    unsigned          nthreads;               /* threads actually started (joined at stop) */
     hive__worker_t   *w;
+    unsigned          nnodes;
+    hive__nodeq_t    *nodes;
     bool              pin;
     HIVE_ALIGNED _Atomic unsigned nparked;    /* workers parked now: one load tells if any sleeps */
-    HIVE_ALIGNED _Atomic int stopping;        /* read before every job: its own line, never written again */
-    _Atomic uint64_t  wakes;                  /* futex wakes issued (slow path only) */
+    HIVE_ALIGNED _Atomic int stopping;        /* read before every job: its own line */
+    HIVE_ALIGNED _Atomic uint64_t wakes;      /* futex wakes issued (slow path only) */
     /* start-up handshake */
     _Atomic uint32_t  started;
     _Atomic int       start_rc;
@@ -62,16 +97,33 @@ typedef struct hive__sched {
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
 
+/* The calling thread's worker if it belongs to s, else NULL. */
+static inline hive__worker_t *hive__self_in(const hive__sched_t *s)
+{
+    hive__worker_t *w = hive__self;
+    return w != NULL && w->sched == s ? w : NULL;
+}
+
 /* Start n workers on the slots of topo; bind them unless pin is false.
  * On failure every started worker is stopped again and the sentence of the
  * first failure is this thread's last error. */
 int  hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo,
                        unsigned n, bool pin);
 /* Stop: running jobs finish, queued ones are dropped (fn(job, NULL)), all
- * threads are joined and the worker table is freed. Not from a worker. */
+ * threads are joined and the tables are freed. Not from a worker. */
 void hive__sched_stop(hive__sched_t *s);
 
 /* Post a job to worker index; wakes it only if it is parked. */
 void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job);
+
+/* Make a job runnable at priority lane `lane`, preferably on NUMA node
+ * `node` (< 0: the caller's). From a worker of s on that node it goes on the
+ * worker's own deque; otherwise on the node's ring. */
+void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node);
+
+/* Run one job that w can find (its queues, its node, then steal), nested
+ * inside the job w is running; false if there was none. For waits inside a
+ * job: the worker keeps the engine moving instead of blocking its core. */
+bool hive__sched_help(hive__worker_t *w);
 
 #endif

@@ -115,6 +115,9 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     o->fail_code = 0;
     atomic_init(&o->refs, 1);
     o->kind = kind;
+    atomic_init(&o->run, HIVE__RUN_NONE);
+    atomic_init(&o->cancel, 0);
+    atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
     o->h = h;
@@ -237,6 +240,19 @@ void hive__store_drain(struct hive *h)
         hive__rcu_barrier();
 }
 
+void hive__store_fail_pending(struct hive *h, int code)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *n;
+    hive__rcu_lock();
+    cds_lfht_for_each(h->store.ht, &it, n) {
+        hive__obj_t *o = caa_container_of(n, hive__obj_t, lf);
+        if (hive__obj_state(o) == HIVE__PENDING)
+            hive__obj_fail(h, o, code);
+    }
+    hive__rcu_unlock();
+}
+
 void hive__store_close(struct hive *h)
 {
     hive__store_t *s = &h->store;
@@ -275,6 +291,33 @@ static void wake_epoch(hive__store_t *s)
     }
 }
 
+bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
+{
+    hive__dep_t *head = atomic_load_explicit(&o->deps, memory_order_acquire);
+    do {
+        if (head == HIVE__DEPS_CLOSED)
+            return false;
+        dep->next = head;
+        /* release: dep's fields reach the finisher, which takes the list with
+         * an acquire exchange. Push-only plus take-all: no ABA. */
+    } while (!atomic_compare_exchange_weak_explicit(&o->deps, &head, dep, memory_order_release,
+                                                    memory_order_acquire));
+    return true;
+}
+
+/* Tell the waiting deps, once; later add_dep calls see CLOSED. */
+static void run_deps(hive__obj_t *o, bool failed)
+{
+    /* acq_rel: acquire the pushed deps; release so that a later add_dep that
+     * sees CLOSED also sees the final state */
+    hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
+    while (d != NULL && d != HIVE__DEPS_CLOSED) {
+        hive__dep_t *next = d->next;         /* read before ready() may free d */
+        d->ready(d, failed);
+        d = next;
+    }
+}
+
 /* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
  * release for the payload (or fail_code), and the store half of both
  * handshakes (WAITERS bit here, epoch_waiters in wake_epoch). */
@@ -289,6 +332,7 @@ static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
     if (v & HIVE__WAITERS)
         hive__futex_wake(&o->state, INT_MAX);
     wake_epoch(&h->store);
+    run_deps(o, to == HIVE__FAILED);
     return true;
 }
 
@@ -311,7 +355,33 @@ void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
  * system call on either side. */
 #define GET_SPIN_NS 20000u
 
-static int wait_state(hive__obj_t *o, int64_t timeout_ns, const char *fn)
+/* On a worker: run other jobs while o is pending (so nested gets never
+ * stall the engine, workers = 1 included); when there is nothing to run,
+ * sleep on o briefly and look again. */
+#define HELP_NAP_NS 50000
+static int help_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t timeout_ns,
+                     const char *fn)
+{
+    for (;;) {
+        uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
+        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+            return HIVE_OK;
+        uint64_t now = hive__now_ns();
+        if (now >= deadline)
+            return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
+                              (unsigned long long)o->id, (long long)timeout_ns);
+        if (h->store.help(h))
+            continue;
+        if (!(v & HIVE__WAITERS) &&
+            !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
+                                                     memory_order_seq_cst, memory_order_relaxed))
+            continue;
+        uint64_t nap = deadline - now < HELP_NAP_NS ? deadline - now : HELP_NAP_NS;
+        hive__futex_wait(&o->state, v | HIVE__WAITERS, (int64_t)nap);
+    }
+}
+
+static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const char *fn)
 {
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
@@ -324,6 +394,8 @@ static int wait_state(hive__obj_t *o, int64_t timeout_ns, const char *fn)
             hive__cpu_relax();
         }
     } while (hive__now_ns() < spin_until);
+    if (h->store.help != NULL && hive__self_in(&h->sched) != NULL)
+        return help_wait(h, o, deadline, timeout_ns, fn);
     for (;;) {
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
@@ -359,6 +431,7 @@ int hive_put(hive_t *h, const void *data, size_t size, hive_ref_t *out)
     if (size)
         memcpy(o->data, data, size);
     atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);  /* published below */
+    atomic_store_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
     hive__obj_publish(h, o);
     out->id = o->id;
     return HIVE_OK;
@@ -404,7 +477,7 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
                           (unsigned long long)ref.id);
     uint32_t st = hive__obj_state(o);
     if (st == HIVE__PENDING) {
-        int rc = wait_state(o, timeout_ns, "hive_get");
+        int rc = wait_state(h, o, timeout_ns, "hive_get");
         if (rc != HIVE_OK)
             return rc;
         st = hive__obj_state(o);
@@ -489,6 +562,14 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
         }
         if (now - start < GET_SPIN_NS) {
             hive__cpu_relax();
+            continue;
+        }
+        if (s->help != NULL && hive__self_in(&h->sched) != NULL) {
+            /* on a worker: keep the engine moving, nap briefly if idle */
+            if (!s->help(h)) {
+                uint64_t nap = deadline - now < HELP_NAP_NS ? deadline - now : HELP_NAP_NS;
+                hive__futex_wait(&s->epoch, epoch, (int64_t)nap);
+            }
             continue;
         }
         if (!registered) {

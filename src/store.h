@@ -32,6 +32,19 @@ enum {
 
 enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3 };
 
+/* Task results only: where the producing task is (task.c). */
+enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED };
+
+/* Someone waiting for an object to finish (a task's pending argument). The
+ * store calls ready(dep, failed) once, from whichever thread seals or fails
+ * the object, or at once if it already had. */
+typedef struct hive__dep {
+    struct hive__dep *next;
+    void (*ready)(struct hive__dep *dep, bool failed);
+} hive__dep_t;
+
+#define HIVE__DEPS_CLOSED ((hive__dep_t *)1)
+
 struct hive__cell_slot;
 
 typedef struct hive__obj {
@@ -41,6 +54,9 @@ typedef struct hive__obj {
     int32_t           fail_code;     /* valid once FAILED is visible */
     _Atomic int64_t   refs;
     uint8_t           kind;
+    _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
+    _Atomic uint32_t  cancel;        /* cancel asked while running */
+    _Atomic(hive__dep_t *) deps;     /* waiting tasks; HIVE__DEPS_CLOSED once finished */
     size_t            size;          /* payload bytes */
     void             *data;          /* payload (64-byte aligned) */
     struct hive      *h;
@@ -62,6 +78,10 @@ typedef struct hive__store {
     struct cds_lfht *ht;
     HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats) */
     _Atomic uint64_t  callbacks;               /* frees queued with call_rcu, not yet run */
+    /* A waiter on a worker of the engine calls this instead of sleeping:
+     * it runs one other job and returns true, or returns false (then the
+     * waiter sleeps a little). Set by the engine (task.c). */
+    bool (*help)(struct hive *h);
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
     HIVE_ALIGNED _Atomic uint32_t epoch;
@@ -87,6 +107,13 @@ void hive__obj_discard(struct hive *h, hive__obj_t *o);
 /* Find a live record by id: NULL (and the sentence) if there is none. The
  * caller must hold a count, or be inside hive__rcu_lock(). */
 hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn);
+
+/* Register dep to be told when o finishes. False if o had finished already
+ * (then dep is not called; look at the state). */
+bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep);
+
+/* Fail every object still pending with code (shutdown). */
+void hive__store_fail_pending(struct hive *h, int code);
 
 /* Seal or fail a PENDING object, waking whoever sleeps on it. */
 int  hive__obj_seal(struct hive *h, hive__obj_t *o);

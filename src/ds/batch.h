@@ -9,14 +9,10 @@
  * empty it takes a batch from the shared list, or its owner carves fresh
  * memory.
  *
- * The shared list is a bounded ring of batch pointers in the style of
- * Dmitry Vyukov's bounded MPMC queue: each slot carries a sequence number
- * that says whose turn it is (a putter at position p waits for seq == p, a
- * getter for seq == p + 1). A thread claims a position with one CAS on the
- * ring's put or get counter, then hands the slot on with a release store of
- * the next sequence. Both ends are O(1), and no thread ever reads a block it
- * does not own, so there is no ABA hazard and no read of a block that is
- * being reused. When the ring is full (a burst of frees larger than the
+ * The shared list is a bounded ring of batch pointers (ds/ring.h, Vyukov's
+ * bounded MPMC queue): both ends are O(1), and no thread ever reads a block
+ * it does not own, so there is no ABA hazard and no read of a block that is
+ * being reused (the Treiber-stack pop hazard). When the ring is full (a burst of frees larger than the
  * ring), batches spill onto a mutex-guarded list that takers look at only
  * when the ring is empty: memory is never stranded in one thread's cache,
  * and the lock is off every path a ring of 4096 batches can absorb. When
@@ -30,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ds/ring.h"
 #include "util/common.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -55,15 +52,9 @@ typedef struct hive__fblock {
 
 #define HIVE_BATCH_SLOTS 4096               /* batches the shared ring holds */
 
-typedef struct hive__bslot {
-    _Atomic size_t  seq;
-    hive__fblock_t *batch;
-} hive__bslot_t;
-
 typedef struct hive__batchlist {
-    HIVE_ALIGNED _Atomic size_t put;        /* next position to fill */
-    HIVE_ALIGNED _Atomic size_t get;        /* next position to empty */
-    HIVE_ALIGNED hive__bslot_t  slot[HIVE_BATCH_SLOTS];
+    hive__ring_t    ring;
+    hive__rslot_t   slots[HIVE_BATCH_SLOTS];
     HIVE_ALIGNED _Atomic size_t nspill;     /* batches on the spill list */
     pthread_mutex_t spill_lock;
     hive__fblock_t *spill;                  /* batches linked by next_batch */
@@ -76,12 +67,7 @@ typedef struct hive__fcache {
 
 static inline void hive__batchlist_init(hive__batchlist_t *l)
 {
-    atomic_init(&l->put, 0);
-    atomic_init(&l->get, 0);
-    for (size_t i = 0; i < HIVE_BATCH_SLOTS; i++) {
-        atomic_init(&l->slot[i].seq, i);
-        l->slot[i].batch = NULL;
-    }
+    hive__ring_init(&l->ring, l->slots, HIVE_BATCH_SLOTS);
     atomic_init(&l->nspill, 0);
     pthread_mutex_init(&l->spill_lock, NULL);
     l->spill = NULL;
@@ -102,73 +88,10 @@ static inline void hive__fb_set_next(hive__fblock_t *b, hive__fblock_t *n)
     atomic_store_explicit(&b->next, n, memory_order_relaxed);
 }
 
-/* Put a batch (a chain linked by next) in the ring; false if it is full. */
-static inline bool hive__ring_put(hive__batchlist_t *l, hive__fblock_t *batch)
-{
-    /* relaxed: the counter only picks a slot; the slot's seq orders the data */
-    size_t pos = atomic_load_explicit(&l->put, memory_order_relaxed);
-    for (;;) {
-        hive__bslot_t *s = &l->slot[pos & (HIVE_BATCH_SLOTS - 1)];
-        /* acquire: the getter that freed this slot is done reading it */
-        size_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        intptr_t dif = (intptr_t)seq - (intptr_t)pos;
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&l->put, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                s->batch = batch;
-                /* release: the batch pointer and every write the previous
-                 * owner made to its blocks reach the getter */
-                atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-                return true;
-            }
-        } else if (dif < 0) {
-            return false;                   /* full */
-        } else {
-            pos = atomic_load_explicit(&l->put, memory_order_relaxed);
-        }
-    }
-}
-
-/* Take one batch from the ring, or NULL if it is empty. */
-static inline hive__fblock_t *hive__ring_take(hive__batchlist_t *l)
-{
-    size_t pos = atomic_load_explicit(&l->get, memory_order_relaxed);
-    for (;;) {
-        hive__bslot_t *s = &l->slot[pos & (HIVE_BATCH_SLOTS - 1)];
-        /* acquire: pairs with the putter's release */
-        size_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        intptr_t dif = (intptr_t)seq - (intptr_t)(pos + 1);
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&l->get, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                hive__fblock_t *b = s->batch;
-                /* release: our read of batch is done before a putter reuses the slot */
-                atomic_store_explicit(&s->seq, pos + HIVE_BATCH_SLOTS, memory_order_release);
-                return b;
-            }
-        } else if (dif < 0) {
-            return NULL;                    /* empty (or a putter mid-way: treat as empty) */
-        } else {
-            pos = atomic_load_explicit(&l->get, memory_order_relaxed);
-        }
-    }
-}
-
-static inline void *hive__fcache_pop(hive__fcache_t *c, size_t block_size)
-{
-    hive__fblock_t *b = c->head;
-    if (b == NULL)
-        return NULL;
-    c->head = hive__fb_next(b);
-    c->count--;
-    HIVE_UNPOISON(b, block_size);
-    return b;
-}
-
 /* Hand a batch to the shared list: the ring, or the spill list if full. */
 static inline void hive__batch_give(hive__batchlist_t *l, hive__fblock_t *batch)
 {
-    if (likely(hive__ring_put(l, batch)))
+    if (likely(hive__ring_put(&l->ring, batch)))
         return;
     pthread_mutex_lock(&l->spill_lock);
     batch->next_batch = l->spill;
@@ -180,7 +103,7 @@ static inline void hive__batch_give(hive__batchlist_t *l, hive__fblock_t *batch)
 /* Take a batch: from the ring, else from the spill list; NULL if none. */
 static inline hive__fblock_t *hive__batch_take(hive__batchlist_t *l)
 {
-    hive__fblock_t *b = hive__ring_take(l);
+    hive__fblock_t *b = hive__ring_take(&l->ring);
     /* relaxed: a hint; the lock orders the list itself */
     if (b != NULL || atomic_load_explicit(&l->nspill, memory_order_relaxed) == 0)
         return b;
@@ -191,6 +114,17 @@ static inline hive__fblock_t *hive__batch_take(hive__batchlist_t *l)
         atomic_fetch_sub_explicit(&l->nspill, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&l->spill_lock);
+    return b;
+}
+
+static inline void *hive__fcache_pop(hive__fcache_t *c, size_t block_size)
+{
+    hive__fblock_t *b = c->head;
+    if (b == NULL)
+        return NULL;
+    c->head = hive__fb_next(b);
+    c->count--;
+    HIVE_UNPOISON(b, block_size);
     return b;
 }
 

@@ -1,0 +1,370 @@
+/*
+ * task.c - tasks: submit, dependency counting, run, cancel, context.
+ *
+ * Life of a task:
+ *   submit   the record is built (inline args copied, ref args counted), the
+ *            result object is created PENDING and published, and for every
+ *            ref argument still pending a dep node is hung on that object;
+ *            `pending` counts them plus one guard held by submit itself.
+ *   ready    when the last dep fires (or at once, if none was pending) the
+ *            task is spawned on the scheduler; if a dependency failed it
+ *            never runs and its result fails with HIVE_ETASK.
+ *   run      a worker claims the result (QUEUED -> RUNNING); a cancel that
+ *            got there first (QUEUED -> CANCELLED) already failed it. The
+ *            function runs; its return value seals or fails the result.
+ *   cleanup  argument counts and the task's count on the result are dropped,
+ *            and the record goes back to the pool.
+ *
+ * Nested waits: hive_get / hive_wait inside a task call the store's help
+ * hook (hive__task_help) instead of sleeping, which runs another ready job
+ * on the same worker, nested on its stack. This keeps every core busy and
+ * makes nested gets deadlock-free with one worker for the patterns of
+ * fork-join and pipelines: the awaited task is either queued (then some
+ * worker, maybe this one, runs it) or running on another worker. Limits,
+ * said plainly: nesting deepens the stack (bounded by HELP_MAX_DEPTH; past
+ * it the worker naps on the object instead), and a task that waits for a
+ * task suspended *below it on the same worker* cannot make progress until
+ * that one resumes - e.g. a child that itself blocks on its parent's result.
+ * The alternative, a spare thread taking the core, would lift that limit at
+ * the cost of a thread per blocked worker; see the README.
+ */
+#include "task.h"
+#include "arena.h"
+#include "ds/pool.h"
+#include "hive_impl.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HELP_MAX_DEPTH 64
+
+static char zero_arg[64] __attribute__((aligned(64)));
+
+static void task_job(hive__job_t *job, hive__worker_t *w);
+
+static void free_record(hive__task_t *t)
+{
+    if (t->bytes <= HIVE_POOL_MAX)
+        hive__pool_free(t, t->bytes);
+    else
+        free(t);
+}
+
+/* Drop what the task holds: its argument counts, its count on the result. */
+static void cleanup(hive__task_t *t)
+{
+    struct hive *h = t->h;
+    for (size_t i = 0; i < t->nargs; i++)
+        if (t->args[i].obj != NULL)
+            hive__obj_release(h, t->args[i].obj);
+    hive__obj_release(h, t->result);
+    free_record(t);
+}
+
+/* End a task that will not run: fail its result with code (unless a cancel
+ * already did), then clean up. */
+static void complete_without_running(hive__task_t *t, int code)
+{
+    uint32_t queued = HIVE__RUN_QUEUED;
+    if (atomic_compare_exchange_strong_explicit(&t->result->run, &queued, HIVE__RUN_DONE,
+                                                memory_order_acq_rel, memory_order_relaxed))
+        hive__obj_fail(t->h, t->result, code);
+    cleanup(t);
+}
+
+/* All dependencies are in: queue it, or end it if it cannot run. */
+static void task_ready(hive__task_t *t)
+{
+    struct hive *h = t->h;
+    if (atomic_load_explicit(&t->dep_failed, memory_order_acquire))
+        complete_without_running(t, HIVE_ETASK);
+    else if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
+        complete_without_running(t, HIVE_ESHUTDOWN);
+    else
+        hive__sched_spawn(&h->sched, &t->job, t->lane, t->node);
+}
+
+static void drop_pending(hive__task_t *t)
+{
+    /* acq_rel: the last one to count down sees every other's dep_failed */
+    if (atomic_fetch_sub_explicit(&t->pending, 1, memory_order_acq_rel) == 1)
+        task_ready(t);
+}
+
+static void dep_ready(hive__dep_t *dep, bool failed)
+{
+    hive__targ_t *a = HIVE_CONTAINER_OF(dep, hive__targ_t, dep);
+    if (failed)
+        atomic_store_explicit(&a->task->dep_failed, 1, memory_order_relaxed);
+    drop_pending(a->task);
+}
+
+static size_t align16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+/* Release the counts taken on args[0..n) and free the record (submit errors). */
+static void undo_args(struct hive *h, hive__task_t *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t->args[i].obj != NULL)
+            hive__obj_release(h, t->args[i].obj);
+    free_record(t);
+}
+
+int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
+                const hive_opts_t *opts, hive_ref_t *result)
+{
+    if (unlikely(h == NULL || fn == NULL || result == NULL))
+        return hive__fail(HIVE_EINVAL, "hive_submit: %s is NULL",
+                          h == NULL ? "engine" : fn == NULL ? "fn" : "result");
+    if (unlikely(args == NULL && nargs != 0))
+        return hive__fail(HIVE_EINVAL, "hive_submit: args is NULL for %zu arguments", nargs);
+    if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
+        return hive__fail(HIVE_ESHUTDOWN, "hive_submit: the engine is shutting down");
+    size_t bytes = sizeof(hive__task_t) + nargs * sizeof(hive__targ_t);
+    for (size_t i = 0; i < nargs; i++) {
+        if (args[i].ref.id != 0)
+            continue;
+        if (unlikely(args[i].data == NULL && args[i].size != 0))
+            return hive__fail(HIVE_EINVAL, "hive_submit: argument %zu has NULL data and size %zu",
+                              i, args[i].size);
+        if (unlikely(args[i].size > ((size_t)1 << 40) ||
+                     __builtin_add_overflow(bytes, align16(args[i].size), &bytes)))
+            return hive__fail(HIVE_EINVAL, "hive_submit: argument %zu of %zu bytes is too large "
+                              "to copy; pass it by ref", i, args[i].size);
+    }
+    hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : malloc(bytes);
+    if (unlikely(t == NULL))
+        return hive__fail(HIVE_ENOMEM, "hive_submit: cannot allocate a task record of %zu bytes", bytes);
+    t->bytes = bytes;
+    t->h = h;
+    t->fn = fn;
+    t->nargs = nargs;
+    t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
+    t->node = -1;
+    t->job.fn = task_job;
+    atomic_init(&t->pending, 1);
+    atomic_init(&t->dep_failed, 0);
+
+    /* arguments: take counts on refs, copy inline bytes after the table */
+    char *inline_at = (char *)&t->args[nargs];
+    size_t biggest = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        hive__targ_t *a = &t->args[i];
+        a->task = t;
+        a->dep.ready = dep_ready;
+        if (args[i].ref.id != 0) {
+            hive__rcu_lock();
+            hive__obj_t *o = hive__obj_find(h, args[i].ref, "hive_submit");
+            bool ok = o != NULL && hive__obj_retain_live(o);
+            hive__rcu_unlock();
+            if (!ok) {
+                if (o != NULL)
+                    hive__fail(HIVE_ENOENT, "hive_submit: argument %zu, object %llu, is being "
+                               "released", i, (unsigned long long)args[i].ref.id);
+                undo_args(h, t, i);
+                return HIVE_ENOENT;
+            }
+            a->obj = o;
+            a->data = NULL;
+            a->size = 0;
+            if (o->size >= biggest && o->data != NULL) {
+                biggest = o->size;
+                t->node = (int)hive__arena_node_of(&h->arena, o->data);
+            }
+        } else {
+            a->obj = NULL;
+            a->size = args[i].size;
+            a->data = args[i].size ? inline_at : zero_arg;
+            if (args[i].size)
+                memcpy(inline_at, args[i].data, args[i].size);
+            inline_at += align16(args[i].size);
+        }
+    }
+    int rc = hive__obj_new(h, HIVE__BLOB, 0, false, &t->result);
+    if (unlikely(rc != HIVE_OK)) {
+        undo_args(h, t, nargs);
+        return rc;
+    }
+    atomic_store_explicit(&t->result->run, HIVE__RUN_QUEUED, memory_order_relaxed);
+    atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
+    hive__obj_publish(h, t->result);
+    result->id = t->result->id;
+
+    /* dependencies: count first, then hang the dep (it may fire at once) */
+    for (size_t i = 0; i < nargs; i++) {
+        hive__obj_t *o = t->args[i].obj;
+        if (o == NULL)
+            continue;
+        atomic_fetch_add_explicit(&t->pending, 1, memory_order_relaxed);
+        if (!hive__obj_add_dep(o, &t->args[i].dep)) {
+            if (hive__obj_state(o) == HIVE__FAILED)
+                atomic_store_explicit(&t->dep_failed, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&t->pending, 1, memory_order_relaxed);
+        }
+    }
+    drop_pending(t);                  /* submit's guard */
+    return HIVE_OK;
+}
+
+static void run_task(hive__task_t *t, hive__worker_t *w)
+{
+    hive__obj_t *r = t->result;
+    uint32_t queued = HIVE__RUN_QUEUED;
+    /* acq_rel: against hive_cancel's CAS on the same word */
+    if (!atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_RUNNING,
+                                                 memory_order_acq_rel, memory_order_relaxed)) {
+        cleanup(t);                   /* cancelled while queued: result already failed */
+        return;
+    }
+    struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    int rc = t->fn(&ctx);
+    atomic_store_explicit(&r->run, HIVE__RUN_DONE, memory_order_release);
+    if (rc != 0) {
+        if (r->data != NULL) {        /* a result written before failing is dropped */
+            hive__arena_free(&t->h->arena, r->data, r->size);
+            r->data = NULL;
+            r->size = 0;
+        }
+        hive__obj_fail(t->h, r, HIVE_ETASK);
+    } else {
+        hive__obj_seal(t->h, r);
+    }
+    cleanup(t);
+}
+
+static void task_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__task_t *t = HIVE_CONTAINER_OF(job, hive__task_t, job);
+    if (w == NULL)
+        complete_without_running(t, HIVE_ESHUTDOWN);   /* dropped at shutdown */
+    else
+        run_task(t, w);
+}
+
+bool hive__task_help(struct hive *h)
+{
+    hive__worker_t *w = hive__self_in(&h->sched);
+    if (w == NULL || w->depth >= HELP_MAX_DEPTH)
+        return false;
+    return hive__sched_help(w);
+}
+
+int hive_cancel(hive_t *h, hive_ref_t ref)
+{
+    if (h == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_cancel: engine is NULL");
+    hive__obj_t *o = hive__obj_find(h, ref, "hive_cancel");
+    if (o == NULL)
+        return HIVE_ENOENT;
+    uint32_t st = atomic_load_explicit(&o->run, memory_order_acquire);
+    for (;;) {
+        switch (st) {
+        case HIVE__RUN_NONE:
+            return hive__fail(HIVE_ESTATE, "hive_cancel: object %llu is not a task's result",
+                              (unsigned long long)ref.id);
+        case HIVE__RUN_QUEUED:
+            if (atomic_compare_exchange_weak_explicit(&o->run, &st, HIVE__RUN_CANCELLED,
+                                                      memory_order_acq_rel, memory_order_acquire)) {
+                hive__obj_fail(h, o, HIVE_ECANCELED);
+                return HIVE_OK;
+            }
+            continue;
+        case HIVE__RUN_RUNNING:
+            /* relaxed: a flag the task polls; nothing is published with it */
+            atomic_store_explicit(&o->cancel, 1, memory_order_relaxed);
+            return HIVE_OK;
+        default:
+            return hive__fail(HIVE_ESTATE, "hive_cancel: the task of object %llu has %s",
+                              (unsigned long long)ref.id,
+                              st == HIVE__RUN_DONE ? "finished" : "been cancelled already");
+        }
+    }
+}
+
+/* ------------------------------------------------------------ context */
+
+hive_t *hive_engine(hive_ctx_t *ctx)
+{
+    return ctx ? ctx->h : NULL;
+}
+
+unsigned hive_worker_index(hive_ctx_t *ctx)
+{
+    return ctx && ctx->w ? ctx->w->index : 0;
+}
+
+size_t hive_nargs(hive_ctx_t *ctx)
+{
+    return ctx && ctx->task ? ctx->task->nargs : 0;
+}
+
+const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size)
+{
+    if (ctx == NULL || ctx->task == NULL || i >= ctx->task->nargs) {
+        hive__fail(HIVE_EINVAL, "hive_arg: argument %zu out of range (%zu arguments)", i,
+                   ctx && ctx->task ? ctx->task->nargs : 0);
+        return NULL;
+    }
+    const hive__targ_t *a = &ctx->task->args[i];
+    if (a->obj != NULL) {
+        if (size)
+            *size = a->obj->size;
+        return a->obj->data ? a->obj->data : zero_arg;
+    }
+    if (size)
+        *size = a->size;
+    return a->data;
+}
+
+hive_ref_t hive_arg_ref(hive_ctx_t *ctx, size_t i)
+{
+    if (ctx == NULL || ctx->task == NULL || i >= ctx->task->nargs || ctx->task->args[i].obj == NULL)
+        return (hive_ref_t){ 0 };
+    return (hive_ref_t){ ctx->task->args[i].obj->id };
+}
+
+/* Give the result a payload of size bytes (replacing an earlier one). */
+static int return_alloc(hive_ctx_t *ctx, size_t size, void **out, const char *fn)
+{
+    if (ctx == NULL || ctx->result == NULL)
+        return hive__fail(HIVE_EINVAL, "%s: not inside a task", fn);
+    hive__obj_t *r = ctx->result;
+    struct hive *h = ctx->h;
+    int err = HIVE_OK;
+    void *p = size ? hive__arena_alloc(&h->arena, size, ctx->w->slot->node, &err) : NULL;
+    if (size && p == NULL)
+        return err;
+    if (r->data != NULL)              /* a second return replaces the first */
+        hive__arena_free(&h->arena, r->data, r->size);
+    r->data = p;
+    r->size = size;
+    *out = p ? p : zero_arg;
+    return HIVE_OK;
+}
+
+void *hive_return_alloc(hive_ctx_t *ctx, size_t size)
+{
+    void *p = NULL;
+    return return_alloc(ctx, size, &p, "hive_return_alloc") == HIVE_OK ? p : NULL;
+}
+
+int hive_return(hive_ctx_t *ctx, const void *data, size_t size)
+{
+    if (data == NULL && size != 0)
+        return hive__fail(HIVE_EINVAL, "hive_return: data is NULL for %zu bytes", size);
+    void *p;
+    int rc = return_alloc(ctx, size, &p, "hive_return");
+    if (rc == HIVE_OK && size)
+        memcpy(p, data, size);
+    return rc;
+}
+
+int hive_cancelled(hive_ctx_t *ctx)
+{
+    return ctx && ctx->result && atomic_load_explicit(&ctx->result->cancel, memory_order_relaxed);
+}

@@ -1,0 +1,57 @@
+/*
+ * task.h - task records and the context a running task sees.
+ *
+ * A task record holds the function, its arguments (inline bytes copied into
+ * the record, refs as counted object pointers, each with the dep node it
+ * waits with), and the result object. Records come from the block pool (up
+ * to HIVE_POOL_MAX bytes with their inline arguments; larger ones from
+ * malloc: pass big data by ref).
+ */
+#ifndef HIVE_TASK_H
+#define HIVE_TASK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "hive.h"
+#include "sched.h"
+#include "store.h"
+
+struct hive__task;
+
+typedef struct hive__targ {
+    const void        *data;     /* inline bytes (in the record) or NULL */
+    size_t             size;
+    hive__obj_t       *obj;      /* ref argument (one count held), or NULL */
+    hive__dep_t        dep;      /* waits for obj while it is pending */
+    struct hive__task *task;
+} hive__targ_t;
+
+typedef struct hive__task {
+    hive__job_t      job;
+    struct hive     *h;
+    hive_fn          fn;
+    hive__obj_t     *result;     /* one count held by the task */
+    _Atomic int32_t  pending;    /* pending ref args + 1 while submit is under way */
+    _Atomic int32_t  dep_failed;
+    unsigned         lane;
+    int              node;       /* preferred NUMA node, -1: none */
+    size_t           bytes;      /* size of this record */
+    size_t           nargs;
+    hive__targ_t     args[];
+} hive__task_t;
+
+/* What hive_ctx_t is: one per running task (on the worker's stack). */
+struct hive_ctx {
+    struct hive    *h;
+    hive__worker_t *w;
+    hive__task_t   *task;
+    hive__obj_t    *result;
+    unsigned        depth;       /* worker nesting level (local.c instances) */
+    uint64_t        seq;         /* this run's number on its worker (local.c resets) */
+};
+
+/* The engine's help hook for waits inside jobs (store.h). */
+bool hive__task_help(struct hive *h);
+
+#endif
