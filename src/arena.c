@@ -8,10 +8,11 @@
  * first-fit and takes the first block of any larger list, splitting off the
  * rest. All of it under the region's mutex.
  *
- * Small allocator: slabs from the large allocator carved into cells of one
- * class; per-thread caches and lock-free batch lists (ds/batch.h). A cell
- * never goes back to the large allocator; a slab's address space stays
- * with its class. The 2x address-space reserve keeps large puts possible.
+ * Small allocator: slabs cut from the class's own address range with one
+ * atomic add, carved into cells; per-thread caches and lock-free batch
+ * rings (ds/batch.h). A cell stays with its class forever (resident memory
+ * of a class is its high-water mark), which is why each class has a range
+ * of its own: no history of small objects can block a large one.
  *
  * Per-thread caches belong to one arena at a time (one cache per node and
  * class): the thread-local cache names the arena by its process-unique id. A thread that moves to
@@ -60,7 +61,7 @@ static inline unsigned log2_floor(size_t x)
 static inline lblk_t *phys_next(hive__region_t *r, lblk_t *b)
 {
     char *n = (char *)b + bsize(b);
-    return n < r->base + r->vsize ? (lblk_t *)(void *)n : NULL;
+    return n < r->base + r->large_size ? (lblk_t *)(void *)n : NULL;
 }
 
 static inline lblk_t *phys_prev(lblk_t *b)
@@ -273,10 +274,11 @@ static void *small_alloc(hive__arena_t *a, size_t size, unsigned node)
         hive__region_t *r = &a->regions[node];
         if (!hive__fcache_refill(k, &r->batches[c])) {
             size_t sb = slab_bytes(c);
-            char *slab = large_alloc(r, sb);
-            if (slab == NULL)
+            /* relaxed: the range is only ever cut, never handed back */
+            size_t off = atomic_fetch_add_explicit(&r->class_used[c], sb, memory_order_relaxed);
+            if (off + sb > r->class_area)
                 return NULL;
-            hive__fcache_carve(k, slab, sb, class_size(c), &r->batches[c]);
+            hive__fcache_carve(k, r->class_base[c] + off, sb, class_size(c), &r->batches[c]);
         }
     }
     return hive__fcache_pop(k, class_size(c));
@@ -348,10 +350,14 @@ void hive__arena_free(hive__arena_t *a, void *p, size_t size)
     atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
 }
 
-static int open_region(hive__region_t *r, unsigned node, size_t vsize, const hive__topo_t *topo)
+static int open_region(hive__region_t *r, unsigned node, size_t large_size, size_t class_area,
+                       const hive__topo_t *topo)
 {
+    size_t vsize = large_size + HIVE_ARENA_NCLASSES * class_area;
     memset(r, 0, sizeof *r);
     r->node = node;
+    r->large_size = large_size;
+    r->class_area = class_area;
     r->memfd = memfd_create("hive-arena", MFD_CLOEXEC);
     if (r->memfd < 0)
         return hive__fail(HIVE_ENOMEM, "arena: memfd_create for node %u failed: %s", node, strerror(errno));
@@ -369,8 +375,11 @@ static int open_region(hive__region_t *r, unsigned node, size_t vsize, const hiv
     }
     r->base = base;
     r->vsize = vsize;
-    HIVE_UNPOISON(base, vsize);              /* ASan: forget cells of a region once mapped here */
-    madvise(base, vsize, MADV_HUGEPAGE);     /* advice only: ignored where THP for shmem is off */
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
+        r->class_base[c] = (char *)base + large_size + c * class_area;
+        atomic_init(&r->class_used[c], 0);
+    }
+    madvise(base, large_size, MADV_HUGEPAGE);   /* advice only: ignored where THP for shmem is off */
     if (!topo->synthetic) {
         /* place every page of this region on its node; on a single-node
          * machine this is a formality that must still succeed */
@@ -384,7 +393,7 @@ static int open_region(hive__region_t *r, unsigned node, size_t vsize, const hiv
     for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
         hive__batchlist_init(&r->batches[c]);
     lblk_t *b = (lblk_t *)base;
-    b->size = vsize & ~(size_t)63;
+    b->size = large_size & ~(size_t)63;
     b->prev_size = 0;
     b->magic = LMAGIC;
     bin_insert(r, b);
@@ -395,7 +404,11 @@ static void close_region(hive__region_t *r)
 {
     if (r->base == NULL)
         return;
-    HIVE_UNPOISON(r->base, r->vsize);        /* ASan keeps poison across munmap */
+    /* ASan keeps poison across munmap: clear what the cells poisoned */
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
+        size_t used = atomic_load_explicit(&r->class_used[c], memory_order_relaxed);
+        HIVE_UNPOISON(r->class_base[c], used < r->class_area ? used : r->class_area);
+    }
     munmap(r->base, r->vsize);
     for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
         hive__batchlist_destroy(&r->batches[c]);
@@ -410,14 +423,16 @@ int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo
     a->capacity = capacity;
     a->nnodes = topo->nnodes;
     a->id = atomic_fetch_add(&next_arena_id, 1);
-    /* twice the capacity plus room for the slabs of every class */
+    /* address space (see arena.h): 2x capacity for large blocks, capacity
+     * plus slack for cells kept in caches for every small class */
     size_t page = 2u << 20;
-    size_t vsize = ((2 * capacity + 64 * slab_bytes(HIVE_ARENA_NCLASSES - 1)) + page - 1) & ~(page - 1);
+    size_t large_size = (2 * capacity + page - 1) & ~(page - 1);
+    size_t class_area = (capacity + (64u << 20) + page - 1) & ~(page - 1);
     if (posix_memalign((void **)&a->regions, HIVE_PAD, a->nnodes * sizeof *a->regions) != 0)
         return hive__fail(HIVE_ENOMEM, "arena: cannot allocate %u regions", a->nnodes);
     memset(a->regions, 0, a->nnodes * sizeof *a->regions);
     for (unsigned i = 0; i < a->nnodes; i++) {
-        int rc = open_region(&a->regions[i], i, vsize, topo);
+        int rc = open_region(&a->regions[i], i, large_size, class_area, topo);
         if (rc != HIVE_OK) {
             for (unsigned j = 0; j < i; j++)
                 close_region(&a->regions[j]);

@@ -8,15 +8,20 @@
  *    allocator with size-segregated free lists that coalesces neighbours on
  *    free; it is guarded by a per-region mutex (a large put copies at least
  *    32 KiB, which dwarfs an uncontended lock);
- *  - small payloads come from 64 KiB slabs of that allocator, carved into
- *    size classes 64 B .. 32 KiB, through per-thread caches: alloc and free
- *    are a pointer pop/push on the fast path, no lock, no system call.
- *    Caches exchange batches with a lock-free per-class list, as ds/pool.c.
+ *  - small payloads come in size classes 64 B .. 32 KiB, through per-thread
+ *    caches: alloc and free are a pointer pop/push on the fast path, no lock,
+ *    no system call. Caches exchange batches with a lock-free per-class ring
+ *    (ds/batch.h). Each class owns an address range of its own, from which
+ *    slabs are cut with one atomic add; its cells never leave the class.
  *
  * Capacity is counted exactly in one atomic: every payload counts its size
  * rounded up to 64 bytes; beyond the capacity alloc fails with HIVE_EFULL and
- * the numbers. The regions reserve twice the capacity of address space, so
- * that fragmentation never turns free capacity into a failed large put.
+ * the numbers. Address space is what makes that promise hold whatever the
+ * history: the large allocator gets twice the capacity (fragmentation can
+ * never turn free capacity into a failed large put) and every small class
+ * gets the capacity plus slack (cells kept by one class never starve another
+ * or the large allocator). Only touched pages cost memory; the reservation is
+ * sparse (memfd, MAP_NORESERVE).
  */
 #ifndef HIVE_ARENA_H
 #define HIVE_ARENA_H
@@ -38,6 +43,10 @@ struct hive__lblk;
 typedef struct hive__region {
     char          *base;
     size_t         vsize;
+    size_t         large_size;                 /* [base, base + large_size): the large allocator */
+    size_t         class_area;                 /* bytes of address space per small class */
+    char          *class_base[HIVE_ARENA_NCLASSES];
+    _Atomic size_t class_used[HIVE_ARENA_NCLASSES];   /* bump offset of cut slabs */
     int            memfd;
     unsigned       node;
     int            bound;                      /* memory bound to its node */

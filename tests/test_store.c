@@ -252,6 +252,36 @@ static void test_half_capacity_after_churn(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* Filling the whole store with objects of one small size after another, and
+ * releasing them each time, must leave room for a large object: cells kept
+ * for reuse by one size class never starve the others. */
+static void test_small_classes_never_starve_large(void **state)
+{
+    (void)state;
+    const size_t cap = 8 * MiB;
+    hive_t *h = engine(cap, 1, NULL);
+    static hive_ref_t refs[140000];
+    for (size_t sz = 64; sz <= 32768; sz *= 2) {
+        size_t n = 0;
+        void *d;
+        int rc;
+        while (n < 140000 && (rc = hive_create(h, sz, &d, &refs[n])) == HIVE_OK)
+            n++;
+        assert_int_equal(rc, HIVE_EFULL);
+        assert_int_equal(n, cap / sz);                /* exactly the capacity */
+        for (size_t i = 0; i < n; i++)
+            hive_release(h, refs[i]);
+        hive__store_drain(h);
+        hive_ref_t big;
+        if (hive_create(h, cap / 2, &d, &big) != HIVE_OK)
+            fail_msg("after filling with %zu-byte objects, half the store did not fit: %s", sz,
+                     hive_last_error());
+        hive_release(h, big);
+    }
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 static void test_wait(void **state)
 {
     (void)state;
@@ -345,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_leaves_others_intact),
         cmocka_unit_test(test_capacity_is_exact),
         cmocka_unit_test(test_half_capacity_after_churn),
+        cmocka_unit_test(test_small_classes_never_starve_large),
         cmocka_unit_test(test_wait),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
