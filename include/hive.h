@@ -278,6 +278,66 @@ void       *hive_return_alloc(hive_ctx_t *ctx, size_t size);             /* writ
                                                                     NULL (and the sentence) if full */
 int         hive_cancelled(hive_ctx_t *ctx);
 
+/* ------------------------------------------------------------------ actors
+ *
+ * An actor is a state block plus a table of C methods. Its methods never
+ * run concurrently with each other, and the state stays where it is (on the
+ * actor's home NUMA node: the node of the thread that created it). Calls
+ * go into one of three lock-free mailboxes by priority: a worker drains
+ * HIGH, then NORMAL, then LOW, so a HIGH call runs right after the method
+ * running now, ahead of every queued lower-priority call. Calls from one
+ * caller at one priority run in the order they were made.
+ */
+typedef struct hive_actor { uint64_t id; } hive_actor_t;   /* a plain value: pass it as an argument */
+typedef int (*hive_method_fn)(void *self, hive_ctx_t *ctx);
+typedef struct hive_method {
+    const char    *name;
+    hive_method_fn fn;
+    int            priority;             /* default priority of calls made with NULL opts */
+} hive_method_t;
+typedef struct hive_actor_class {
+    const char          *name;
+    size_t               size;           /* bytes of state, zero-filled before init */
+    int                (*init)(void *self, hive_ctx_t *ctx);   /* constructor, may be NULL; args as in tasks */
+    void               (*fini)(void *self);   /* may be NULL; runs on kill, restart, death and shutdown */
+    const hive_method_t *methods;        /* must stay valid while the actor lives */
+    size_t               nmethods;
+} hive_actor_class_t;
+typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults */
+    unsigned    max_restarts;
+    const char *name;                    /* non-NULL: findable with hive_actor_lookup */
+} hive_actor_opts_t;
+#define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
+
+/*
+ * hive_actor_new - create an actor; its constructor runs on a worker before
+ * any call (arguments as in tasks; ref arguments are waited for). A
+ * constructor that returns nonzero leaves the actor dead: calls fail with
+ * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
+ * nmethods > 0, a NULL method fn) or a name already taken.
+ */
+int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
+                   const hive_actor_opts_t *opts, hive_actor_t *out);
+/*
+ * hive_call - call method of actor; *result receives the future. NULL opts:
+ * the method's own priority. A method returning nonzero fails its call
+ * (HIVE_ETASK) and the actor lives on; HIVE_RESTART also rebuilds it (fini,
+ * zero-fill, init with the original arguments) up to max_restarts times,
+ * after which it is dead. Ref arguments still pending are waited for when
+ * the call's turn comes (the actor waits; its order is kept).
+ * HIVE_EINVAL for a bad method index, HIVE_ENOENT for an unknown actor,
+ * HIVE_EDEAD for a dead one.
+ */
+int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
+              const hive_opts_t *opts, hive_ref_t *result);
+/* hive_actor_kill - the actor dies: queued and later calls fail with
+ * HIVE_EDEAD, fini runs once the method running now (if any) returns.
+ * HIVE_EDEAD if it was dead already. */
+int hive_actor_kill(hive_t *h, hive_actor_t actor);
+/* hive_actor_lookup - the actor created with opts->name == name (alive or
+ * dead); HIVE_ENOENT if none. */
+int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
+
 /* ------------------------------------------------- worker-local state
  *
  * A value built once per worker that uses it (a simulator, say), reset

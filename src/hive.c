@@ -66,6 +66,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         goto fail_arena;
     h->store.help = hive__task_help;
     hive__locals_init(&h->locals);
+    hive__actors_init(&h->actors);
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
     /* a synthetic topology describes another machine: place by it, bind nothing */
     h->pin = !cfg->no_pin && cfg->topology == NULL;
@@ -96,6 +97,8 @@ int hive_shutdown(hive_t *h)
                           hive__self->index);
     /* running tasks finish, queued ones fail with HIVE_ESHUTDOWN ... */
     hive__sched_stop(&h->sched);
+    /* actors: queued calls fail, fini runs for every live one */
+    hive__actors_shutdown(h);
     /* ... and so does everything still pending, which ends the tasks that
      * were waiting for it */
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);

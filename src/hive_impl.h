@@ -6,6 +6,7 @@
 #define HIVE_IMPL_H
 
 #include "hive.h"
+#include "actor.h"
 #include "arena.h"
 #include "local.h"
 #include "store.h"
@@ -20,6 +21,7 @@ struct hive {
     hive__topo_t  topo;
     hive__sched_t sched;
     hive__locals_t locals;
+    hive__actors_t actors;
     unsigned      nworkers;
     bool          pin;
 };

@@ -57,7 +57,7 @@ static int match_id(struct cds_lfht_node *node, const void *key)
 static __thread const struct hive *node_cache_h;
 static __thread unsigned node_cache;
 
-static unsigned current_node(struct hive *h)
+unsigned hive__current_node(struct hive *h)
 {
     if (hive__self != NULL && hive__self->sched == &h->sched)
         return hive__self->slot->node;
@@ -92,7 +92,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     void *data = NULL;
     if (alloc_payload) {
         int err;
-        data = hive__arena_alloc(&h->arena, size, current_node(h), &err);
+        data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
         if (unlikely(data == NULL) && err == HIVE_EFULL &&
             atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0) {
             /* Released objects wait for a grace period before their bytes
@@ -102,7 +102,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
              * is queued": other threads may keep queueing forever. */
             hive__rcu_thread();
             hive__rcu_barrier();
-            data = hive__arena_alloc(&h->arena, size, current_node(h), &err);
+            data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
         }
         if (unlikely(data == NULL)) {
             hive__pool_free(o, sizeof *o);
@@ -414,6 +414,13 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
     }
 }
 
+int hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const char *fn)
+{
+    if (hive__obj_state(o) != HIVE__PENDING)
+        return HIVE_OK;
+    return wait_state(h, o, timeout_ns, fn);
+}
+
 /* ------------------------------------------------------------------ API */
 
 #define CHECK_ENGINE(h, fn) \
@@ -460,7 +467,8 @@ int hive_seal(hive_t *h, hive_ref_t ref)
         return HIVE_ENOENT;
     if (unlikely(o->kind != HIVE__BLOB))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
-                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array" : "cell");
+                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array"
+                          : o->kind == HIVE__CELL ? "cell" : "actor handle");
     return hive__obj_seal(h, o);
 }
 
@@ -472,9 +480,9 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
-    if (unlikely(o->kind == HIVE__CELL))
-        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is a cell; use hive_cell_acquire",
-                          (unsigned long long)ref.id);
+    if (unlikely(o->kind == HIVE__CELL || o->kind == HIVE__ACTOR))
+        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s", (unsigned long long)ref.id,
+                          o->kind == HIVE__CELL ? "a cell; use hive_cell_acquire" : "an actor handle");
     uint32_t st = hive__obj_state(o);
     if (st == HIVE__PENDING) {
         int rc = wait_state(h, o, timeout_ns, "hive_get");
@@ -496,8 +504,12 @@ int hive_retain(hive_t *h, hive_ref_t ref)
     CHECK_ENGINE(h, "hive_retain");
     hive__rcu_lock();                 /* the record must not go while we look */
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
-    bool ok = o != NULL && hive__obj_retain_live(o);
+    bool actor = o != NULL && o->kind == HIVE__ACTOR;
+    bool ok = o != NULL && !actor && hive__obj_retain_live(o);
     hive__rcu_unlock();
+    if (unlikely(actor))
+        return hive__fail(HIVE_ESTATE, "hive_retain: %llu is an actor handle, which is not counted",
+                          (unsigned long long)ref.id);
     if (unlikely(!ok))
         return hive__fail(HIVE_ENOENT, "hive_retain: object %llu does not exist (never created, "
                           "or released)", (unsigned long long)ref.id);
@@ -509,8 +521,12 @@ int hive_release(hive_t *h, hive_ref_t ref)
     CHECK_ENGINE(h, "hive_release");
     hive__rcu_lock();
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
-    bool ok = o != NULL && release_count(h, o);
+    bool actor = o != NULL && o->kind == HIVE__ACTOR;
+    bool ok = o != NULL && !actor && release_count(h, o);
     hive__rcu_unlock();
+    if (unlikely(actor))
+        return hive__fail(HIVE_ESTATE, "hive_release: %llu is an actor handle, which is not counted",
+                          (unsigned long long)ref.id);
     if (unlikely(!ok))
         return hive__fail(HIVE_ENOENT, "hive_release: object %llu does not exist (never created, "
                           "or already released)", (unsigned long long)ref.id);

@@ -30,7 +30,7 @@ enum {
     HIVE__WAITERS = 4,               /* someone sleeps on the state word */
 };
 
-enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3 };
+enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3, HIVE__ACTOR = 4 };
 
 /* Task results only: where the producing task is (task.c). */
 enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED };
@@ -71,6 +71,9 @@ typedef struct hive__obj {
         struct {                     /* HIVE__CELL */
             _Atomic(struct hive__cell_slot *) cur;
         } cell;
+        struct {                     /* HIVE__ACTOR: a handle's record (actor.c) */
+            struct hive__actor *actor;
+        } actor;
     } u;
 } hive__obj_t;
 
@@ -91,6 +94,9 @@ typedef struct hive__store {
 int  hive__store_open(hive__store_t *s);
 /* Free every object still alive, wait for the RCU callbacks, destroy the table. */
 void hive__store_close(struct hive *h);
+
+/* The NUMA node new objects of the calling thread go to. */
+unsigned hive__current_node(struct hive *h);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
@@ -114,6 +120,10 @@ bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep);
 
 /* Fail every object still pending with code (shutdown). */
 void hive__store_fail_pending(struct hive *h, int code);
+
+/* Wait until o is no longer pending (on a worker: running other jobs
+ * meanwhile). HIVE_ETIMEDOUT after timeout_ns (< 0: never). */
+int  hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const char *fn);
 
 /* Seal or fail a PENDING object, waking whoever sleeps on it. */
 int  hive__obj_seal(struct hive *h, hive__obj_t *o);

@@ -52,15 +52,18 @@ static void free_record(hive__task_t *t)
 }
 
 /* Drop what the task holds: its argument counts, its count on the result. */
-static void cleanup(hive__task_t *t)
+void hive__task_cleanup(hive__task_t *t)
 {
     struct hive *h = t->h;
     for (size_t i = 0; i < t->nargs; i++)
         if (t->args[i].obj != NULL)
             hive__obj_release(h, t->args[i].obj);
-    hive__obj_release(h, t->result);
+    if (t->result != NULL)
+        hive__obj_release(h, t->result);
     free_record(t);
 }
+
+#define cleanup hive__task_cleanup
 
 /* End a task that will not run: fail its result with code (unless a cancel
  * already did), then clean up. */
@@ -114,36 +117,34 @@ static void undo_args(struct hive *h, hive__task_t *t, size_t n)
     free_record(t);
 }
 
-int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
-                const hive_opts_t *opts, hive_ref_t *result)
+int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool with_result,
+                   const char *fn, hive__task_t **out)
 {
-    if (unlikely(h == NULL || fn == NULL || result == NULL))
-        return hive__fail(HIVE_EINVAL, "hive_submit: %s is NULL",
-                          h == NULL ? "engine" : fn == NULL ? "fn" : "result");
     if (unlikely(args == NULL && nargs != 0))
-        return hive__fail(HIVE_EINVAL, "hive_submit: args is NULL for %zu arguments", nargs);
-    if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
-        return hive__fail(HIVE_ESHUTDOWN, "hive_submit: the engine is shutting down");
+        return hive__fail(HIVE_EINVAL, "%s: args is NULL for %zu arguments", fn, nargs);
     size_t bytes = sizeof(hive__task_t) + nargs * sizeof(hive__targ_t);
     for (size_t i = 0; i < nargs; i++) {
         if (args[i].ref.id != 0)
             continue;
         if (unlikely(args[i].data == NULL && args[i].size != 0))
-            return hive__fail(HIVE_EINVAL, "hive_submit: argument %zu has NULL data and size %zu",
-                              i, args[i].size);
+            return hive__fail(HIVE_EINVAL, "%s: argument %zu has NULL data and size %zu",
+                              fn, i, args[i].size);
         if (unlikely(args[i].size > ((size_t)1 << 40) ||
                      __builtin_add_overflow(bytes, align16(args[i].size), &bytes)))
-            return hive__fail(HIVE_EINVAL, "hive_submit: argument %zu of %zu bytes is too large "
-                              "to copy; pass it by ref", i, args[i].size);
+            return hive__fail(HIVE_EINVAL, "%s: argument %zu of %zu bytes is too large "
+                              "to copy; pass it by ref", fn, i, args[i].size);
     }
     hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : malloc(bytes);
     if (unlikely(t == NULL))
-        return hive__fail(HIVE_ENOMEM, "hive_submit: cannot allocate a task record of %zu bytes", bytes);
+        return hive__fail(HIVE_ENOMEM, "%s: cannot allocate a record of %zu bytes", fn, bytes);
     t->bytes = bytes;
     t->h = h;
-    t->fn = fn;
+    t->fn = NULL;
+    t->actor = NULL;
+    t->method = 0;
+    t->result = NULL;
     t->nargs = nargs;
-    t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
+    t->lane = hive__prio_lane(HIVE_PRIO_NORMAL);
     t->node = -1;
     t->job.fn = task_job;
     atomic_init(&t->pending, 1);
@@ -158,13 +159,13 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
         a->dep.ready = dep_ready;
         if (args[i].ref.id != 0) {
             hive__rcu_lock();
-            hive__obj_t *o = hive__obj_find(h, args[i].ref, "hive_submit");
+            hive__obj_t *o = hive__obj_find(h, args[i].ref, fn);
             bool ok = o != NULL && hive__obj_retain_live(o);
             hive__rcu_unlock();
             if (!ok) {
                 if (o != NULL)
-                    hive__fail(HIVE_ENOENT, "hive_submit: argument %zu, object %llu, is being "
-                               "released", i, (unsigned long long)args[i].ref.id);
+                    hive__fail(HIVE_ENOENT, "%s: argument %zu, object %llu, is being released",
+                               fn, i, (unsigned long long)args[i].ref.id);
                 undo_args(h, t, i);
                 return HIVE_ENOENT;
             }
@@ -184,14 +185,34 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
             inline_at += align16(args[i].size);
         }
     }
-    int rc = hive__obj_new(h, HIVE__BLOB, 0, false, &t->result);
-    if (unlikely(rc != HIVE_OK)) {
-        undo_args(h, t, nargs);
-        return rc;
+    if (with_result) {
+        int rc = hive__obj_new(h, HIVE__BLOB, 0, false, &t->result);
+        if (unlikely(rc != HIVE_OK)) {
+            undo_args(h, t, nargs);
+            return rc;
+        }
+        atomic_store_explicit(&t->result->run, HIVE__RUN_QUEUED, memory_order_relaxed);
+        atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
+        hive__obj_publish(h, t->result);
     }
-    atomic_store_explicit(&t->result->run, HIVE__RUN_QUEUED, memory_order_relaxed);
-    atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
-    hive__obj_publish(h, t->result);
+    *out = t;
+    return HIVE_OK;
+}
+
+int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
+                const hive_opts_t *opts, hive_ref_t *result)
+{
+    if (unlikely(h == NULL || fn == NULL || result == NULL))
+        return hive__fail(HIVE_EINVAL, "hive_submit: %s is NULL",
+                          h == NULL ? "engine" : fn == NULL ? "fn" : "result");
+    if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
+        return hive__fail(HIVE_ESHUTDOWN, "hive_submit: the engine is shutting down");
+    hive__task_t *t;
+    int rc = hive__task_new(h, args, nargs, true, "hive_submit", &t);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    t->fn = fn;
+    t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
     result->id = t->result->id;
 
     /* dependencies: count first, then hang the dep (it may fire at once) */
@@ -213,28 +234,43 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
 static void run_task(hive__task_t *t, hive__worker_t *w)
 {
     hive__obj_t *r = t->result;
-    uint32_t queued = HIVE__RUN_QUEUED;
-    /* acq_rel: against hive_cancel's CAS on the same word */
-    if (!atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_RUNNING,
-                                                 memory_order_acq_rel, memory_order_relaxed)) {
+    if (!hive__task_claim(t)) {
         cleanup(t);                   /* cancelled while queued: result already failed */
         return;
     }
     struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
-    int rc = t->fn(&ctx);
+    hive__task_finish(t, t->fn(&ctx) == 0 ? HIVE_OK : HIVE_ETASK);
+    cleanup(t);
+}
+
+void hive__task_finish(hive__task_t *t, int code)
+{
+    hive__obj_t *r = t->result;
     atomic_store_explicit(&r->run, HIVE__RUN_DONE, memory_order_release);
-    if (rc != 0) {
+    if (code != HIVE_OK) {
         if (r->data != NULL) {        /* a result written before failing is dropped */
             hive__arena_free(&t->h->arena, r->data, r->size);
             r->data = NULL;
             r->size = 0;
         }
-        hive__obj_fail(t->h, r, HIVE_ETASK);
+        hive__obj_fail(t->h, r, code);
     } else {
         hive__obj_seal(t->h, r);
     }
-    cleanup(t);
+}
+
+bool hive__task_claim(hive__task_t *t)
+{
+    uint32_t queued = HIVE__RUN_QUEUED;
+    /* acq_rel: against hive_cancel's CAS on the same word */
+    return atomic_compare_exchange_strong_explicit(&t->result->run, &queued, HIVE__RUN_RUNNING,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+void hive__task_fail_unrun(hive__task_t *t, int code)
+{
+    complete_without_running(t, code);
 }
 
 static void task_job(hive__job_t *job, hive__worker_t *w)

@@ -31,7 +31,9 @@ typedef struct hive__task {
     hive__job_t      job;
     struct hive     *h;
     hive_fn          fn;
-    hive__obj_t     *result;     /* one count held by the task */
+    struct hive__actor *actor;   /* actor calls: the callee (actor.c), else NULL */
+    unsigned         method;
+    hive__obj_t     *result;     /* one count held by the task; NULL for constructor records */
     _Atomic int32_t  pending;    /* pending ref args + 1 while submit is under way */
     _Atomic int32_t  dep_failed;
     unsigned         lane;
@@ -53,5 +55,13 @@ struct hive_ctx {
 
 /* The engine's help hook for waits inside jobs (store.h). */
 bool hive__task_help(struct hive *h);
+
+/* For actor.c, which sends calls through the same records. */
+int  hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool with_result,
+                    const char *fn, hive__task_t **out);
+bool hive__task_claim(hive__task_t *t);               /* QUEUED -> RUNNING, false if cancelled */
+void hive__task_finish(hive__task_t *t, int code);    /* seal (HIVE_OK) or fail the result */
+void hive__task_fail_unrun(hive__task_t *t, int code);/* fail (unless cancelled) and clean up */
+void hive__task_cleanup(hive__task_t *t);             /* drop counts, free the record */
 
 #endif
