@@ -354,6 +354,7 @@ void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
 /* Spin this long before sleeping: a seal that is microseconds away costs no
  * system call on either side. */
 #define GET_SPIN_NS 20000u
+#define WAIT_HELP_BURST 256          /* jobs a waiting worker runs between rescans */
 
 /* On a worker: run other jobs while o is pending (so nested gets never
  * stall the engine, workers = 1 included); when there is nothing to run,
@@ -385,6 +386,10 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
 {
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    /* on a worker: help at once (the awaited job is often in our own deque,
+     * and spinning would only delay it) */
+    if (timeout_ns != 0 && h->store.help != NULL && hive__self_in(&h->sched) != NULL)
+        return help_wait(h, o, deadline, timeout_ns, fn);
     uint64_t spin_until = start + (timeout_ns >= 0 && (uint64_t)timeout_ns < GET_SPIN_NS
                                    ? (uint64_t)timeout_ns : GET_SPIN_NS);
     do {
@@ -394,8 +399,6 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
             hive__cpu_relax();
         }
     } while (hive__now_ns() < spin_until);
-    if (h->store.help != NULL && hive__self_in(&h->sched) != NULL)
-        return help_wait(h, o, deadline, timeout_ns, fn);
     for (;;) {
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
@@ -555,6 +558,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     hive__store_t *s = &h->store;
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    bool on_worker = s->help != NULL && hive__self_in(&h->sched) != NULL;
     bool registered = false;
     for (;;) {
         uint32_t epoch = atomic_load_explicit(&s->epoch, memory_order_seq_cst);
@@ -576,16 +580,16 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
                             count, n, num_ready, (long long)timeout_ns);
             break;
         }
-        if (now - start < GET_SPIN_NS) {
+        if (on_worker) {
+            /* keep the engine moving: run ready jobs in a burst (rescanning
+             * the refs after every single job would cost O(n) per job) */
+            unsigned ran = 0;
+            while (ran < WAIT_HELP_BURST && s->help(h))
+                ran++;
+            if (ran != 0)
+                continue;
+        } else if (now - start < GET_SPIN_NS) {
             hive__cpu_relax();
-            continue;
-        }
-        if (s->help != NULL && hive__self_in(&h->sched) != NULL) {
-            /* on a worker: keep the engine moving, nap briefly if idle */
-            if (!s->help(h)) {
-                uint64_t nap = deadline - now < HELP_NAP_NS ? deadline - now : HELP_NAP_NS;
-                hive__futex_wait(&s->epoch, epoch, (int64_t)nap);
-            }
             continue;
         }
         if (!registered) {
@@ -595,7 +599,10 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             registered = true;
             continue;
         }
-        hive__futex_wait(&s->epoch, epoch, deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
+        uint64_t left = deadline - now;
+        if (on_worker && left > HELP_NAP_NS)
+            left = HELP_NAP_NS;             /* look for work to help with again soon */
+        hive__futex_wait(&s->epoch, epoch, deadline == UINT64_MAX && !on_worker ? -1 : (int64_t)left);
     }
     if (registered)
         atomic_fetch_sub_explicit(&s->epoch_waiters, 1, memory_order_relaxed);
