@@ -132,7 +132,7 @@ demo: deps
 	$(MAKE) --no-print-directory VARIANT=normal examples
 	build/examples/$(DEMO)
 
-DEMO ?= hello
+DEMO ?= policy_eval
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -16,4 +16,7 @@ extern const size_t hb_mpsc_nbenches;
 extern const hb_bench hb_store_benches[];  /* bench_store.c: object store vs memcpy and Python shm */
 extern const size_t hb_store_nbenches;
 
+extern const hb_bench hb_task_benches[];   /* bench_task.c: tasks (Ray's figures) and fork-join vs TBB */
+extern const size_t hb_task_nbenches;
+
 #endif

@@ -102,6 +102,21 @@ void hb_register(const hb_bench *table, size_t n);
 /* Defined in bench/main.c: registers every table in bench/benches.h. */
 void hb_register_all(void);
 
+/* ------------------------------------------------ peers with only a C++ API
+ *
+ * Peers whose library offers no C interface are driven from the end of
+ * shim.cc (the one C++ file of bench/); the C benchmarks call these.
+ */
+
+/* Intel TBB (oneTBB) task_group, default arena (one thread per core). */
+uint64_t hb_tbb_fib(int n, int cutoff);   /* fork-join fib(n): tbb::task_group run/run/wait
+                                             per level, serial below cutoff; returns fib(n) */
+void hb_tbb_spawn_wait(int n);            /* one task_group: run n empty lambdas, then wait */
+
+/* Defined in bench_task.c: fib's serial leaf work, which both sides call
+ * below the cutoff so that they run the same code there. */
+uint64_t hb_fib_serial(int n);
+
 #ifdef __cplusplus
 }
 #endif
