@@ -249,9 +249,9 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * hive_submit - run fn(ctx) on a worker; *result receives the future (one
  * count for the caller). The task runs once every ref argument is sealed; if
  * one failed, the task never runs and its result fails with HIVE_ETASK.
- * Placement: from a worker, on that worker's own deque (others steal it);
- * from another thread, on the ring of the NUMA node of the largest ref
- * argument (else of the caller's node). No lock, no system call unless a
+ * Placement: on the NUMA node of the largest sealed ref argument (else the
+ * caller's node): from a worker of that node, on its own deque (others steal
+ * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
  * HIVE_EINVAL for NULL fn/result or args, HIVE_ENOENT for a ref that names
  * no object, HIVE_ESHUTDOWN once the engine is stopping.
@@ -363,5 +363,6 @@ void *hive_local(hive_ctx_t *ctx, hive_local_t key);
 #ifdef __cplusplus
 }
 #endif
+
 
 #endif /* HIVE_H */

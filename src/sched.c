@@ -128,6 +128,12 @@ bool hive__sched_help(hive__worker_t *w)
     hive__job_t *job = find_job(w);
     if (job == NULL)
         return false;
+    /* stopping: a queued job never runs; drop it here (its owner fails it
+     * with HIVE_ESHUTDOWN), which also ends a wait for it */
+    if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire)) {
+        job->fn(job, NULL);
+        return true;
+    }
     w->depth++;
     run_job(w, job);
     w->depth--;

@@ -122,7 +122,8 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
 {
     if (unlikely(args == NULL && nargs != 0))
         return hive__fail(HIVE_EINVAL, "%s: args is NULL for %zu arguments", fn, nargs);
-    size_t bytes = sizeof(hive__task_t) + nargs * sizeof(hive__targ_t);
+    /* the inline area starts 16-byte aligned (max_align_t, as malloc) */
+    size_t bytes = align16(sizeof(hive__task_t) + nargs * sizeof(hive__targ_t));
     for (size_t i = 0; i < nargs; i++) {
         if (args[i].ref.id != 0)
             continue;
@@ -151,7 +152,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
     atomic_init(&t->dep_failed, 0);
 
     /* arguments: take counts on refs, copy inline bytes after the table */
-    char *inline_at = (char *)&t->args[nargs];
+    char *inline_at = (char *)t + align16(sizeof(hive__task_t) + nargs * sizeof(hive__targ_t));
     size_t biggest = 0;
     for (size_t i = 0; i < nargs; i++) {
         hive__targ_t *a = &t->args[i];
@@ -172,7 +173,13 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             a->obj = o;
             a->data = NULL;
             a->size = 0;
-            if (o->size >= biggest && o->data != NULL) {
+            /* placement by the largest argument: only payloads that are fixed
+             * already (sealed, or a created/put object); a task result still
+             * being written has neither size nor place yet. The acquire loads
+             * order our reads after the writer's publication. */
+            if ((hive__obj_state(o) == HIVE__SEALED ||
+                 atomic_load_explicit(&o->run, memory_order_acquire) == HIVE__RUN_NONE) &&
+                o->size >= biggest && o->data != NULL) {
                 biggest = o->size;
                 t->node = (int)hive__arena_node_of(&h->arena, o->data);
             }

@@ -1,0 +1,351 @@
+/*
+ * stress/task.c - tasks under several user threads at once.
+ *
+ *  - many tiny tasks: 4 threads each submit TINY tasks (a pipeline of
+ *    WINDOW outstanding results); each task bumps its own slot in a shared
+ *    array and returns its index, which the submitter checks when it gets
+ *    the result. At the end every slot is exactly 1: nothing ran twice and
+ *    nothing was lost;
+ *  - nested fork-join: fib from 2 threads at once, every task submitting
+ *    two children and waiting for them inside the engine;
+ *  - random dependencies: 2 threads each build a DAG in which a task takes
+ *    up to 3 earlier results by ref; some tasks fail, and exactly their
+ *    dependents (transitively) must fail with HIVE_ETASK, every other value
+ *    must be what the submitter computes on its own.
+ * Every result is released: no object and no byte is left at the end.
+ */
+#include "testutil.h"
+#include "hive_impl.h"
+
+#include <pthread.h>
+
+#define MiB         (1024u * 1024u)
+#define DEADLINE_NS ((int64_t)60 * 1000000000)   /* against hangs only */
+
+static hive_t *h;
+
+static void expect_empty_store(hive_t *e)
+{
+    hive_store_stats_t st;
+    uint64_t deadline = test_now_ns() + 10ull * 1000000000u;
+    do {                          /* tasks drop their counts just after their seal */
+        hive__store_drain(e);
+        hive_store_stats(e, &st);
+        if (st.objects == 0 && st.used == 0)
+            break;
+        test_sleep_ms(1);
+    } while (test_now_ns() < deadline);
+    test_expect_empty_store(e);
+}
+
+/* ------------------------------------------------------------ tiny tasks */
+
+#define TINY_THREADS 4
+#define TINY         (250000 / TEST_SCALE)
+#define WINDOW       512
+
+static _Atomic unsigned char tiny_slot[TINY_THREADS * TINY];
+static _Atomic long tiny_errors;
+
+static int tiny_task(hive_ctx_t *ctx)
+{
+    const uint32_t *i = hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&tiny_slot[*i], 1, memory_order_relaxed);
+    return hive_return(ctx, i, sizeof *i);
+}
+
+static void tiny_check(hive_ref_t r, uint32_t want)
+{
+    const uint32_t *p;
+    size_t n;
+    int rc = hive_get(h, r, DEADLINE_NS, (const void **)&p, &n);
+    if (rc != HIVE_OK || n != sizeof *p || *p != want)
+        atomic_fetch_add(&tiny_errors, 1);
+    if (hive_release(h, r) != HIVE_OK)
+        atomic_fetch_add(&tiny_errors, 1);
+}
+
+static void *tiny_thread(void *arg)
+{
+    uint32_t base = (uint32_t)(uintptr_t)arg * TINY;
+    static __thread hive_ref_t window[WINDOW];
+    for (uint32_t k = 0; k < TINY; k++) {
+        if (k >= WINDOW)
+            tiny_check(window[k % WINDOW], base + k - WINDOW);
+        uint32_t i = base + k;
+        hive_arg_t a = HIVE_VAL(i);
+        hive_opts_t o = { .priority = (int)(k % 3) - 1 };
+        if (hive_submit(h, tiny_task, &a, 1, &o, &window[k % WINDOW]) != HIVE_OK) {
+            atomic_fetch_add(&tiny_errors, 1);
+            return NULL;
+        }
+    }
+    for (uint32_t k = TINY > WINDOW ? TINY - WINDOW : 0; k < TINY; k++)
+        tiny_check(window[k % WINDOW], base + k);
+    return NULL;
+}
+
+static void test_many_tiny_tasks(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 0, NULL);
+    memset(tiny_slot, 0, sizeof tiny_slot);
+    atomic_store(&tiny_errors, 0);
+    pthread_t t[TINY_THREADS];
+    uint64_t t0 = test_now_ns();
+    for (uintptr_t i = 0; i < TINY_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, tiny_thread, (void *)i), 0);
+    for (int i = 0; i < TINY_THREADS; i++)
+        pthread_join(t[i], NULL);
+    print_message("%d tasks from %d threads in %.2f s\n", TINY_THREADS * TINY, TINY_THREADS,
+                  (double)(test_now_ns() - t0) / 1e9);
+    assert_int_equal(atomic_load(&tiny_errors), 0);
+    for (size_t i = 0; i < HIVE_ARRAY_LEN(tiny_slot); i++)
+        if (atomic_load(&tiny_slot[i]) != 1)
+            fail_msg("task %zu ran %d times", i, atomic_load(&tiny_slot[i]));
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* ------------------------------------------------------- nested fork-join */
+
+#if TEST_SCALE > 1
+#define FIB_N 20
+#else
+#define FIB_N 22
+#endif
+
+static int fib_task(hive_ctx_t *ctx)
+{
+    uint32_t n = *(const uint32_t *)hive_arg(ctx, 0, NULL);
+    uint64_t r = n;
+    if (n >= 2) {
+        hive_t *e = hive_engine(ctx);
+        uint32_t a = n - 1, b = n - 2;
+        hive_arg_t aa = HIVE_VAL(a), ab = HIVE_VAL(b);
+        hive_ref_t ra, rb;
+        if (hive_submit(e, fib_task, &aa, 1, NULL, &ra) != HIVE_OK)
+            return 1;
+        if (hive_submit(e, fib_task, &ab, 1, NULL, &rb) != HIVE_OK) {
+            hive_release(e, ra);
+            return 1;
+        }
+        const uint64_t *pa = NULL, *pb = NULL;
+        int rc1 = hive_get(e, ra, HIVE_FOREVER, (const void **)&pa, NULL);
+        int rc2 = hive_get(e, rb, HIVE_FOREVER, (const void **)&pb, NULL);
+        if (rc1 == HIVE_OK && rc2 == HIVE_OK)
+            r = *pa + *pb;
+        hive_release(e, ra);
+        hive_release(e, rb);
+        if (rc1 != HIVE_OK || rc2 != HIVE_OK)
+            return 1;
+    }
+    return hive_return(ctx, &r, sizeof r);
+}
+
+#define FIB_ROUNDS 4
+
+/* out[round]: fib(FIB_N) as computed by the engine, FIB_ROUNDS times */
+static void *fib_thread(void *arg)
+{
+    uint64_t *out = arg;
+    for (int round = 0; round < FIB_ROUNDS; round++) {
+        uint32_t n = FIB_N;
+        hive_arg_t a = HIVE_VAL(n);
+        hive_ref_t r;
+        if (hive_submit(h, fib_task, &a, 1, NULL, &r) != HIVE_OK)
+            return NULL;
+        const uint64_t *p;
+        if (hive_get(h, r, DEADLINE_NS, (const void **)&p, NULL) == HIVE_OK)
+            out[round] = *p;
+        hive_release(h, r);
+    }
+    return NULL;
+}
+
+static void test_nested_fib_two_threads(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 0, NULL);
+    uint64_t want = 0, next = 1;
+    for (int i = 0; i < FIB_N; i++) {
+        uint64_t t = want + next;
+        want = next;
+        next = t;
+    }
+    uint64_t got[2][FIB_ROUNDS] = { { 0 } };
+    pthread_t t[2];
+    uint64_t t0 = test_now_ns();
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, fib_thread, got[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    print_message("fib(%d) %d times from 2 threads in %.2f s\n", FIB_N, 2 * FIB_ROUNDS,
+                  (double)(test_now_ns() - t0) / 1e9);
+    if (FIB_N == 22)
+        assert_int_equal(want, 17711);
+    for (int i = 0; i < 2; i++)
+        for (int round = 0; round < FIB_ROUNDS; round++)
+            assert_int_equal(got[i][round], want);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* ------------------------------------------------------ random dependencies */
+
+#define DAG_THREADS 2
+#define DAG_N       (200000 / TEST_SCALE)
+#define DAG_BACK    64                     /* deps are among the last DAG_BACK tasks */
+#define DAG_BATCH   64
+
+/* Submits overlap running producers (no gate): ThreadSanitizer checks that
+ * a submit never reads a result that is still being written. */
+#define DAG_GATED 0
+
+typedef struct dag_arg {
+    uint64_t i;
+    int      fail;
+} dag_arg_t;
+
+static uint64_t mix(uint64_t i)
+{
+    return i * 0x9E3779B97F4A7C15ull + 12345;
+}
+
+/* mix(i) plus the sum of its 8-byte ref arguments; fails when told to. */
+static int dag_task(hive_ctx_t *ctx)
+{
+    const dag_arg_t *a = hive_arg(ctx, 0, NULL);
+    if (a->fail)
+        return 1;
+    uint64_t v = mix(a->i);
+    for (size_t k = 1; k < hive_nargs(ctx); k++) {
+        size_t n;
+        const uint64_t *p = hive_arg(ctx, k, &n);
+        if (n != sizeof *p || hive_arg_ref(ctx, k).id == 0)
+            return 2;                      /* never: dependencies are sealed 8-byte results */
+        v += *p;
+    }
+    return hive_return(ctx, &v, sizeof v);
+}
+
+typedef struct dag_state {
+    hive_ref_t *ref;
+    uint64_t   *want;
+    bool       *failed;
+    long        errors, failures_seen;
+} dag_state_t;
+
+static void dag_check(dag_state_t *s, size_t j)
+{
+    const uint64_t *p;
+    size_t n;
+    int rc = hive_get(h, s->ref[j], DEADLINE_NS, (const void **)&p, &n);
+    if (s->failed[j]) {
+        if (rc != HIVE_ETASK)
+            s->errors++;
+        else
+            s->failures_seen++;
+    } else if (rc != HIVE_OK || n != sizeof *p || *p != s->want[j]) {
+        s->errors++;
+    }
+    if (hive_release(h, s->ref[j]) != HIVE_OK)
+        s->errors++;
+}
+
+static void *dag_thread(void *arg)
+{
+    dag_state_t *s = arg;
+    uint64_t rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)s;
+    hive_ref_t gate = { 0 };
+    for (size_t i = 0; i < DAG_N; i++) {
+        if (DAG_GATED && i % DAG_BATCH == 0) {
+            if (gate.id) {
+                hive_seal(h, gate);
+                hive_release(h, gate);
+                if (hive_wait(h, &s->ref[i - DAG_BATCH], DAG_BATCH, DAG_BATCH, DEADLINE_NS, NULL) < 0)
+                    s->errors++;
+            }
+            void *d;
+            if (hive_create(h, sizeof(uint64_t), &d, &gate) != HIVE_OK)
+                return NULL;
+            memset(d, 0, sizeof(uint64_t));
+        }
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        unsigned ndeps = i == 0 ? 0 : (unsigned)(rng % 4);
+        dag_arg_t a = { .i = i, .fail = (i % 211) == 17 };
+        hive_arg_t args[5] = { HIVE_VAL(a) };
+        size_t nargs = 1;
+        uint64_t want = mix(i);
+        bool failed = a.fail;
+        for (unsigned k = 0; k < ndeps; k++) {
+            size_t back = 1 + (size_t)((rng >> (8 + 8 * k)) % DAG_BACK);
+            size_t j = back > i ? 0 : i - back;
+            args[nargs++] = HIVE_REF(s->ref[j]);
+            want += s->want[j];
+            failed |= s->failed[j];
+        }
+        if (DAG_GATED)
+            args[nargs++] = HIVE_REF(gate);
+        s->want[i] = want;
+        s->failed[i] = failed;
+        hive_opts_t o = { .priority = (int)(rng >> 40) % 3 - 1 };
+        if (hive_submit(h, dag_task, args, nargs, &o, &s->ref[i]) != HIVE_OK) {
+            s->errors++;
+            return NULL;
+        }
+        /* a result no later task can pick any more is checked and released */
+        if (i >= DAG_BACK + DAG_BATCH)
+            dag_check(s, i - DAG_BACK - DAG_BATCH);
+    }
+    if (gate.id) {
+        hive_seal(h, gate);
+        hive_release(h, gate);
+    }
+    for (size_t j = DAG_N > DAG_BACK + DAG_BATCH ? DAG_N - DAG_BACK - DAG_BATCH : 0; j < DAG_N; j++)
+        dag_check(s, j);
+    return NULL;
+}
+
+static void test_random_dependencies(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 0, NULL);
+    static dag_state_t s[DAG_THREADS];
+    pthread_t t[DAG_THREADS];
+    uint64_t t0 = test_now_ns();
+    for (int k = 0; k < DAG_THREADS; k++) {
+        s[k] = (dag_state_t){ .ref = calloc(DAG_N, sizeof(hive_ref_t)),
+                              .want = calloc(DAG_N, sizeof(uint64_t)),
+                              .failed = calloc(DAG_N, sizeof(bool)) };
+        assert_int_equal(pthread_create(&t[k], NULL, dag_thread, &s[k]), 0);
+    }
+    for (int k = 0; k < DAG_THREADS; k++)
+        pthread_join(t[k], NULL);
+    print_message("%d dependent tasks from %d threads in %.2f s\n", DAG_THREADS * DAG_N,
+                  DAG_THREADS, (double)(test_now_ns() - t0) / 1e9);
+    for (int k = 0; k < DAG_THREADS; k++) {
+        long expect_failed = 0;
+        for (size_t j = 0; j < DAG_N; j++)
+            expect_failed += s[k].failed[j];
+        assert_int_equal(s[k].errors, 0);
+        assert_int_equal(s[k].failures_seen, expect_failed);
+        assert_true(expect_failed > DAG_N / 211);   /* failures did spread to dependents */
+        assert_true(expect_failed < DAG_N);         /* ... but not to everything */
+        free(s[k].ref);
+        free(s[k].want);
+        free(s[k].failed);
+    }
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_tiny_tasks),
+        cmocka_unit_test(test_nested_fib_two_threads),
+        cmocka_unit_test(test_random_dependencies),
+    };
+    return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
+}
