@@ -75,17 +75,18 @@ static void kick(hive__actor_t *a, unsigned lane)
         hive__sched_spawn(&a->h->sched, &a->turn, lane, (int)a->node);
 }
 
-/* May any mailbox hold a call? Reads only the producers' ends, so it is safe
+/* May any mailbox hold a call (-1: none, else its most urgent lane)? Reads
+ * only the producers' ends, so it is safe
  * after the turn gave up being the consumer: head is the bare stub exactly
  * when nothing was pushed since the consumer last took the last call. */
-static bool mail_pending(hive__actor_t *a)
+static int mail_pending(hive__actor_t *a)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
         uintptr_t head = atomic_load_explicit(&a->lane[l].head, memory_order_seq_cst);
         if ((head & ~HIVE__MPSC_MARK) != (uintptr_t)&a->lane[l].stub)
-            return true;
+            return (int)l;                  /* the most urgent lane with mail */
     }
-    return false;
+    return -1;
 }
 
 /* Consumer only: the next call, HIGH before NORMAL before LOW. */
@@ -158,6 +159,9 @@ static void construct(hive__actor_t *a, hive__worker_t *w)
 
 static void restart(hive__actor_t *a, hive__worker_t *w)
 {
+    /* acquire: a kill that landed while the method ran wins over the restart */
+    if (atomic_load_explicit(&a->dead, memory_order_acquire))
+        return;
     if (a->restarts >= a->max_restarts) {
         die(a);
         return;
@@ -200,6 +204,10 @@ static void turn(hive__job_t *job, hive__worker_t *w)
     if (!a->initialized && !atomic_load_explicit(&a->dead, memory_order_acquire))
         construct(a, w);
     for (int n = 0; n < ACTOR_BATCH; n++) {
+        /* stopping: queued calls never run; this turn ends and the next one
+         * is dropped by the scheduler, failing them with HIVE_ESHUTDOWN */
+        if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
+            break;
         hive__task_t *t = next_call(a);
         if (t == NULL)
             break;
@@ -212,13 +220,17 @@ static void turn(hive__job_t *job, hive__worker_t *w)
         fail_queued(a, HIVE_EDEAD);
         finalize(a);
     }
+    /* read before giving the actor up: once scheduled is 0 another turn may
+     * own these fields */
+    bool finalized = a->finalized;
     /* seq_cst store, then seq_cst reads of the heads and of dead: the turn's
      * half of the handshake (see top) */
     atomic_store_explicit(&a->scheduled, 0, memory_order_seq_cst);
-    bool again = mail_pending(a) ||
-                 (atomic_load_explicit(&a->dead, memory_order_seq_cst) && !a->finalized);
-    if (again)
-        kick(a, 1);
+    int lane = mail_pending(a);
+    if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst) && !finalized)
+        lane = 0;
+    if (lane >= 0)
+        kick(a, (unsigned)lane);
 }
 
 /* ------------------------------------------------------------ API */
@@ -356,8 +368,9 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     t->method = method;
     t->lane = hive__prio_lane(opts ? opts->priority : a->cls.methods[method].priority);
     result->id = t->result->id;
-    hive__mpsc_push(&a->lane[t->lane], &t->job.node);
-    kick(a, t->lane);
+    unsigned lane = t->lane;             /* t belongs to the actor once pushed */
+    hive__mpsc_push(&a->lane[lane], &t->job.node);
+    kick(a, lane);
     return HIVE_OK;
 }
 

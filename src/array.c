@@ -88,8 +88,9 @@ int hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out)
     if (o == NULL)
         return HIVE_ENOENT;
     if (o->kind != HIVE__ARRAY)
-        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is a %s, not an array",
-                          (unsigned long long)ref.id, o->kind == HIVE__CELL ? "cell" : "blob");
+        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is a%s, not an array",
+                          (unsigned long long)ref.id, o->kind == HIVE__CELL ? " cell"
+                          : o->kind == HIVE__ACTOR ? "n actor handle" : " blob");
     hive_array_t v;
     memset(&v, 0, sizeof v);
     v.data = o->data;

@@ -1,0 +1,312 @@
+/*
+ * stress/actor.c - actors under 4+ user threads for a few seconds.
+ *
+ * THREADS user threads call ACTORS actors at random, each call at a random
+ * priority (HIGH, NORMAL or LOW; NORMAL sometimes through NULL opts, the
+ * method's own priority). A call carries (caller, lane, seq), seq counting
+ * 1, 2, ... per caller, lane and actor. The method checks, in the actor's
+ * own state:
+ *  - no other call of the same actor is inside (an atomic flag, exchanged);
+ *  - per caller and lane, seq is exactly the last one seen + 1 (order kept,
+ *    nothing lost, nothing run twice);
+ * and counts its runs. Each caller keeps a window of results in flight and
+ * gets every one (its payload must be its own seq). At the end each actor's
+ * counts must equal what was sent to it, and the grand total must match.
+ *
+ * A second phase races kills against the end of turns: actors are called
+ * and killed at once, over and over, from two threads; every call must end
+ * (OK or HIVE_EDEAD) and fini must run exactly once per actor that was built.
+ */
+#include "testutil.h"
+#include "hive_impl.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#define THREADS     4
+#define ACTORS      100
+#define WINDOW      256                  /* results in flight per caller */
+#define RUN_MS      (TEST_SCALE > 1 ? 4000 / TEST_SCALE : 2000)   /* sanitizers: 500 ms */
+#define DEADLINE_NS ((int64_t)30 * 1000000000)
+
+static hive_t *h;
+static hive_actor_t actors[ACTORS];
+static _Atomic int stop_flag;
+static _Atomic long executed, overlaps, out_of_order, bad_result, call_errors;
+
+typedef struct call_arg {
+    uint32_t caller;
+    uint32_t lane;                       /* 0 HIGH, 1 NORMAL, 2 LOW */
+    int64_t  seq;
+} call_arg_t;
+
+typedef struct lane_state {
+    _Atomic int inside;
+    int64_t     last[THREADS][3];        /* plain: only one call is ever inside */
+    int64_t     runs;
+} lane_state_t;
+
+enum { M_CALL, M_REPORT };
+
+static int call_method(void *self, hive_ctx_t *ctx)
+{
+    lane_state_t *s = self;
+    const call_arg_t *a = hive_arg(ctx, 0, NULL);
+    /* seq_cst exchange: a second call inside this actor would see our 1 */
+    if (atomic_exchange(&s->inside, 1) != 0)
+        atomic_fetch_add(&overlaps, 1);
+    if (a->caller >= THREADS || a->lane >= 3 || a->seq != s->last[a->caller][a->lane] + 1)
+        atomic_fetch_add(&out_of_order, 1);
+    else
+        s->last[a->caller][a->lane] = a->seq;
+    s->runs++;
+    atomic_fetch_add_explicit(&executed, 1, memory_order_relaxed);
+    atomic_store(&s->inside, 0);
+    return hive_return(ctx, &a->seq, sizeof a->seq);
+}
+
+typedef struct report {
+    int64_t last[THREADS][3];
+    int64_t runs;
+} report_t;
+
+static int report_method(void *self, hive_ctx_t *ctx)
+{
+    lane_state_t *s = self;
+    report_t r;
+    memcpy(r.last, s->last, sizeof r.last);
+    r.runs = s->runs;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static const hive_method_t methods[] = {
+    [M_CALL]   = { "call",   call_method,   HIVE_PRIO_NORMAL },
+    [M_REPORT] = { "report", report_method, HIVE_PRIO_NORMAL },
+};
+static const hive_actor_class_t lane_class = {
+    .name = "Lanes", .size = sizeof(lane_state_t), .methods = methods, .nmethods = 2,
+};
+
+typedef struct caller {
+    unsigned id;
+    int64_t  sent[ACTORS][3];            /* calls made, per actor and lane */
+    long     calls;
+} caller_t;
+
+static caller_t callers[THREADS];
+
+typedef struct inflight {
+    hive_ref_t ref;
+    int64_t    seq;
+} inflight_t;
+
+static void settle(inflight_t *f)
+{
+    const int64_t *p;
+    size_t n;
+    int rc = hive_get(h, f->ref, DEADLINE_NS, (const void **)&p, &n);
+    if (rc != HIVE_OK || n != sizeof *p || *p != f->seq)
+        atomic_fetch_add(&bad_result, 1);
+    hive_release(h, f->ref);
+}
+
+static void *call_loop(void *arg)
+{
+    caller_t *c = arg;
+    inflight_t window[WINDOW];
+    unsigned head = 0, used = 0;
+    uint64_t rng = 0x2545F4914F6CDD1Dull * (c->id + 1);
+    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        unsigned ai = (unsigned)(rng % ACTORS);
+        unsigned lane = (unsigned)((rng >> 16) % 3);
+        call_arg_t a = { .caller = c->id, .lane = lane, .seq = c->sent[ai][lane] + 1 };
+        hive_arg_t arg = HIVE_VAL(a);
+        hive_opts_t o = { .priority = 1 - (int)lane };
+        bool null_opts = lane == 1 && (rng >> 24) % 2 == 0;   /* the method's own: NORMAL */
+        if (used == WINDOW) {
+            settle(&window[head]);
+            head = (head + 1) % WINDOW;
+            used--;
+        }
+        inflight_t *f = &window[(head + used) % WINDOW];
+        if (hive_call(h, actors[ai], M_CALL, &arg, 1, null_opts ? NULL : &o, &f->ref) != HIVE_OK) {
+            atomic_fetch_add(&call_errors, 1);
+            continue;
+        }
+        f->seq = a.seq;
+        c->sent[ai][lane] = a.seq;
+        c->calls++;
+        used++;
+    }
+    for (; used > 0; used--, head = (head + 1) % WINDOW)
+        settle(&window[head]);
+    return NULL;
+}
+
+static void test_actor_stress(void **state)
+{
+    (void)state;
+    hive_config_t cfg = { .workers = 4, .store_bytes = 256u << 20, .no_pin = 1 };
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    for (unsigned i = 0; i < ACTORS; i++)
+        assert_int_equal(hive_actor_new(h, &lane_class, NULL, 0, NULL, &actors[i]), HIVE_OK);
+
+    pthread_t th[THREADS];
+    for (unsigned i = 0; i < THREADS; i++) {
+        callers[i].id = i;
+        assert_int_equal(pthread_create(&th[i], NULL, call_loop, &callers[i]), 0);
+    }
+    test_sleep_ms(RUN_MS);
+    atomic_store(&stop_flag, 1);
+    for (unsigned i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+
+    long total = 0;
+    for (unsigned i = 0; i < THREADS; i++)
+        total += callers[i].calls;
+    printf("actor stress: %ld calls by %d threads to %d actors in %d ms\n", total, THREADS, ACTORS,
+           RUN_MS);
+    assert_int_equal(atomic_load(&call_errors), 0);
+    assert_int_equal(atomic_load(&bad_result), 0);
+    assert_int_equal(atomic_load(&overlaps), 0);
+    assert_int_equal(atomic_load(&out_of_order), 0);
+    assert_int_equal(atomic_load(&executed), total);
+
+    /* every call ran exactly once, on its own actor, the last in each lane last */
+    for (unsigned a = 0; a < ACTORS; a++) {
+        hive_ref_t r;
+        assert_int_equal(hive_call(h, actors[a], M_REPORT, NULL, 0, NULL, &r), HIVE_OK);
+        const report_t *rep;
+        size_t n;
+        assert_int_equal(hive_get(h, r, DEADLINE_NS, (const void **)&rep, &n), HIVE_OK);
+        assert_int_equal(n, sizeof *rep);
+        int64_t sent = 0;
+        for (unsigned c = 0; c < THREADS; c++)
+            for (unsigned l = 0; l < 3; l++) {
+                sent += callers[c].sent[a][l];
+                if (rep->last[c][l] != callers[c].sent[a][l])
+                    fail_msg("actor %u caller %u lane %u: last seq %lld, sent %lld", a, c, l,
+                             (long long)rep->last[c][l], (long long)callers[c].sent[a][l]);
+            }
+        assert_int_equal(rep->runs, sent);
+        hive_release(h, r);
+    }
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* ---------------------------------------------------- kills against turns */
+
+#define KILL_MS     1500                 /* not scaled: the race window needs rounds */
+#define KILL_ROUNDS 10000                /* at most (dead actors' records live until shutdown) */
+#define KILL_BATCH  8
+
+static _Atomic int kill_inits, kill_finis, kill_bad;
+static hive_actor_t kill_targets[KILL_BATCH];
+static _Atomic int kill_round_go, kill_round_done;
+
+static int noop_method(void *self, hive_ctx_t *ctx)
+{
+    (void)ctx;
+    (*(int64_t *)self)++;
+    return 0;
+}
+
+static int count_init(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    (void)ctx;
+    atomic_fetch_add(&kill_inits, 1);
+    return 0;
+}
+
+static void count_fini(void *self)
+{
+    (void)self;
+    atomic_fetch_add(&kill_finis, 1);
+}
+
+static const hive_method_t kill_methods[] = { { "noop", noop_method, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t kill_class = {
+    .name = "Victim", .size = sizeof(int64_t), .init = count_init, .fini = count_fini,
+    .methods = kill_methods, .nmethods = 1,
+};
+
+/* The killer: waits for each round's go, kills the round's actors; a go
+ * of -1 ends it. */
+static void *killer(void *arg)
+{
+    (void)arg;
+    for (int round = 1;; round++) {
+        int go;
+        while ((go = atomic_load(&kill_round_go)) < round && go >= 0)
+            sched_yield();
+        if (go < 0)
+            break;
+        for (int i = 0; i < KILL_BATCH; i++)
+            if (hive_actor_kill(h, kill_targets[i]) != HIVE_OK)
+                atomic_fetch_add(&kill_bad, 1);
+        atomic_store(&kill_round_done, round);
+    }
+    return NULL;
+}
+
+static void test_kills_race_turns(void **state)
+{
+    (void)state;
+    hive_config_t cfg = { .workers = 2, .store_bytes = 64u << 20, .no_pin = 1 };
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, killer, NULL), 0);
+    long calls = 0;
+    int rounds = 0;
+    uint64_t end = test_now_ns() + (uint64_t)KILL_MS * 1000000u;
+    for (int round = 1; round <= KILL_ROUNDS && test_now_ns() < end; round++) {
+        hive_ref_t refs[KILL_BATCH][2];
+        for (int i = 0; i < KILL_BATCH; i++) {
+            assert_int_equal(hive_actor_new(h, &kill_class, NULL, 0, NULL, &kill_targets[i]), HIVE_OK);
+            assert_int_equal(hive_call(h, kill_targets[i], 0, NULL, 0, NULL, &refs[i][0]), HIVE_OK);
+        }
+        atomic_store(&kill_round_go, round);
+        for (int i = 0; i < KILL_BATCH; i++) {
+            int rc = hive_call(h, kill_targets[i], 0, NULL, 0, NULL, &refs[i][1]);
+            if (rc == HIVE_EDEAD)
+                refs[i][1].id = 0;
+            else if (rc != HIVE_OK)
+                atomic_fetch_add(&kill_bad, 1);
+        }
+        for (int i = 0; i < KILL_BATCH; i++)
+            for (int k = 0; k < 2; k++) {
+                if (refs[i][k].id == 0)
+                    continue;
+                const void *p;
+                int rc = hive_get(h, refs[i][k], DEADLINE_NS, &p, NULL);
+                if (rc != HIVE_OK && rc != HIVE_EDEAD)
+                    atomic_fetch_add(&kill_bad, 1);
+                hive_release(h, refs[i][k]);
+                calls++;
+            }
+        while (atomic_load(&kill_round_done) < round)
+            sched_yield();
+        rounds = round;
+    }
+    atomic_store(&kill_round_go, -1);
+    pthread_join(th, NULL);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    /* every actor was killed: fini ran once for each one that was built (one
+     * killed before its constructor's turn is never built, and gets none) */
+    printf("kills: %d actors killed while called (%d built), %ld calls ended\n",
+           rounds * KILL_BATCH, atomic_load(&kill_inits), calls);
+    assert_int_equal(atomic_load(&kill_bad), 0);
+    assert_true(atomic_load(&kill_inits) <= rounds * KILL_BATCH);
+    assert_int_equal(atomic_load(&kill_finis), atomic_load(&kill_inits));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_actor_stress),
+        cmocka_unit_test(test_kills_race_turns),
+    };
+    return cmocka_run_group_tests_name("stress_actor", tests, NULL, NULL);
+}
