@@ -132,7 +132,7 @@ demo: deps
 	$(MAKE) --no-print-directory VARIANT=normal examples
 	build/examples/$(DEMO)
 
-DEMO ?= policy_eval
+DEMO ?= rl_sampling
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -364,5 +364,6 @@ void *hive_local(hive_ctx_t *ctx, hive_local_t key);
 }
 #endif
 
+#include "hive/replay.h"   /* the replay buffer (src/rl/replay.c) */
 
 #endif /* HIVE_H */

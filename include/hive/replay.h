@@ -1,0 +1,178 @@
+/*
+ * hive/replay.h - an experience replay buffer for RL samplers, built on
+ * hive's shared arrays (src/rl/replay.c). Included by <hive.h>.
+ *
+ * Items are fixed-size byte records (a transition) kept in ONE shared array
+ * object of dtype HIVE_U8 and shape {capacity, item_size}: any holder can
+ * view it zero-copy (hive_replay_array). Many producers push at once without
+ * a lock; when the buffer is full the oldest item is overwritten. Consumers
+ * sample batches uniformly or in proportion to priority (prioritized
+ * experience replay, Schaul et al. 2016), while pushes go on: a sampled item
+ * is never torn, each row carries its own sequence lock.
+ *
+ * Keys. Every pushed item gets a key: its insertion number (0 for the first
+ * item ever pushed, 1 for the next, ...). Its row in the array is
+ * key % capacity. Sampling returns keys and update_priorities takes them, so
+ * a priority meant for an item that has been overwritten in the meantime is
+ * dropped instead of landing on its successor.
+ *
+ * Rate limiting (optional, as DeepMind Reverb's SampleToInsertRatio): a
+ * sample call waits while the buffer holds fewer than min_size_to_sample
+ * items or while taking its batch would make
+ *     samples > samples_per_insert * inserts + error_buffer
+ * (samples and inserts count items since the buffer was made). Unlike Reverb,
+ * the bound has no min_size offset and pushes are never blocked: producers
+ * (environments) always run at full speed and only the sampler is held back.
+ *
+ * Threads. Push, push_batch, sample, update_priorities and stats may be
+ * called from any threads at once; hive_replay_free must not race with them.
+ * No call takes a lock. Two waits remain, both for a copy in progress on
+ * the same row: a sampler that picks a row being written waits for that
+ * write, and a push that laps a slower push of its row (one that started a
+ * whole capacity of pushes earlier and has not finished) waits for it.
+ */
+#ifndef HIVE_REPLAY_H
+#define HIVE_REPLAY_H
+
+#include <hive.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hive_replay hive_replay_t;
+
+typedef struct hive_replay_config {
+    uint64_t capacity;            /* items held; > 0 */
+    size_t   item_size;           /* bytes per item; > 0 */
+    int      prioritized;         /* 0: uniform sampling; nonzero: proportional to priority^alpha */
+    double   alpha;               /* priority exponent (prioritized only), >= 0; 0 is uniform */
+    double   beta;                /* importance-weight exponent (prioritized only), >= 0 */
+    double   samples_per_insert;  /* 0: no rate limit; > 0: the sample/insert ratio to hold */
+    uint64_t min_size_to_sample;  /* sampling waits until this many items are held (<= capacity) */
+    double   error_buffer;        /* slack of the rate limit, in samples (>= 0) */
+    uint64_t seed;                /* the buffer's own random stream (see hive_replay_sample) */
+} hive_replay_config_t;
+
+/*
+ * hive_replay_new - make a replay buffer.
+ * @h: the engine whose store holds the items.
+ * @cfg: the configuration (see hive_replay_config_t).
+ * @out: receives the buffer.
+ *
+ * Allocates the item array (zero-filled) in @h's store, plus, in process
+ * memory, per-row sequence words and, when prioritized, one priority leaf
+ * per row and a sum tree over blocks of 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments, a zero capacity or
+ * item size, capacity * item_size overflowing, alpha, beta, error_buffer or
+ * samples_per_insert negative or not finite, or min_size_to_sample above the
+ * capacity; HIVE_EFULL if the store cannot hold the items; HIVE_ENOMEM.
+ */
+int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out);
+
+/*
+ * hive_replay_free - release the item array (the buffer's count of it) and
+ * free the buffer. No other call on @rb may run or follow. Call it before
+ * hive_shutdown of its engine. HIVE_EINVAL for NULL.
+ */
+int hive_replay_free(hive_replay_t *rb);
+
+/*
+ * hive_replay_array - the item array: HIVE_U8, shape {capacity, item_size};
+ * row key % capacity holds the item of that key. The buffer keeps its own
+ * count; hive_retain it to use it beyond hive_replay_free. Rows may be
+ * rewritten at any time by pushes: read them through hive_replay_sample for
+ * untorn copies. {0} for NULL.
+ */
+hive_ref_t hive_replay_array(const hive_replay_t *rb);
+
+/*
+ * hive_replay_push - copy one item (item_size bytes) into the buffer.
+ * @rb: the buffer.
+ * @item: the bytes to copy.
+ *
+ * One fetch-and-add claims the next key; the row is written under its
+ * sequence word (a CAS takes it, a store gives it back). When the buffer is
+ * full the oldest item is overwritten.
+ * A prioritized buffer gives the new item the largest priority seen so far
+ * (1.0 until a larger one is set). Never blocks on samplers or on the rate
+ * limiter. HIVE_EINVAL for NULL arguments.
+ */
+int hive_replay_push(hive_replay_t *rb, const void *item);
+
+/*
+ * hive_replay_push_batch - push n items stored back to back (n * item_size
+ * bytes) with one claim for the lot; their keys are consecutive. If n
+ * exceeds the capacity only the last capacity items are kept (all n count as
+ * inserts). n = 0 does nothing. HIVE_EINVAL for NULL arguments.
+ */
+int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n);
+
+/*
+ * hive_replay_sample - copy a batch of items out of the buffer.
+ * @rb: the buffer.
+ * @batch: items to sample (with replacement); 1 .. the number held.
+ * @rng_state: NULL, or the caller's own 64-bit random state, used and
+ *             advanced (seed it once, e.g. one per sampler thread). NULL uses
+ *             the buffer's stream: call number k of the buffer draws from
+ *             seed and k alone.
+ * @out_items: NULL or room for batch * item_size bytes: the items, each an
+ *             untorn copy of one push.
+ * @out_keys: NULL or room for batch keys (row = key % capacity).
+ * @out_weights: NULL or room for batch importance weights. Prioritized:
+ *             w_i = (N * P(i))^-beta / max_j w_j with N the number of items
+ *             held, P(i) = p_i^alpha / sum_k p_k^alpha, and the max taken over
+ *             this batch (as Acme does with Reverb), so the largest is 1.
+ *             Uniform: all 1.
+ * @timeout_ns: how long to wait for the rate limiter and min_size_to_sample
+ *             (< 0 forever, 0 polls).
+ *
+ * Uniform sampling draws rows uniformly among the items held; prioritized
+ * sampling splits the total priority mass into batch equal segments and
+ * draws one item in each (stratified, as in the PER paper) by descending the
+ * sum tree. If every priority is 0, sampling is uniform. The same seed (or
+ * rng state) and the same pushes, updates and calls give the same samples.
+ * Safe while pushes and priority updates go on: an item overwritten during
+ * its copy is copied again (its replacement, with the replacement's key).
+ * Returns HIVE_OK; HIVE_ETIMEDOUT if the rate limiter or min_size_to_sample
+ * held the call past timeout_ns (nothing is counted then); HIVE_EINVAL for
+ * NULL rb, batch 0, or batch larger than the number of items held.
+ */
+int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, void *out_items,
+                       uint64_t *out_keys, double *out_weights, int64_t timeout_ns);
+
+/*
+ * hive_replay_update_priorities - set new priorities after learning.
+ * @keys: n keys from hive_replay_sample.
+ * @priorities: n priorities, finite and >= 0 (0: never sampled again while
+ *              another item has a priority above 0).
+ *
+ * Every argument is checked before anything changes. A key whose item has
+ * been overwritten since it was sampled is skipped. Lock-free against
+ * sampling; it briefly holds the row's sequence lock so that a push landing
+ * on the same row cannot interleave with it. Returns the number of
+ * priorities applied (>= 0), HIVE_ESTATE if the buffer is not prioritized,
+ * HIVE_EINVAL for NULL arguments, a NaN, infinite or negative priority or a
+ * key never handed out.
+ */
+int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const double *priorities,
+                                  size_t n);
+
+typedef struct hive_replay_stats {
+    uint64_t capacity;
+    uint64_t size;            /* items held: min(inserts, capacity) */
+    uint64_t inserts;         /* items pushed since the buffer was made (a push counts from
+                                 the moment it claims its key, before its bytes are in) */
+    uint64_t samples;         /* items sampled since the buffer was made */
+    double   max_priority;    /* the largest priority seen (prioritized; 1.0 at first) */
+    double   total_priority;  /* sum of priority^alpha over the items held (prioritized) */
+} hive_replay_stats_t;
+
+/* hive_replay_stats - a snapshot of the counters (each read atomically, not
+ * all at one instant). HIVE_EINVAL for NULL arguments. */
+int hive_replay_stats(const hive_replay_t *rb, hive_replay_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HIVE_REPLAY_H */

@@ -1,0 +1,918 @@
+/*
+ * replay.c - the experience replay buffer of include/hive/replay.h.
+ *
+ * Built only on hive's public API: the items live in one shared U8 array
+ * (hive_array_new / hive_array_view), everything else is this file's own
+ * process memory and C11 atomics. The one internal header used is
+ * util/error.h, for hive__fail: public code has no other way to set the
+ * sentence behind hive_last_error().
+ *
+ * Layout
+ *   data[row * item_size]  the array's payload, capacity rows.
+ *   seq[row]               one 64-bit sequence word per row (below).
+ *   leaf[row]              prioritized only: priority^alpha of the row's
+ *                          item (0: never written).
+ *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
+ *                          nodes (P a power of two) are the sums of blocks
+ *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
+ *                          b * LEAF_BLOCK .., each inner node the sum of its
+ *                          two children, tree[1] the total. A sampler walks
+ *                          down to a block and then along its leaves (four
+ *                          cache lines, read in order), which is cheaper than
+ *                          five more levels of dependent misses; an update
+ *                          has five fewer CAS adds to make.
+ *                          Doubles are kept as their bits in atomic uint64s.
+ *   cursor                 the next key to hand out (keys are insertion
+ *                          numbers; row = key % capacity).
+ *
+ * The row sequence word: seq = (key + 1) << 1 | busy.
+ *   seq >> 1 is the label: key + 1 of the item the row holds or is being
+ *   written with (0: never written); the low bit is set while a holder owns
+ *   the row. So the word is odd while the row is being written and even
+ *   when it is complete: a per-row seqlock (Lamport; Linux's seqcount) whose
+ *   even values also say which item is there. Holders are:
+ *     - the pusher of key k: takes the row from an even word with a smaller
+ *       label to (k + 1) << 1 | 1 with a CAS, writes the bytes and the leaf,
+ *       and stores (k + 1) << 1. If the label it finds is larger than k + 1
+ *       (a pusher one or more laps ahead overtook it), its item is already
+ *       logically overwritten: it drops it. If the word is odd with a
+ *       smaller label (the pusher one lap behind is still writing), it
+ *       waits. So lapping writers exclude each other and the row always ends
+ *       with the newest item: wrap-around keeps the newest capacity items.
+ *     - a priority update of key k: takes (k + 1) << 1 to its odd value and
+ *       back, changing only the leaf. Finding another label means the item
+ *       was overwritten (or is not written yet): the update is dropped.
+ *   Readers never write the word: they read it (even), copy the row and
+ *   the leaf, and read it again; a changed or odd word means retry. A
+ *   priority update brings the word back to the same even value (ABA), but
+ *   it leaves the bytes alone and the leaf is one atomic word, so a reader
+ *   straddling it gets the untouched item with either the old or the new
+ *   priority, both of which that item had.
+ *
+ * The sum tree is lock-free: a leaf is only written by its row's holder,
+ * who knows the old value exactly and adds the difference to every
+ * ancestor with a CAS loop on the double. Additions commute, so inner nodes
+ * are right up to rounding whatever the interleaving. A sampler descending
+ * while updates are in flight can see a node disagree slightly with its
+ * children; the descent clamps to the side that has mass and ends on a
+ * filled leaf (leaf > 0), scanning for the nearest one in the rare case it
+ * does not.
+ *
+ * Inserts are counted by the cursor itself: a push counts from the moment
+ * it claims its key (one atomic per push, not two). So the fill may include
+ * a row whose first write is still under way; a sampler that picks it waits
+ * for the writer, as it would for any row being rewritten.
+ *
+ * The rate limiter compares the cursor with the count of sampled items. A
+ * sampler takes its batch from the sample count with a CAS only while the
+ * bound holds; otherwise it sleeps on a futex word that a pusher bumps (and
+ * wakes) only when a sampler has asked for it, so pushes pay one extra load
+ * and one system call per sleep, not per push.
+ */
+#include <hive.h>
+#include "util/error.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REPLAY_PAD      128                 /* keeps hot counters off each other's lines */
+#define REPLAY_ALIGNED  __attribute__((aligned(REPLAY_PAD)))
+#define MAX_CAPACITY    (UINT64_C(1) << 48) /* keeps every size computation far from overflow */
+#define SPIN_LIMIT      128
+#define CHUNK           32                  /* rows picked and prefetched at a time */
+#define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
+#define TOP_NODES       256                 /* tree nodes whose sums a batch gathers first */
+#define TOP_MIN_BATCH   16                  /* batches at least this long gather them */
+
+struct hive_replay {
+    /* set by hive_replay_new, read-only afterwards */
+    hive_t           *h;
+    hive_ref_t        ref;          /* the item array; the buffer holds one count */
+    unsigned char    *data;
+    uint64_t          cap;
+    uint64_t          mask;         /* cap - 1 when cap is a power of two, else 0 */
+    size_t            isz;
+    uint64_t          nodes;        /* P: power of two >= the number of leaf blocks */
+    _Atomic uint64_t *seq;          /* cap row sequence words */
+    _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
+    _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
+    double            alpha, beta, spi, error_buffer;
+    uint64_t          min_size;
+    uint64_t          seed;
+    bool              may_wait;     /* a sampler can ever wait: spi > 0 or min_size > 0 */
+
+    REPLAY_ALIGNED _Atomic uint64_t cursor;   /* next key = inserts so far; pushers' shared line */
+    REPLAY_ALIGNED _Atomic uint64_t samples;  /* items sampled (admitted) */
+    _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
+    REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
+    _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
+    REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
+    _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static inline double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* Waiting for a row's holder: it is in the middle of a short copy, so spin,
+ * then give the core away (it may be preempted, or share our core). */
+static inline void backoff(unsigned *spins)
+{
+    if (++*spins < SPIN_LIMIT)
+        cpu_relax();
+    else
+        sched_yield();
+}
+
+/* splitmix64 (Steele, Lea, Flood 2014): one 64-bit state, any seed works. */
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* Uniform in 0 .. n-1 (Lemire's multiply; bias below n / 2^64). */
+static inline uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_unit(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ------------------------------------------------------------------ sum tree */
+
+static inline double node_get(const hive_replay_t *rb, uint64_t i)
+{
+    /* relaxed: the tree publishes no other data; item bytes are validated
+     * by the row's sequence word, never by a priority */
+    return bitsd(atomic_load_explicit(&rb->tree[i], memory_order_relaxed));
+}
+
+static inline double leaf_get(const hive_replay_t *rb, uint64_t row)
+{
+    /* relaxed: as node_get */
+    return bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_relaxed));
+}
+
+static void node_add(hive_replay_t *rb, uint64_t i, double delta)
+{
+    /* relaxed CAS loop: sums commute, and nothing else is ordered by them */
+    uint64_t old = atomic_load_explicit(&rb->tree[i], memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&rb->tree[i], &old, dbits(bitsd(old) + delta),
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+/* Set a row's leaf; the caller holds the row (odd sequence word), so it is
+ * the only writer of the leaf and its old value is exact. Relaxed load and
+ * store: the holder's CAS (acquire) on the word ordered it after the
+ * previous holder's release store, which came after that holder's leaf
+ * store. The difference goes into the block's node and up the path with
+ * CAS adds; with top != NULL, the part of the path above TOP_NODES is
+ * summed into top[] instead, for top_flush to add once per node for a
+ * whole batch (near the root every leaf of a batch shares the nodes, and
+ * each CAS costs a full barrier). */
+static void leaf_set(hive_replay_t *rb, uint64_t row, double v, double *top)
+{
+    double old = leaf_get(rb, row);
+    if (old == v)
+        return;
+    atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_relaxed);
+    double delta = v - old;
+    uint64_t i = rb->nodes + row / LEAF_BLOCK;
+    uint64_t stop = top != NULL ? TOP_NODES : 1;
+    /* fetch the path first so that its cache misses overlap rather than
+     * wait one by one behind each CAS's barrier */
+    for (uint64_t j = i; j >= stop; j >>= 1)
+        __builtin_prefetch(&rb->tree[j], 1);
+    for (; i >= stop; i >>= 1)
+        node_add(rb, i, delta);
+    for (; i >= 1; i >>= 1)
+        top[i] += delta;
+}
+
+/* Add the sums gathered by leaf_set into the tree, one CAS per node. Until
+ * then the top of the tree lags behind its leaves, as it does during any
+ * update; sampling copes (see descend). */
+static void top_flush(hive_replay_t *rb, const double *top)
+{
+    for (uint64_t i = 1; i < TOP_NODES && i < 2 * rb->nodes; i++)
+        if (top[i] != 0)
+            node_add(rb, i, top[i]);
+}
+
+/* Largest double below x (x > 0): keeps a target strictly inside a node. */
+static inline double below(double x)
+{
+    return nextafter(x, 0.0);
+}
+
+/* The nearest row with a positive leaf to row, or UINT64_MAX if none:
+ * the clamp for a descent that found no mass where its sums said, because
+ * it raced with updates or met rounding residue. O(capacity), and rare. */
+static uint64_t nearest_filled(const hive_replay_t *rb, uint64_t row)
+{
+    if (leaf_get(rb, row) > 0)
+        return row;
+    for (uint64_t d = 1; d <= rb->cap; d++) {
+        if (row >= d && leaf_get(rb, row - d) > 0)
+            return row - d;
+        if (row + d < rb->cap && leaf_get(rb, row + d) > 0)
+            return row + d;
+    }
+    return UINT64_MAX;
+}
+
+/* The row whose prefix-sum interval holds mass u (0 <= u < total): down
+ * the tree to a block, then along the block's leaves. */
+static uint64_t descend(const hive_replay_t *rb, double u)
+{
+    uint64_t i = 1;
+    while (i < rb->nodes) {
+        double l = node_get(rb, 2 * i);
+        if (u < l) {
+            i = 2 * i;
+            continue;
+        }
+        double r = node_get(rb, 2 * i + 1);
+        if (r > 0) {                        /* right, clamped into its mass */
+            u -= l;
+            if (u >= r)
+                u = below(r);
+            if (u < 0)
+                u = 0;
+            i = 2 * i + 1;
+        } else {                            /* right is empty: the last of left */
+            u = l > 0 ? below(l) : 0;
+            i = 2 * i;
+        }
+    }
+    uint64_t first = (i - rb->nodes) * LEAF_BLOCK, last = UINT64_MAX;
+    uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
+    for (uint64_t row = first; row < end; row++) {
+        double v = leaf_get(rb, row);
+        if (v > 0) {
+            if (u < v)
+                return row;
+            u -= v;
+            last = row;
+        }
+    }
+    /* the block held less than its node said: its last filled leaf */
+    if (last != UINT64_MAX)
+        return last;
+    return nearest_filled(rb, first < rb->cap ? first : rb->cap - 1);
+}
+
+/* ------------------------------------------------------------------ rows */
+
+/* memcpy for an item, inlined: 16-byte moves and one overlapping move for
+ * the tail (items of 16 bytes or more), instead of a call that dispatches
+ * on the size every time; a transition is a few dozen bytes. */
+static inline void item_copy(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (n < 16 || n > 256) {
+        memcpy(d, s, n);
+        return;
+    }
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        memcpy(d + i, s + i, 16);
+    if (i < n)
+        memcpy(d + n - 16, s + n - 16, 16);
+}
+
+/* The copy that races with a writer by design of the seqlock: its result is
+ * thrown away when the sequence word moved. ThreadSanitizer is told not to
+ * instrument it, and it avoids memcpy there, which TSan intercepts and
+ * would check anyway (the same technique as src/array.c). The writers'
+ * plain memcpy stays checked against other writers, which the sequence
+ * word's CAS and release store order. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize_thread, noinline))
+static void racy_copy(void *dst, const void *src, size_t n)
+{
+    volatile const unsigned char *s = src;
+    unsigned char *d = dst;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+#else
+static inline void racy_copy(void *dst, const void *src, size_t n)
+{
+    item_copy(dst, src, n);
+}
+#endif
+
+/* Ask for a row's lines (sequence word, leaf, and the bytes if wanted)
+ * ahead of their use. */
+static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes)
+{
+    const unsigned char *p = rb->data + row * rb->isz;
+    __builtin_prefetch(&rb->seq[row]);
+    if (bytes) {
+        __builtin_prefetch(p);
+        if (rb->isz > 64)
+            __builtin_prefetch(p + rb->isz - 1);
+    }
+    if (rb->leaf != NULL)
+        __builtin_prefetch(&rb->leaf[row]);
+}
+
+/* The row of a key: key % capacity, without a division when the capacity
+ * is a power of two (a 64-bit division costs as much as the rest of a push). */
+static inline uint64_t row_of(const hive_replay_t *rb, uint64_t key)
+{
+    return rb->mask != 0 ? key & rb->mask : key % rb->cap;
+}
+
+/* Write the item of key into its row (see the top of the file). */
+static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
+                    double *top)
+{
+    _Atomic uint64_t *sq = &rb->seq[row];
+    uint64_t mine = (key + 1) << 1;
+    /* relaxed polls: only the CAS that takes the row needs to order */
+    uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
+    unsigned spins = 0;
+    for (;;) {
+        if ((s >> 1) > key + 1)
+            return;                         /* a newer item holds the row: ours is gone */
+        if (s & 1) {                        /* the previous lap's writer (or an update) */
+            backoff(&spins);
+            s = atomic_load_explicit(sq, memory_order_relaxed);
+            continue;
+        }
+        /* acquire: pairs with the previous holder's release store, so its
+         * byte and leaf stores come before ours (ours are the ones left) */
+        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            break;
+    }
+    /* release fence: the odd word is ordered before every byte stored
+     * below, so a reader whose copy saw one of them and then issued its
+     * acquire fence re-reads the word as odd or later, and retries */
+    atomic_thread_fence(memory_order_release);
+    item_copy(rb->data + row * rb->isz, src, rb->isz);
+    if (rb->tree != NULL)
+        leaf_set(rb, row, leaf, top);
+    /* release: bytes and leaf are visible to whoever reads this even value
+     * with acquire (readers, the next holder) */
+    atomic_store_explicit(sq, mine, memory_order_release);
+}
+
+/* The seqlock reader's second look at a row's word. Acquire fence: the
+ * copy's loads are ordered before the re-read, so a write that overlapped
+ * the copy shows as a changed word. Not inlined under ThreadSanitizer: GCC
+ * refuses (-Wtsan) a fence inlined into another function there; TSan does
+ * not model fences anyway, and the copy they order is not instrumented. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((noinline)) static uint64_t seq_reread(_Atomic uint64_t *sq)
+#else
+static inline uint64_t seq_reread(_Atomic uint64_t *sq)
+#endif
+{
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(sq, memory_order_relaxed);
+}
+
+/* What a sampler reads, taken out of the record once per call: stores
+ * through the caller's byte buffer could alias the record's fields and
+ * would force the compiler to reload them after every item. */
+typedef struct reader {
+    _Atomic uint64_t    *seq;
+    const unsigned char *data;
+    size_t               isz;
+    _Atomic uint64_t    *leaf;          /* the leaves of the sum tree, NULL when uniform */
+} reader_t;
+
+/* Copy row into dst (if not NULL) consistently and return its key; *leaf
+ * (if not NULL) gets the row's leaf as it was for that item. */
+static inline uint64_t row_get(const reader_t *r, uint64_t row, void *dst, double *leaf)
+{
+    _Atomic uint64_t *sq = &r->seq[row];
+    unsigned spins = 0;
+    for (;;) {
+        /* acquire: pairs with the holder's release store, so the bytes and
+         * leaf of the item this word names are what we read */
+        uint64_t s1 = atomic_load_explicit(sq, memory_order_acquire);
+        if ((s1 & 1) || s1 == 0) {          /* being written (or claimed, not yet written) */
+            backoff(&spins);
+            continue;
+        }
+        if (dst != NULL)
+            racy_copy(dst, r->data + row * r->isz, r->isz);
+        /* relaxed: read inside the window, validated by the re-read below */
+        double v = r->leaf != NULL ? bitsd(atomic_load_explicit(&r->leaf[row], memory_order_relaxed)) : 0;
+        if (seq_reread(sq) == s1) {
+            if (leaf != NULL)
+                *leaf = v;
+            return (s1 >> 1) - 1;
+        }
+        spins = 0;
+    }
+}
+
+/* Copy m rows out (dst may be NULL): keys[j] and, if leaves is not NULL,
+ * leaves[j] for rows[j]. One tight loop, kept apart from the choice of rows
+ * so that neither crowds the other's registers. */
+__attribute__((noinline))
+static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned char *dst,
+                     uint64_t *keys, double *leaves)
+{
+    const reader_t rd = *r;               /* in registers, whatever dst aliases */
+    if (dst != NULL && leaves == NULL) {  /* the common uniform case, unswitched */
+        for (size_t j = 0; j < m; j++)
+            keys[j] = row_get(&rd, rows[j], dst + j * rd.isz, NULL);
+        return;
+    }
+    for (size_t j = 0; j < m; j++)
+        keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+}
+
+/* ------------------------------------------------------------------ futex */
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
+                           .tv_nsec = (long)(timeout_ns % 1000000000u) };
+    /* EINTR, EAGAIN (the word moved) and ETIMEDOUT all mean: look again */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen,
+            timeout_ns == UINT64_MAX ? NULL : &ts, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* After a push claimed keys (and wrote them): wake samplers that wait for
+ * more inserts. A sleeping sampler raises want_wake; the first pusher to
+ * see it clears it and wakes every sleeper, so the later pushes of that
+ * sleep pay one load, not a system call each.
+ *
+ * Why no wake-up is lost (the seq_cst pair with admit_wait): the pusher's
+ * fetch_add on the cursor comes before its load of want_wake; the
+ * sampler's store to want_wake before its second look at the cursor. In
+ * the single total order of seq_cst operations one of the two loads comes
+ * second and sees the other side's write: either the sampler sees the new
+ * keys and does not sleep, or the pusher sees the flag and bumps the futex
+ * word, which makes the sampler's FUTEX_WAIT (on the value read before its
+ * second look) return at once. Several sleepers share the flag: one that
+ * read the futex word before a pusher's bump returns from FUTEX_WAIT at
+ * once; one that read it after (acquire, pairing with the bump's release)
+ * raised the flag after the pusher cleared it, so the next push wakes it. */
+static void wake_samplers(hive_replay_t *rb)
+{
+    if (rb->may_wait && atomic_load_explicit(&rb->want_wake, memory_order_seq_cst) != 0 &&
+        atomic_exchange_explicit(&rb->want_wake, 0, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&rb->epoch, 1, memory_order_release);
+        futex_wake_all(&rb->epoch);
+    }
+}
+
+/* ------------------------------------------------------------------ API */
+
+int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out)
+{
+    if (h == NULL || cfg == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: %s is NULL",
+                          h == NULL ? "engine" : cfg == NULL ? "config" : "out");
+    if (cfg->capacity == 0)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: capacity is 0 (items held must be > 0)");
+    if (cfg->item_size == 0)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: item_size is 0 (bytes per item must be > 0)");
+    if (cfg->capacity > MAX_CAPACITY)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: capacity %llu is above the limit %llu",
+                          (unsigned long long)cfg->capacity, (unsigned long long)MAX_CAPACITY);
+    uint64_t bytes;
+    if (__builtin_mul_overflow(cfg->capacity, (uint64_t)cfg->item_size, &bytes) ||
+        bytes > (uint64_t)INT64_MAX)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: capacity %llu * item_size %zu overflows "
+                          "a byte size", (unsigned long long)cfg->capacity, cfg->item_size);
+    const struct { const char *name; double v; } reals[] = {
+        { "alpha", cfg->alpha }, { "beta", cfg->beta },
+        { "samples_per_insert", cfg->samples_per_insert }, { "error_buffer", cfg->error_buffer },
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        if (!isfinite(reals[i].v) || reals[i].v < 0)
+            return hive__fail(HIVE_EINVAL, "hive_replay_new: %s = %g (must be finite and >= 0)",
+                              reals[i].name, reals[i].v);
+    if (cfg->min_size_to_sample > cfg->capacity)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: min_size_to_sample %llu is above the "
+                          "capacity %llu: sampling could never start",
+                          (unsigned long long)cfg->min_size_to_sample,
+                          (unsigned long long)cfg->capacity);
+
+    hive_replay_t *rb = aligned_alloc(REPLAY_PAD, (sizeof *rb + REPLAY_PAD - 1) / REPLAY_PAD * REPLAY_PAD);
+    if (rb == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_replay_new: cannot allocate the buffer's record");
+    memset(rb, 0, sizeof *rb);
+    rb->h = h;
+    rb->cap = cfg->capacity;
+    rb->mask = (rb->cap & (rb->cap - 1)) == 0 ? rb->cap - 1 : 0;   /* cap 1: key % 1 = 0 too */
+    rb->isz = cfg->item_size;
+    rb->alpha = cfg->alpha;
+    rb->beta = cfg->beta;
+    rb->spi = cfg->samples_per_insert;
+    rb->error_buffer = cfg->error_buffer;
+    rb->min_size = cfg->min_size_to_sample;
+    rb->seed = cfg->seed;
+    rb->may_wait = rb->spi > 0 || rb->min_size > 0;
+    atomic_init(&rb->cursor, 0);
+    atomic_init(&rb->samples, 0);
+    atomic_init(&rb->calls, 0);
+    atomic_init(&rb->epoch, 0);
+    atomic_init(&rb->want_wake, 0);
+    atomic_init(&rb->max_prio, dbits(1.0));
+    atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
+
+    /* the array first: a store too small for it is the likeliest refusal,
+     * and it should come before any large allocation of ours */
+    int64_t shape[2] = { (int64_t)rb->cap, (int64_t)rb->isz };
+    int rc = hive_array_new(h, HIVE_U8, 2, shape, &rb->ref);   /* sets the sentence itself */
+    hive_array_t view;
+    if (rc == HIVE_OK && (rc = hive_array_view(h, rb->ref, &view)) != HIVE_OK)
+        hive_release(h, rb->ref);
+    if (rc != HIVE_OK) {
+        free(rb);
+        return rc;
+    }
+    /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
+     * come from fresh (lazily zeroed) pages */
+    rb->seq = calloc(rb->cap, sizeof *rb->seq);
+    if (cfg->prioritized && rb->seq != NULL) {
+        uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
+        rb->nodes = 1;
+        while (rb->nodes < blocks)
+            rb->nodes <<= 1;
+        rb->leaf = calloc(rb->cap, sizeof *rb->leaf);
+        rb->tree = calloc(2 * rb->nodes, sizeof *rb->tree);
+    }
+    if (rb->seq == NULL || (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
+        uint64_t cap = rb->cap;
+        hive_release(h, rb->ref);
+        free(rb->tree);
+        free(rb->leaf);
+        free(rb->seq);
+        free(rb);
+        return hive__fail(HIVE_ENOMEM, "hive_replay_new: cannot allocate the sequence words%s of "
+                          "%llu items", cfg->prioritized ? " and sum tree" : "", (unsigned long long)cap);
+    }
+    rb->data = view.data;
+    *out = rb;
+    return HIVE_OK;
+}
+
+int hive_replay_free(hive_replay_t *rb)
+{
+    if (rb == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
+    int rc = hive_release(rb->h, rb->ref);
+    free(rb->tree);
+    free(rb->leaf);
+    free(rb->seq);
+    free(rb);
+    return rc;
+}
+
+hive_ref_t hive_replay_array(const hive_replay_t *rb)
+{
+    return rb != NULL ? rb->ref : (hive_ref_t){ 0 };
+}
+
+int hive_replay_push(hive_replay_t *rb, const void *item)
+{
+    if (rb == NULL || item == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_replay_push: %s is NULL", rb ? "item" : "buffer");
+    /* the bytes are published by the row's sequence word, not by the
+     * cursor, which only hands out distinct keys; seq_cst is for the wake
+     * protocol (wake_samplers), and costs nothing more on x86 */
+    uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
+    /* relaxed: see raise_to */
+    double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
+    row_put(rb, key, row_of(rb, key), item, leaf, NULL);
+    wake_samplers(rb);
+    return HIVE_OK;
+}
+
+int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
+{
+    if (rb == NULL || (items == NULL && n > 0))
+        return hive__fail(HIVE_EINVAL, "hive_replay_push_batch: %s is NULL", rb ? "items" : "buffer");
+    if (n == 0)
+        return HIVE_OK;
+    /* seq_cst: as in hive_replay_push */
+    uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+    /* relaxed: see raise_to */
+    double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
+    size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
+    const unsigned char *src = items;
+    double top[TOP_NODES], *gather = NULL;
+    if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
+        memset(top, 0, sizeof top);
+        gather = top;
+    }
+    uint64_t row = row_of(rb, base + first);
+    for (size_t i = first; i < n; i++) {
+        row_put(rb, base + i, row, src + i * rb->isz, leaf, gather);
+        if (++row == rb->cap)
+            row = 0;
+    }
+    if (gather != NULL)
+        top_flush(rb, gather);
+    wake_samplers(rb);
+    return HIVE_OK;
+}
+
+/* One look at the limits: HIVE_OK (samples taken, *fill set), HIVE_EINVAL
+ * (batch above the fill), or HIVE_ETIMEDOUT meaning "blocked for now". */
+static int admit_once(hive_replay_t *rb, size_t batch, uint64_t *fill, bool report)
+{
+    /* seq_cst: the second look in admit_wait must be ordered after the
+     * waiter registration (see wake_samplers()) */
+    uint64_t ins = atomic_load_explicit(&rb->cursor, memory_order_seq_cst);
+    uint64_t f = min_u64(ins, rb->cap);
+    if (f < rb->min_size) {
+        if (report)
+            hive__fail(HIVE_ETIMEDOUT, "hive_replay_sample: timed out waiting for min_size_to_sample "
+                       "%llu items (the buffer holds %llu)", (unsigned long long)rb->min_size,
+                       (unsigned long long)f);
+        return HIVE_ETIMEDOUT;
+    }
+    if (batch > f)
+        return hive__fail(HIVE_EINVAL, "hive_replay_sample: batch %zu is larger than the %llu items "
+                          "held", batch, (unsigned long long)f);
+    if (rb->spi == 0) {
+        atomic_fetch_add_explicit(&rb->samples, batch, memory_order_relaxed);   /* a statistic */
+        *fill = f;
+        return HIVE_OK;
+    }
+    double allowed = rb->spi * (double)ins + rb->error_buffer;
+    /* relaxed: the sample count orders no data; the CAS only keeps
+     * concurrent samplers from taking the same allowance twice */
+    uint64_t s = atomic_load_explicit(&rb->samples, memory_order_relaxed);
+    while ((double)(s + batch) <= allowed) {
+        if (atomic_compare_exchange_weak_explicit(&rb->samples, &s, s + batch, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *fill = f;
+            return HIVE_OK;
+        }
+    }
+    if (report)
+        hive__fail(HIVE_ETIMEDOUT, "hive_replay_sample: timed out on the rate limit: %llu samples + "
+                   "batch %zu > %g per insert * %llu inserts + error buffer %g",
+                   (unsigned long long)s, batch, rb->spi, (unsigned long long)ins, rb->error_buffer);
+    return HIVE_ETIMEDOUT;
+}
+
+static int admit_wait(hive_replay_t *rb, size_t batch, int64_t timeout_ns, uint64_t *fill)
+{
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ns;
+    for (;;) {
+        /* read before looking, so a bump after the look ends the sleep;
+         * acquire pairs with the bump's release (see wake_samplers) */
+        uint32_t seen = atomic_load_explicit(&rb->epoch, memory_order_acquire);
+        int rc = admit_once(rb, batch, fill, false);
+        if (rc != HIVE_ETIMEDOUT)
+            return rc;
+        uint64_t now = timeout_ns < 0 ? 0 : now_ns();
+        if (timeout_ns >= 0 && now >= deadline)
+            return admit_once(rb, batch, fill, true);   /* last look, and the sentence */
+        atomic_store_explicit(&rb->want_wake, 1, memory_order_seq_cst);
+        rc = admit_once(rb, batch, fill, false);        /* the second look (see wake_samplers()) */
+        if (rc != HIVE_ETIMEDOUT)
+            return rc;                                  /* the flag costs one spare wake at most */
+        futex_wait(&rb->epoch, seen, timeout_ns < 0 ? UINT64_MAX : deadline - now);
+    }
+}
+
+int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, void *out_items,
+                       uint64_t *out_keys, double *out_weights, int64_t timeout_ns)
+{
+    if (rb == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_replay_sample: buffer is NULL");
+    if (batch == 0)
+        return hive__fail(HIVE_EINVAL, "hive_replay_sample: batch is 0");
+    uint64_t fill;
+    int rc = rb->may_wait ? admit_wait(rb, batch, timeout_ns, &fill) : admit_once(rb, batch, &fill, true);
+    if (rc != HIVE_OK)
+        return rc;
+
+    /* the random state lives in a register for the call (it would else be
+     * stored and reloaded around every copy, which may alias it) */
+    uint64_t st;
+    if (rng_state != NULL) {
+        st = *rng_state;
+    } else {
+        /* call k of the buffer's stream: a state made from seed and k only
+         * (relaxed: k only has to be distinct) */
+        uint64_t k = atomic_fetch_add_explicit(&rb->calls, 1, memory_order_relaxed);
+        st = rb->seed ^ (k * UINT64_C(0xD1B54A32D192ED03));
+        rng_next(&st);
+    }
+    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz,
+                          .leaf = rb->leaf };
+    /* Rows are chosen a chunk at a time and their lines prefetched before
+     * any is copied, so the cache misses of a chunk overlap instead of
+     * coming one after another (the draws keep their order: same samples). */
+    unsigned char *dst = out_items;
+    double total = rb->tree != NULL ? node_get(rb, 1) : 0;
+    bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
+    double seg = total / (double)batch, min_leaf = INFINITY;
+    uint64_t rows[CHUNK], keys[CHUNK];
+    double leaves[CHUNK];
+    for (size_t base = 0; base < batch; base += CHUNK) {
+        size_t m = batch - base < CHUNK ? batch - base : CHUNK;
+        for (size_t j = 0; j < m; j++) {
+            uint64_t row;
+            if (uniform) {
+                row = rng_below(&st, fill);
+            } else {                        /* stratified: one draw in each of batch segments */
+                double u = ((double)(base + j) + rng_unit(&st)) * seg;
+                row = descend(rb, u < total ? u : below(total));
+                if (row == UINT64_MAX)      /* every leaf went to 0 meanwhile */
+                    row = rng_below(&st, fill);
+            }
+            rows[j] = row;
+            row_prefetch(rb, row, dst != NULL);
+        }
+        rows_get(&rd, rows, m, dst ? dst + base * rd.isz : NULL, out_keys ? out_keys + base : keys,
+                 uniform ? NULL : leaves);
+        if (!uniform) {
+            for (size_t j = 0; j < m; j++)
+                if (leaves[j] > 0 && leaves[j] < min_leaf)
+                    min_leaf = leaves[j];
+            if (out_weights != NULL)        /* turned into weights below */
+                memcpy(out_weights + base, leaves, m * sizeof *leaves);
+        }
+    }
+    if (rng_state != NULL)
+        *rng_state = st;
+    if (uniform) {
+        if (out_weights != NULL)
+            for (size_t i = 0; i < batch; i++)
+                out_weights[i] = 1.0;
+        return HIVE_OK;
+    }
+    if (out_weights != NULL) {
+        /* w_i = (N P(i))^-beta / max_j w_j with P(i) = leaf_i / total: N and
+         * total cancel, and the max is at the smallest leaf, so
+         * w_i = (min_j leaf_j / leaf_i)^beta - computed so, it cannot
+         * overflow. A leaf set to 0 after the descent gets the max, 1. */
+        for (size_t i = 0; i < batch; i++) {
+            double leaf = out_weights[i];
+            out_weights[i] = leaf > 0 && rb->beta != 0 ? pow(min_leaf / leaf, rb->beta) : 1.0;
+        }
+    }
+    return HIVE_OK;
+}
+
+/* Raise an atomic double to at least v. Relaxed: a statistic that new
+ * pushes read as their starting priority; a push racing the raise may take
+ * the old maximum, as it would had it come a moment earlier. */
+static void raise_to(_Atomic uint64_t *word, double v)
+{
+    uint64_t old = atomic_load_explicit(word, memory_order_relaxed);
+    while (bitsd(old) < v &&
+           !atomic_compare_exchange_weak_explicit(word, &old, dbits(v), memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const double *priorities,
+                                  size_t n)
+{
+    if (rb == NULL || ((keys == NULL || priorities == NULL) && n > 0))
+        return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: %s is NULL",
+                          rb == NULL ? "buffer" : keys == NULL ? "keys" : "priorities");
+    if (rb->tree == NULL)
+        return hive__fail(HIVE_ESTATE, "hive_replay_update_priorities: the buffer is not prioritized");
+    /* acquire: a key that reached us through a sample was claimed before
+     * it was published, so the cursor we read is above it */
+    uint64_t cursor = atomic_load_explicit(&rb->cursor, memory_order_acquire);
+    double pmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(priorities[i]) || priorities[i] < 0)
+            return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: priority %zu is %g (must "
+                              "be finite and >= 0); nothing was changed", i, priorities[i]);
+        if (keys[i] >= cursor)
+            return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: key %zu is %llu, but only "
+                              "%llu keys were handed out; nothing was changed", i,
+                              (unsigned long long)keys[i], (unsigned long long)cursor);
+        if (priorities[i] > pmax)
+            pmax = priorities[i];
+    }
+    int applied = 0;
+    double top[TOP_NODES], *gather = NULL;
+    if (n >= TOP_MIN_BATCH) {
+        memset(top, 0, sizeof top);
+        gather = top;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
+            for (size_t j = i; j < n && j < i + CHUNK; j++)
+                row_prefetch(rb, row_of(rb, keys[j]), false);
+        uint64_t key = keys[i], row = row_of(rb, key);
+        _Atomic uint64_t *sq = &rb->seq[row];
+        uint64_t label = (key + 1) << 1;
+        /* relaxed polls: only the CAS that takes the row needs to order */
+        uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
+        unsigned spins = 0;
+        bool held = false;
+        while ((s >> 1) == key + 1) {       /* another label: overwritten (or not yet written) */
+            if (s & 1) {                    /* another update of the same item */
+                backoff(&spins);
+                s = atomic_load_explicit(sq, memory_order_relaxed);
+                continue;
+            }
+            /* acquire: the previous holder's leaf store comes before our
+             * read of the old leaf (see leaf_set) */
+            if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_acquire,
+                                                      memory_order_relaxed)) {
+                held = true;
+                break;
+            }
+        }
+        if (!held)
+            continue;
+        leaf_set(rb, row, pow(priorities[i], rb->alpha), gather);
+        /* release: the leaf is visible to the next holder and to readers */
+        atomic_store_explicit(sq, label, memory_order_release);
+        if (applied < INT_MAX)
+            applied++;
+    }
+    if (gather != NULL)
+        top_flush(rb, gather);
+    raise_to(&rb->max_prio, pmax);
+    raise_to(&rb->max_leaf, pow(pmax, rb->alpha));
+    return applied;
+}
+
+int hive_replay_stats(const hive_replay_t *rb, hive_replay_stats_t *out)
+{
+    if (rb == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_replay_stats: %s is NULL", rb ? "out" : "buffer");
+    hive_replay_stats_t st;
+    /* relaxed: counters for display, no data depends on them */
+    st.capacity = rb->cap;
+    st.inserts = atomic_load_explicit(&rb->cursor, memory_order_relaxed);
+    st.size = min_u64(st.inserts, rb->cap);
+    st.samples = atomic_load_explicit(&rb->samples, memory_order_relaxed);
+    st.max_priority = bitsd(atomic_load_explicit(&rb->max_prio, memory_order_relaxed));
+    st.total_priority = rb->tree != NULL ? node_get(rb, 1) : 0;
+    *out = st;
+    return HIVE_OK;
+}

@@ -1,0 +1,224 @@
+/*
+ * stress/replay.c - the replay buffer under concurrent pushers, samplers and
+ * priority updates, for about a second per phase.
+ *
+ * Every item (512 bytes) carries its producer, its counter and 62 words
+ * derived from both, so a torn copy (bytes of two pushes) fails the check;
+ * a reader that skips the sequence re-check, or writers of one row that do
+ * not exclude each other, are caught within the first phase. Phases:
+ *  - prioritized, 1000 rows (not a power of two): three pushers (one
+ *    pushes batches of 8), two samplers (one on the buffer's stream, one on
+ *    its own) that update the priorities of what they sampled (0 now and
+ *    then);
+ *  - prioritized, 4 rows: the same, but pushers lap each other on every row
+ *    all the time (writers of one row must exclude each other);
+ *  - uniform with a rate limiter (one sample per insert, slack 64): the
+ *    samplers check that samples never exceed inserts + 64.
+ * After each phase, with everything quiet: the inserts add up; the rows
+ * hold exactly the newest capacity keys (an update of each of them is
+ * applied, none is dropped as stale); and the sum tree's total equals the
+ * sum of those leaves (no priority delta was lost).
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+
+#define PUSHERS  3
+#define SAMPLERS 2
+#define WORDS    64          /* 512-byte items: a wide window for a torn copy to show */
+#define PHASE_MS 1000
+
+typedef struct item { uint64_t w[WORDS]; } item_t;
+
+static hive_replay_t *rb;
+static int prioritized, limited;
+static size_t batch_n;            /* BATCH, or the capacity if smaller */
+static _Atomic int stop_flag;
+static _Atomic long torn, over_limit, pushed, sampled, updated, bad_rc;
+
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static void fill_item(item_t *it, uint64_t producer, uint64_t counter)
+{
+    it->w[0] = producer;
+    it->w[1] = counter;
+    for (int j = 2; j < WORDS; j++)
+        it->w[j] = mix(producer * 0x9E3779B97F4A7C15ull + counter * 131 + (uint64_t)j);
+}
+
+static bool item_ok(const item_t *it)
+{
+    if (it->w[0] >= PUSHERS)
+        return false;
+    for (int j = 2; j < WORDS; j++)
+        if (it->w[j] != mix(it->w[0] * 0x9E3779B97F4A7C15ull + it->w[1] * 131 + (uint64_t)j))
+            return false;
+    return true;
+}
+
+static void *pusher(void *arg)
+{
+    uint64_t id = (uint64_t)(intptr_t)arg, counter = 0;
+    item_t batch[8];
+    long n = 0;
+    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+        if (id == 0) {
+            for (int i = 0; i < 8; i++)
+                fill_item(&batch[i], id, counter++);
+            if (hive_replay_push_batch(rb, batch, 8) != HIVE_OK)
+                atomic_fetch_add(&bad_rc, 1);
+            n += 8;
+        } else {
+            fill_item(&batch[0], id, counter++);
+            if (hive_replay_push(rb, &batch[0]) != HIVE_OK)
+                atomic_fetch_add(&bad_rc, 1);
+            n++;
+        }
+    }
+    atomic_fetch_add(&pushed, n);
+    return NULL;
+}
+
+#define BATCH 32
+
+static void *sampler(void *arg)
+{
+    uint64_t id = (uint64_t)(intptr_t)arg, rng = 1000 + id, prng = mix(id + 7);
+    uint64_t *rngp = id == 0 ? NULL : &rng;
+    item_t items[BATCH];
+    uint64_t keys[BATCH];
+    double w[BATCH], prio[BATCH];
+    long n = 0, u = 0;
+    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+        int rc = hive_replay_sample(rb, batch_n, rngp, items, keys, w, limited ? 1000000 : 0);
+        if (rc == HIVE_ETIMEDOUT && limited)
+            continue;
+        if (rc == HIVE_EINVAL && !limited) {        /* fewer than BATCH items so far */
+            sched_yield();
+            continue;
+        }
+        if (rc != HIVE_OK) {
+            atomic_fetch_add(&bad_rc, 1);
+            continue;
+        }
+        n += (long)batch_n;
+        for (size_t i = 0; i < batch_n; i++) {
+            if (!item_ok(&items[i]))
+                atomic_fetch_add(&torn, 1);
+            if (!(w[i] > 0 && w[i] <= 1.0))
+                atomic_fetch_add(&torn, 1);
+        }
+        if (limited) {
+            /* samples first, inserts second: inserts only grow, and every
+             * admission held samples <= inserts + 64 when it was made */
+            hive_replay_stats_t s1, s2;
+            hive_replay_stats(rb, &s1);
+            hive_replay_stats(rb, &s2);
+            if ((double)s1.samples > 1.0 * (double)s2.inserts + 64.0)
+                atomic_fetch_add(&over_limit, 1);
+        }
+        if (prioritized) {
+            for (size_t i = 0; i < batch_n; i++) {
+                prng = mix(prng + 1);
+                prio[i] = (prng % 16 == 0) ? 0.0 : (double)(prng % 1000) / 500.0;
+            }
+            int a = hive_replay_update_priorities(rb, keys, prio, batch_n);
+            if (a < 0)
+                atomic_fetch_add(&bad_rc, 1);
+            else
+                u += a;
+        }
+    }
+    atomic_fetch_add(&sampled, n);
+    atomic_fetch_add(&updated, u);
+    return NULL;
+}
+
+static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
+{
+    prioritized = cfg.prioritized;
+    limited = cfg.samples_per_insert > 0;
+    batch_n = cfg.capacity < BATCH ? (size_t)cfg.capacity : BATCH;
+    atomic_store(&stop_flag, 0);
+    atomic_store(&pushed, 0);
+    atomic_store(&sampled, 0);
+    atomic_store(&updated, 0);
+    assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+    pthread_t p[PUSHERS], s[SAMPLERS];
+    for (int i = 0; i < PUSHERS; i++)
+        assert_int_equal(pthread_create(&p[i], NULL, pusher, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < SAMPLERS; i++)
+        assert_int_equal(pthread_create(&s[i], NULL, sampler, (void *)(intptr_t)i), 0);
+    test_sleep_ms(PHASE_MS);
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < PUSHERS; i++)
+        pthread_join(p[i], NULL);
+    for (int i = 0; i < SAMPLERS; i++)
+        pthread_join(s[i], NULL);
+
+    hive_replay_stats_t st;
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    printf("%s: %ld pushed, %ld sampled, %ld priority updates applied; torn %ld\n", name,
+           atomic_load(&pushed), atomic_load(&sampled), atomic_load(&updated), atomic_load(&torn));
+    assert_int_equal(atomic_load(&torn), 0);
+    assert_int_equal(atomic_load(&bad_rc), 0);
+    assert_int_equal(atomic_load(&over_limit), 0);
+    assert_int_equal(st.inserts, (uint64_t)atomic_load(&pushed));
+    assert_true(atomic_load(&pushed) > 10000 / TEST_SCALE);
+    assert_true(atomic_load(&sampled) > 1000 / TEST_SCALE);
+
+    /* quiet now: every row untorn, holding the newest capacity keys */
+    hive_array_t a;
+    assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+    for (uint64_t r = 0; r < cfg.capacity; r++)
+        assert_true(item_ok((const item_t *)a.data + r));
+    if (prioritized) {
+        uint64_t cap = cfg.capacity, *keys = malloc(cap * sizeof *keys);
+        double *prio = malloc(cap * sizeof *prio), want = 0;
+        for (uint64_t i = 0; i < cap; i++) {
+            keys[i] = st.inserts - cap + i;
+            prio[i] = 1.0 + (double)(i % 3);
+            want += pow(prio[i], cfg.alpha);
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        hive_replay_stats(rb, &st);
+        printf("%s: sum tree total %.12f, leaves add up to %.12f\n", name, st.total_priority, want);
+        assert_true(fabs(st.total_priority - want) < 1e-9 * want);
+        free(keys);
+        free(prio);
+    }
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+}
+
+static void test_replay_stress(void **state)
+{
+    (void)state;
+    hive_t *h = test_engine(64u << 20, 1, NULL);
+    run_phase(h, "prioritized 1000 rows", (hive_replay_config_t){
+        .capacity = 1000, .item_size = sizeof(item_t), .prioritized = 1, .alpha = 0.6, .beta = 0.4,
+        .seed = 1 });
+    run_phase(h, "prioritized 4 rows (lapping)", (hive_replay_config_t){
+        .capacity = 4, .item_size = sizeof(item_t), .prioritized = 1, .alpha = 1.0, .beta = 0.4,
+        .seed = 2 });
+    run_phase(h, "uniform, rate limited", (hive_replay_config_t){
+        .capacity = 64, .item_size = sizeof(item_t), .samples_per_insert = 1.0, .error_buffer = 64,
+        .min_size_to_sample = 32, .seed = 3 });
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_stress),
+    };
+    return cmocka_run_group_tests_name("stress_replay", tests, NULL, NULL);
+}

@@ -1,0 +1,619 @@
+/* test_replay.c - the replay buffer (src/rl/replay.c): uniform sampling
+ * passes a chi-square test, prioritized sampling follows the priorities,
+ * importance weights, priority updates, wrap-around, determinism, the rate
+ * limiter, and every bad input. */
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+
+static hive_t *engine(void)
+{
+    return test_engine(64u << 20, 1, NULL);
+}
+
+static void finish(hive_t *h)
+{
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* A buffer of 8-byte items (each item is its own push number). */
+static hive_replay_t *make(hive_t *h, uint64_t cap, int prioritized, double alpha, double beta,
+                           uint64_t seed)
+{
+    hive_replay_config_t cfg = { .capacity = cap, .item_size = sizeof(uint64_t),
+                                 .prioritized = prioritized, .alpha = alpha, .beta = beta,
+                                 .seed = seed };
+    hive_replay_t *rb = NULL;
+    if (hive_replay_new(h, &cfg, &rb) != HIVE_OK)
+        fail_msg("hive_replay_new: %s", hive_last_error());
+    return rb;
+}
+
+static void push_n(hive_replay_t *rb, uint64_t from, uint64_t n)
+{
+    for (uint64_t i = from; i < from + n; i++)
+        assert_int_equal(hive_replay_push(rb, &i), HIVE_OK);
+}
+
+/* Sample `total` items in batches; counts[key]++; items must equal keys. */
+static void sample_counts(hive_replay_t *rb, size_t batch, uint64_t total, uint64_t *rng,
+                          uint64_t *counts, uint64_t nkeys)
+{
+    uint64_t items[256], keys[256];
+    assert_true(batch <= 256);
+    for (uint64_t done = 0; done < total; done += batch) {
+        assert_int_equal(hive_replay_sample(rb, batch, rng, items, keys, NULL, 0), HIVE_OK);
+        for (size_t i = 0; i < batch; i++) {
+            assert_int_equal(items[i], keys[i]);
+            assert_true(keys[i] < nkeys);
+            counts[keys[i]]++;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ uniform */
+
+static void test_uniform_chi_square(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 100, 0, 0, 0, 12345);
+    push_n(rb, 0, 100);
+    /* 100 items, 200k samples: chi-square with 99 degrees of freedom stays
+     * below 148.2 with probability 0.999 */
+    for (int pass = 0; pass < 2; pass++) {          /* the buffer's stream, then a caller's */
+        uint64_t counts[100] = { 0 }, rng = 777;
+        sample_counts(rb, 100, 200000, pass ? &rng : NULL, counts, 100);
+        double chi = 0, expect = 200000.0 / 100;
+        for (int i = 0; i < 100; i++)
+            chi += (counts[i] - expect) * (counts[i] - expect) / expect;
+        printf("uniform chi-square (%s stream): %.1f (critical 148.2)\n", pass ? "caller" : "buffer", chi);
+        assert_true(chi < 148.2);
+    }
+    /* uniform weights are all 1 */
+    double w[16];
+    assert_int_equal(hive_replay_sample(rb, 16, NULL, NULL, NULL, w, 0), HIVE_OK);
+    for (int i = 0; i < 16; i++)
+        assert_true(w[i] == 1.0);
+    hive_replay_stats_t st;
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_int_equal(st.capacity, 100);
+    assert_int_equal(st.size, 100);
+    assert_int_equal(st.inserts, 100);
+    assert_int_equal(st.samples, 400016);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+/* The items live in one shared U8 array {capacity, item_size}. */
+static void test_array_is_shared(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_config_t cfg = { .capacity = 10, .item_size = 12 };
+    hive_replay_t *rb;
+    assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+    hive_array_t a;
+    hive_ref_t ref = hive_replay_array(rb);
+    assert_int_not_equal(ref.id, 0);
+    assert_int_equal(hive_array_view(h, ref, &a), HIVE_OK);
+    assert_int_equal(a.dtype, HIVE_U8);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.shape[0], 10);
+    assert_int_equal(a.shape[1], 12);
+    unsigned char item[12];
+    for (int k = 0; k < 13; k++) {                  /* 13 pushes: key 10 lands on row 0 */
+        memset(item, k + 1, sizeof item);
+        assert_int_equal(hive_replay_push(rb, item), HIVE_OK);
+    }
+    int64_t idx[2] = { 3, 11 };
+    assert_int_equal(*(unsigned char *)hive_array_at(&a, idx), 4);
+    idx[0] = 0;
+    assert_int_equal(*(unsigned char *)hive_array_at(&a, idx), 11);
+    assert_int_equal(hive_replay_array(NULL).id, 0);
+    /* the buffer's count goes with it; a retained one keeps the array */
+    assert_int_equal(hive_retain(h, ref), HIVE_OK);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    assert_int_equal(hive_array_view(h, ref, &a), HIVE_OK);
+    assert_int_equal(hive_release(h, ref), HIVE_OK);
+    finish(h);
+}
+
+/* ------------------------------------------------------------------ prioritized */
+
+static void check_freqs(hive_replay_t *rb, size_t batch, const double *want, int n)
+{
+    uint64_t counts[8] = { 0 }, rng = 99;
+    const uint64_t total = 200000;
+    sample_counts(rb, batch, total, &rng, counts, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        double f = (double)counts[i] / total;
+        if (fabs(f - want[i]) > 0.02)
+            fail_msg("batch %zu: key %d sampled with frequency %.4f, want %.4f", batch, i, f, want[i]);
+    }
+}
+
+static void test_prioritized_follows_priorities(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 4, 1, 1.0, 0.4, 1);
+    push_n(rb, 0, 4);
+    /* new items all get the max priority (1.0 at first): uniform */
+    const double even[4] = { 0.25, 0.25, 0.25, 0.25 };
+    check_freqs(rb, 4, even, 4);
+    uint64_t keys[4] = { 0, 1, 2, 3 };
+    double prio[4] = { 1, 2, 3, 4 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, prio, 4), 4);
+    const double want[4] = { 0.1, 0.2, 0.3, 0.4 };
+    check_freqs(rb, 1, want, 4);                    /* independent draws */
+    check_freqs(rb, 4, want, 4);                    /* stratified batches */
+    hive_replay_stats_t st;
+    hive_replay_stats(rb, &st);
+    assert_true(fabs(st.total_priority - 10.0) < 1e-12);
+    assert_true(st.max_priority == 4.0);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* alpha = 0.5: frequencies follow sqrt(p) */
+    rb = make(h, 4, 1, 0.5, 0.4, 2);
+    push_n(rb, 0, 4);
+    double p2[4] = { 1, 4, 9, 16 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, p2, 4), 4);
+    const double want2[4] = { 0.1, 0.2, 0.3, 0.4 };
+    check_freqs(rb, 4, want2, 4);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void test_importance_weights(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    const double beta = 0.6;
+    hive_replay_t *rb = make(h, 4, 1, 1.0, beta, 3);
+    push_n(rb, 0, 4);
+    uint64_t keys[4] = { 0, 1, 2, 3 };
+    double prio[4] = { 1, 2, 3, 4 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, prio, 4), 4);
+    int saw_max = 0;
+    for (int round = 0; round < 200; round++) {
+        uint64_t k[4];
+        double w[4], wmax = 0, raw[4];
+        assert_int_equal(hive_replay_sample(rb, 4, NULL, NULL, k, w, 0), HIVE_OK);
+        /* w_i = (N * P(i))^-beta / max_j w_j over the batch */
+        for (int i = 0; i < 4; i++) {
+            raw[i] = pow(4 * prio[k[i]] / 10.0, -beta);
+            if (raw[i] > wmax)
+                wmax = raw[i];
+        }
+        for (int i = 0; i < 4; i++) {
+            if (fabs(w[i] - raw[i] / wmax) > 1e-12)
+                fail_msg("weight of key %llu is %.15f, want %.15f", (unsigned long long)k[i], w[i],
+                         raw[i] / wmax);
+            assert_true(w[i] > 0 && w[i] <= 1.0);
+            saw_max += w[i] == 1.0;
+        }
+    }
+    assert_true(saw_max >= 200);                    /* every batch has its max at 1 */
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* beta = 0: all 1 */
+    rb = make(h, 4, 1, 1.0, 0.0, 3);
+    push_n(rb, 0, 4);
+    assert_int_equal(hive_replay_update_priorities(rb, keys, prio, 4), 4);
+    double w[4];
+    assert_int_equal(hive_replay_sample(rb, 4, NULL, NULL, NULL, w, 0), HIVE_OK);
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == 1.0);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void test_update_changes_distribution(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 4, 1, 1.0, 0.5, 4);
+    push_n(rb, 0, 4);
+    uint64_t keys[4] = { 0, 1, 2, 3 };
+    double prio[4] = { 1, 1, 1, 1 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, prio, 4), 4);
+    /* key 0 up to 7: 7/10 of the mass */
+    double p7 = 7;
+    assert_int_equal(hive_replay_update_priorities(rb, keys, &p7, 1), 1);
+    const double want[4] = { 0.7, 0.1, 0.1, 0.1 };
+    check_freqs(rb, 4, want, 4);
+    /* priority 0: never sampled while others have mass */
+    double zero[2] = { 0, 0 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, zero, 2), 2);
+    const double want2[4] = { 0, 0, 0.5, 0.5 };
+    uint64_t counts[4] = { 0 }, rng = 5;
+    sample_counts(rb, 4, 16000, &rng, counts, 4);
+    assert_int_equal(counts[0] + counts[1], 0);
+    check_freqs(rb, 4, want2, 4);
+    /* every priority 0: uniform */
+    assert_int_equal(hive_replay_update_priorities(rb, keys + 2, zero, 2), 2);
+    const double even[4] = { 0.25, 0.25, 0.25, 0.25 };
+    check_freqs(rb, 4, even, 4);
+    /* new items take the largest priority seen so far (7), even now */
+    hive_replay_stats_t st;
+    hive_replay_stats(rb, &st);
+    assert_true(st.max_priority == 7.0);
+    push_n(rb, 4, 1);                               /* key 4 replaces key 0 on row 0 */
+    hive_replay_stats(rb, &st);
+    assert_true(fabs(st.total_priority - 7.0) < 1e-12);
+    /* an update for the overwritten key 0 is dropped; key 4's is applied */
+    uint64_t k2[2] = { 0, 4 };
+    double p2[2] = { 100, 2 };
+    assert_int_equal(hive_replay_update_priorities(rb, k2, p2, 2), 1);
+    hive_replay_stats(rb, &st);
+    assert_true(fabs(st.total_priority - 2.0) < 1e-12);
+    assert_true(st.max_priority == 100.0);          /* the max counts every priority seen */
+    assert_int_equal(hive_replay_update_priorities(rb, NULL, NULL, 0), 0);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+/* ------------------------------------------------------------------ wrap-around */
+
+static void test_wraparound_keeps_newest(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        hive_replay_t *rb = make(h, 8, prioritized, 1.0, 0.5, 6);
+        push_n(rb, 0, 20);
+        uint64_t counts[64] = { 0 }, rng = 1;
+        sample_counts(rb, 8, 8000, &rng, counts, 64);
+        for (uint64_t k = 0; k < 64; k++) {
+            if (k >= 12 && k < 20)
+                assert_true(counts[k] > 0);
+            else
+                assert_int_equal(counts[k], 0);
+        }
+        /* a batch of 30 in one push: only its last 8 are kept */
+        uint64_t items[30];
+        for (uint64_t i = 0; i < 30; i++)
+            items[i] = 20 + i;
+        assert_int_equal(hive_replay_push_batch(rb, items, 30), HIVE_OK);
+        memset(counts, 0, sizeof counts);
+        sample_counts(rb, 8, 8000, &rng, counts, 64);
+        for (uint64_t k = 0; k < 64; k++) {
+            if (k >= 42 && k < 50)
+                assert_true(counts[k] > 0);
+            else
+                assert_int_equal(counts[k], 0);
+        }
+        /* rows hold key % capacity */
+        hive_array_t a;
+        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+        for (uint64_t r = 0; r < 8; r++)
+            assert_int_equal(((uint64_t *)a.data)[r] % 8, r);
+        hive_replay_stats_t st;
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 50);
+        assert_int_equal(st.size, 8);
+        if (prioritized)
+            assert_true(fabs(st.total_priority - 8.0) < 1e-12);
+        assert_int_equal(hive_replay_push_batch(rb, items, 0), HIVE_OK);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
+/* ------------------------------------------------------------------ determinism */
+
+static void run_script(hive_t *h, int prioritized, uint64_t seed, uint64_t *keys_out, uint64_t *items_out,
+                       double *w_out)
+{
+    hive_replay_t *rb = make(h, 64, prioritized, 0.7, 0.5, seed);
+    push_n(rb, 0, 100);
+    if (prioritized) {
+        uint64_t keys[20];
+        double prio[20];
+        for (int i = 0; i < 20; i++) {
+            keys[i] = 40 + (uint64_t)i * 3;
+            prio[i] = 0.1 + i * 0.37;
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, 20), 20);
+    }
+    for (int b = 0; b < 10; b++)
+        assert_int_equal(hive_replay_sample(rb, 32, NULL, items_out + b * 32, keys_out + b * 32,
+                                            w_out + b * 32, 0), HIVE_OK);
+    uint64_t rng = seed * 3 + 1;
+    assert_int_equal(hive_replay_sample(rb, 32, &rng, items_out + 320, keys_out + 320, w_out + 320, 0),
+                     HIVE_OK);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+}
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        uint64_t k1[352], k2[352], k3[352], i1[352], i2[352], i3[352];
+        double w1[352], w2[352], w3[352];
+        run_script(h, prioritized, 42, k1, i1, w1);
+        run_script(h, prioritized, 42, k2, i2, w2);
+        run_script(h, prioritized, 43, k3, i3, w3);
+        assert_memory_equal(k1, k2, sizeof k1);
+        assert_memory_equal(i1, i2, sizeof i1);
+        assert_memory_equal(w1, w2, sizeof w1);
+        assert_memory_equal(i1, k1, sizeof i1);
+        assert_true(memcmp(k1, k3, sizeof k1) != 0);
+    }
+    finish(h);
+}
+
+/* ------------------------------------------------------------------ rate limiter */
+
+#define RL_PUSHES 3000
+#define RL_SPI    2.0
+#define RL_EB     16.0
+
+static _Atomic int rl_done;
+static _Atomic int rl_violations;
+
+static void *rl_pusher(void *arg)
+{
+    hive_replay_t *rb = arg;
+    for (uint64_t i = 0; i < RL_PUSHES; i++) {
+        hive_replay_push(rb, &i);
+        if (i % 16 == 0)
+            test_sleep_ms(1);
+    }
+    atomic_store(&rl_done, 1);
+    return NULL;
+}
+
+static void test_rate_limiter_holds_ratio(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_config_t cfg = { .capacity = 1024, .item_size = 8, .samples_per_insert = RL_SPI,
+                                 .error_buffer = RL_EB, .min_size_to_sample = 10, .seed = 8 };
+    hive_replay_t *rb;
+    assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+    atomic_store(&rl_done, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rl_pusher, rb), 0);
+    uint64_t sampled = 0, timeouts = 0;
+    for (;;) {
+        uint64_t items[4];
+        int done = atomic_load(&rl_done);           /* before: a later timeout saw every insert */
+        int rc = hive_replay_sample(rb, 4, NULL, items, NULL, NULL, 20 * 1000000);
+        hive_replay_stats_t st;
+        hive_replay_stats(rb, &st);                 /* inserts only grow: a later look is >= */
+        if (rc == HIVE_OK) {
+            sampled += 4;
+            if ((double)sampled > RL_SPI * (double)st.inserts + RL_EB)
+                atomic_fetch_add(&rl_violations, 1);
+            assert_true(st.inserts >= 10);          /* min_size_to_sample */
+        } else {
+            assert_int_equal(rc, HIVE_ETIMEDOUT);
+            timeouts++;
+            if (done)
+                break;
+        }
+    }
+    pthread_join(th, NULL);
+    hive_replay_stats_t st;
+    hive_replay_stats(rb, &st);
+    printf("rate limiter: %llu inserts, %llu samples (bound %.0f), %llu timeouts\n",
+           (unsigned long long)st.inserts, (unsigned long long)sampled,
+           RL_SPI * RL_PUSHES + RL_EB, (unsigned long long)timeouts);
+    assert_int_equal(atomic_load(&rl_violations), 0);
+    assert_int_equal(st.samples, sampled);
+    /* the sampler kept up: it took all it was allowed (to within a batch) */
+    assert_true((double)sampled > RL_SPI * RL_PUSHES + RL_EB - 4);
+    assert_true((double)sampled <= RL_SPI * RL_PUSHES + RL_EB);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void *late_push(void *arg)
+{
+    test_sleep_ms(50);
+    uint64_t v = 5;
+    hive_replay_push(arg, &v);
+    return NULL;
+}
+
+static void *forever_sampler(void *arg)
+{
+    uint64_t item = 0;
+    int rc = hive_replay_sample(arg, 1, NULL, &item, NULL, NULL, HIVE_FOREVER);
+    return (void *)(intptr_t)(rc == HIVE_OK && item == 5 ? 1 : 0);
+}
+
+/* several samplers asleep at once: one push wakes them all */
+static void test_every_sleeper_wakes(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_config_t cfg = { .capacity = 16, .item_size = 8, .min_size_to_sample = 1 };
+    hive_replay_t *rb;
+    assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, forever_sampler, rb), 0);
+    test_sleep_ms(50);
+    uint64_t v = 5;
+    assert_int_equal(hive_replay_push(rb, &v), HIVE_OK);
+    for (int i = 0; i < 3; i++) {
+        void *ok;
+        pthread_join(th[i], &ok);
+        assert_int_equal((intptr_t)ok, 1);
+    }
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void test_rate_limiter_timeouts(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    /* nothing pushed: min_size_to_sample holds sampling back */
+    hive_replay_config_t cfg = { .capacity = 16, .item_size = 8, .min_size_to_sample = 1 };
+    hive_replay_t *rb;
+    assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+    uint64_t item = 1, key = 77;
+    uint64_t t0 = test_now_ns();
+    ASSERT_FAILS_WITH(hive_replay_sample(rb, 1, NULL, &item, &key, NULL, 0), HIVE_ETIMEDOUT,
+                      "min_size_to_sample 1 items (the buffer holds 0)");
+    ASSERT_FAILS_WITH(hive_replay_sample(rb, 1, NULL, &item, &key, NULL, 50 * 1000000), HIVE_ETIMEDOUT,
+                      "min_size_to_sample");
+    uint64_t waited = test_now_ns() - t0;
+    assert_true(waited >= 50u * 1000000);
+    assert_int_equal(item, 1);                      /* outputs untouched */
+    assert_int_equal(key, 77);
+    /* a sampler waiting forever is woken by a push */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_push, rb), 0);
+    assert_int_equal(hive_replay_sample(rb, 1, NULL, &item, &key, NULL, HIVE_FOREVER), HIVE_OK);
+    assert_int_equal(item, 5);
+    assert_int_equal(key, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* one sample per insert, no slack: 5 pushes allow 5 samples */
+    hive_replay_config_t c2 = { .capacity = 16, .item_size = 8, .samples_per_insert = 1.0 };
+    assert_int_equal(hive_replay_new(h, &c2, &rb), HIVE_OK);
+    push_n(rb, 0, 5);
+    assert_int_equal(hive_replay_sample(rb, 3, NULL, NULL, NULL, NULL, 0), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_replay_sample(rb, 3, NULL, NULL, NULL, NULL, 0), HIVE_ETIMEDOUT,
+                      "3 samples + batch 3 > 1 per insert * 5 inserts + error buffer 0");
+    ASSERT_FAILS_WITH(hive_replay_sample(rb, 3, NULL, NULL, NULL, NULL, 10 * 1000000), HIVE_ETIMEDOUT,
+                      "rate limit");
+    assert_int_equal(hive_replay_sample(rb, 2, NULL, NULL, NULL, NULL, 0), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_replay_sample(rb, 1, NULL, NULL, NULL, NULL, 0), HIVE_ETIMEDOUT, "rate limit");
+    hive_replay_stats_t st;
+    hive_replay_stats(rb, &st);
+    assert_int_equal(st.samples, 5);                /* timed-out calls count nothing */
+    assert_int_equal(pthread_create(&th, NULL, late_push, rb), 0);
+    assert_int_equal(hive_replay_sample(rb, 1, NULL, NULL, NULL, NULL, HIVE_FOREVER), HIVE_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+/* ------------------------------------------------------------------ bad input */
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = (hive_replay_t *)(uintptr_t)0x1234, *good;
+    hive_replay_config_t cfg = { .capacity = 8, .item_size = 8 };
+    ASSERT_FAILS_WITH(hive_replay_new(NULL, &cfg, &rb), HIVE_EINVAL, "engine is NULL");
+    ASSERT_FAILS_WITH(hive_replay_new(h, NULL, &rb), HIVE_EINVAL, "config is NULL");
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, NULL), HIVE_EINVAL, "out is NULL");
+    cfg.capacity = 0;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "capacity is 0");
+    cfg.capacity = 8;
+    cfg.item_size = 0;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "item_size is 0");
+    cfg.capacity = UINT64_C(1) << 40;
+    cfg.item_size = SIZE_MAX / 2;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL,
+                      "capacity 1099511627776 * item_size 9223372036854775807 overflows");
+    cfg.capacity = UINT64_C(1) << 24;
+    cfg.item_size = SIZE_MAX >> 24;                 /* no overflow in size_t, but above INT64_MAX */
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "overflows");
+    cfg.capacity = UINT64_MAX;
+    cfg.item_size = 1;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "above the limit");
+    cfg = (hive_replay_config_t){ .capacity = 8, .item_size = 8, .prioritized = 1, .alpha = NAN };
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "alpha = nan");
+    cfg.alpha = 0.6;
+    cfg.beta = -1;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "beta = -1");
+    cfg.beta = 0.4;
+    cfg.samples_per_insert = INFINITY;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "samples_per_insert = inf");
+    cfg.samples_per_insert = 1;
+    cfg.error_buffer = -0.5;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "error_buffer = -0.5");
+    cfg.error_buffer = 1;
+    cfg.min_size_to_sample = 9;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "min_size_to_sample 9 is above the "
+                      "capacity 8");
+    assert_ptr_equal(rb, (hive_replay_t *)(uintptr_t)0x1234);   /* untouched */
+    /* the store refuses an array it cannot hold: its own code and sentence */
+    hive_replay_config_t huge = { .capacity = UINT64_C(1) << 20, .item_size = 1024 };
+    ASSERT_FAILS_WITH(hive_replay_new(h, &huge, &rb), HIVE_EFULL, "object store full");
+    assert_ptr_equal(rb, (hive_replay_t *)(uintptr_t)0x1234);
+
+    cfg = (hive_replay_config_t){ .capacity = 8, .item_size = 8, .prioritized = 1, .alpha = 1 };
+    assert_int_equal(hive_replay_new(h, &cfg, &good), HIVE_OK);
+    uint64_t v = 3, keys[2] = { 0, 1 }, out = 9;
+    double prio[2] = { 1, 2 };
+    ASSERT_FAILS_WITH(hive_replay_push(NULL, &v), HIVE_EINVAL, "buffer is NULL");
+    ASSERT_FAILS_WITH(hive_replay_push(good, NULL), HIVE_EINVAL, "item is NULL");
+    ASSERT_FAILS_WITH(hive_replay_push_batch(NULL, &v, 1), HIVE_EINVAL, "buffer is NULL");
+    ASSERT_FAILS_WITH(hive_replay_push_batch(good, NULL, 1), HIVE_EINVAL, "items is NULL");
+    /* batch larger than the fill, and batch 0 */
+    ASSERT_FAILS_WITH(hive_replay_sample(good, 1, NULL, &out, NULL, NULL, 0), HIVE_EINVAL,
+                      "batch 1 is larger than the 0 items held");
+    push_n(good, 0, 2);
+    ASSERT_FAILS_WITH(hive_replay_sample(good, 3, NULL, &out, NULL, NULL, HIVE_FOREVER), HIVE_EINVAL,
+                      "batch 3 is larger than the 2 items held");
+    ASSERT_FAILS_WITH(hive_replay_sample(good, 0, NULL, &out, NULL, NULL, 0), HIVE_EINVAL, "batch is 0");
+    ASSERT_FAILS_WITH(hive_replay_sample(NULL, 1, NULL, &out, NULL, NULL, 0), HIVE_EINVAL,
+                      "buffer is NULL");
+    assert_int_equal(out, 9);
+    /* priorities: NaN, negative, infinite, unknown keys, NULLs; nothing changes */
+    hive_replay_stats_t st;
+    prio[1] = NAN;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, prio, 2), HIVE_EINVAL,
+                      "priority 1 is nan");
+    prio[1] = -2;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, prio, 2), HIVE_EINVAL,
+                      "priority 1 is -2 (must be finite and >= 0); nothing was changed");
+    prio[1] = INFINITY;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, prio, 2), HIVE_EINVAL, "is inf");
+    prio[1] = 2;
+    keys[1] = 2;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, prio, 2), HIVE_EINVAL,
+                      "key 1 is 2, but only 2 keys were handed out");
+    hive_replay_stats(good, &st);
+    assert_true(st.total_priority == 2.0);          /* both still at 1 */
+    assert_true(st.max_priority == 1.0);
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(NULL, keys, prio, 2), HIVE_EINVAL, "buffer is NULL");
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, NULL, prio, 2), HIVE_EINVAL, "keys is NULL");
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, NULL, 2), HIVE_EINVAL,
+                      "priorities is NULL");
+    ASSERT_FAILS_WITH(hive_replay_stats(NULL, &st), HIVE_EINVAL, "buffer is NULL");
+    ASSERT_FAILS_WITH(hive_replay_stats(good, NULL), HIVE_EINVAL, "out is NULL");
+    ASSERT_FAILS_WITH(hive_replay_free(NULL), HIVE_EINVAL, "buffer is NULL");
+    assert_int_equal(hive_replay_free(good), HIVE_OK);
+
+    /* priorities on a uniform buffer */
+    cfg.prioritized = 0;
+    assert_int_equal(hive_replay_new(h, &cfg, &good), HIVE_OK);
+    push_n(good, 0, 2);
+    keys[1] = 1;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(good, keys, prio, 2), HIVE_ESTATE, "not prioritized");
+    assert_int_equal(hive_replay_free(good), HIVE_OK);
+    finish(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uniform_chi_square),
+        cmocka_unit_test(test_array_is_shared),
+        cmocka_unit_test(test_prioritized_follows_priorities),
+        cmocka_unit_test(test_importance_weights),
+        cmocka_unit_test(test_update_changes_distribution),
+        cmocka_unit_test(test_wraparound_keeps_newest),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_rate_limiter_holds_ratio),
+        cmocka_unit_test(test_rate_limiter_timeouts),
+        cmocka_unit_test(test_every_sleeper_wakes),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
+}
