@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,7 +424,7 @@ typedef struct base {
     double          max_prio;
     float           w[NW];
     uint64_t        version;
-    volatile int    stop;
+    _Atomic int     stop;
     uint64_t        steps, updates;
     uint64_t        seed;
 } base_t;
@@ -444,7 +445,7 @@ static void *base_env(void *arg)
     double ep = 0;
     transition_t *out = malloc(CHUNK * sizeof *out);
     float w[NW];
-    while (!b->stop) {
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
         pthread_mutex_lock(&b->w_lock);
         memcpy(w, b->w, sizeof w);
         uint64_t version = b->version;
@@ -469,9 +470,9 @@ static void *base_learner(void *arg)
     base_t *b = arg;
     float w[NW] = { 0 }, target[NW] = { 0 };
     transition_t batch[BATCH];
-    uint64_t rows[BATCH], rng = b->seed ^ 0xabcdef;
+    uint64_t rows[BATCH], rng = __atomic_load_n(&b->seed, __ATOMIC_RELAXED) ^ 0xabcdef;
     double iw[BATCH], prio[BATCH];
-    while (!b->stop) {
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
         pthread_mutex_lock(&b->buf_lock);
         uint64_t held = b->inserts < b->cap ? b->inserts : b->cap;
         if (held < BATCH) {
@@ -537,7 +538,7 @@ static void run_baseline(unsigned nenv, double duration, uint64_t buffer, uint64
         pthread_create(&th[i], NULL, base_env, &b);
     struct timespec ts = { (time_t)duration, (long)((duration - (time_t)duration) * 1e9) };
     nanosleep(&ts, NULL);
-    b.stop = 1;
+    atomic_store(&b.stop, 1);
     for (unsigned i = 0; i <= nenv; i++)
         pthread_join(th[i], NULL);
     res->seconds = now_s() - t0;

@@ -75,15 +75,29 @@ static void kick(hive__actor_t *a, unsigned lane)
         hive__sched_spawn(&a->h->sched, &a->turn, lane, (int)a->node);
 }
 
-/* May any mailbox hold a call (-1: none, else its most urgent lane)? Reads
- * only the producers' ends, so it is safe
- * after the turn gave up being the consumer: head is the bare stub exactly
- * when nothing was pushed since the consumer last took the last call. */
-static int mail_pending(hive__actor_t *a)
+/* Which lanes still hold calls the turn has not taken (consumer only, so
+ * read while the turn still owns the actor): a tail off the stub. This
+ * catches what the heads alone cannot, a call whose producer had exchanged
+ * the head but not yet linked it when pop pushed the stub behind it
+ * (chain: tail -> X -> stub with head == stub). */
+static unsigned lanes_unfinished(hive__actor_t *a)
+{
+    unsigned mask = 0;
+    for (unsigned l = 0; l < HIVE_NPRIO; l++)
+        if (a->lane[l].tail != &a->lane[l].stub)
+            mask |= 1u << l;
+    return mask;
+}
+
+/* May any mailbox hold a call (-1: none, else its most urgent lane)? After
+ * the turn gave up the actor it reads only the producers' ends (heads),
+ * plus what lanes_unfinished saw before: head off the stub means a push
+ * since the last stub re-push. */
+static int mail_pending(hive__actor_t *a, unsigned unfinished)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
         uintptr_t head = atomic_load_explicit(&a->lane[l].head, memory_order_seq_cst);
-        if ((head & ~HIVE__MPSC_MARK) != (uintptr_t)&a->lane[l].stub)
+        if ((unfinished & (1u << l)) || (head & ~HIVE__MPSC_MARK) != (uintptr_t)&a->lane[l].stub)
             return (int)l;                  /* the most urgent lane with mail */
     }
     return -1;
@@ -223,10 +237,11 @@ static void turn(hive__job_t *job, hive__worker_t *w)
     /* read before giving the actor up: once scheduled is 0 another turn may
      * own these fields */
     bool finalized = a->finalized;
+    unsigned unfinished = lanes_unfinished(a);
     /* seq_cst store, then seq_cst reads of the heads and of dead: the turn's
      * half of the handshake (see top) */
     atomic_store_explicit(&a->scheduled, 0, memory_order_seq_cst);
-    int lane = mail_pending(a);
+    int lane = mail_pending(a, unfinished);
     if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst) && !finalized)
         lane = 0;
     if (lane >= 0)

@@ -302,11 +302,113 @@ static void test_kills_race_turns(void **state)
     assert_int_equal(atomic_load(&kill_finis), atomic_load(&kill_inits));
 }
 
+/* No call left behind: a turn that ends while a caller is between its
+ * exchange on the mailbox head and its link (the stub re-pushed behind a
+ * half-linked call: tail -> X -> stub with head == stub) must still see the
+ * call. Rounds of a batch of calls then a get of each, with CPU hogs so that
+ * callers and turns get preempted at every point; a lost call times out. */
+static _Atomic int hog_stop;
+
+static void *hog(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&hog_stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+typedef struct lb_counter { int64_t n; } lb_counter_t;
+
+static int lb_inc(void *self, hive_ctx_t *ctx)
+{
+    lb_counter_t *c = self;
+    c->n++;
+    return hive_return(ctx, &c->n, sizeof c->n);
+}
+
+static const hive_method_t lb_methods[] = { { "inc", lb_inc, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t lb_class = { .name = "lb", .size = sizeof(lb_counter_t),
+                                              .methods = lb_methods, .nmethods = 1 };
+
+typedef struct lb_caller {
+    hive_t      *h;
+    hive_actor_t a;
+    uint64_t     until;
+    int          rounds;
+    int          failed;
+    char         msg[200];
+} lb_caller_t;
+
+/* Rounds of a small batch of calls, then a get of each (bounded wait). */
+static void *lb_call_loop(void *arg)
+{
+    lb_caller_t *c = arg;
+    enum { BATCH_CALLS = 16 };
+    hive_ref_t refs[BATCH_CALLS];
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    while (test_now_ns() < c->until && !c->failed) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        if ((rng & 7) == 0) {                       /* an idle gap: workers park */
+            struct timespec gap = { 0, (long)(rng >> 40) % 200000 };
+            nanosleep(&gap, NULL);
+        }
+        for (int i = 0; i < BATCH_CALLS; i++)
+            if (hive_call(c->h, c->a, 0, NULL, 0, NULL, &refs[i]) != HIVE_OK) {
+                c->failed = 1;
+                snprintf(c->msg, sizeof c->msg, "hive_call: %s", hive_last_error());
+                return NULL;
+            }
+        for (int i = 0; i < BATCH_CALLS; i++) {
+            const void *p;
+            int rc = hive_get(c->h, refs[i], 10000000000ll, &p, NULL);
+            if (rc != HIVE_OK && !c->failed) {
+                c->failed = 1;
+                snprintf(c->msg, sizeof c->msg, "round %d call %d: %s", c->rounds, i, hive_last_error());
+            }
+            hive_release(c->h, refs[i]);
+        }
+        c->rounds++;
+    }
+    return NULL;
+}
+
+static void test_no_call_left_behind(void **state)
+{
+    (void)state;
+    hive_t *h = test_engine(256u << 20, 2, NULL);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &lb_class, NULL, 0, NULL, &a), HIVE_OK);
+    pthread_t hogs[2], callers[1];
+    lb_caller_t cs[1];
+    atomic_store(&hog_stop, 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&hogs[i], NULL, hog, NULL), 0);
+    uint64_t until = test_now_ns() + 1500000000ull / TEST_SCALE;
+    for (int i = 0; i < 1; i++) {   /* one caller: nobody else's call can rescue a lost one */
+        cs[i] = (lb_caller_t){ .h = h, .a = a, .until = until };
+        assert_int_equal(pthread_create(&callers[i], NULL, lb_call_loop, &cs[i]), 0);
+    }
+    int rounds = 0;
+    for (int i = 0; i < 1; i++) {
+        pthread_join(callers[i], NULL);
+        rounds += cs[i].rounds;
+    }
+    atomic_store(&hog_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(hogs[i], NULL);
+    printf("no call left behind: %d rounds of 16 calls\n", rounds);
+    for (int i = 0; i < 1; i++)
+        if (cs[i].failed)
+            fail_msg("caller %d: %s", i, cs[i].msg);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_actor_stress),
         cmocka_unit_test(test_kills_race_turns),
+        cmocka_unit_test(test_no_call_left_behind),
     };
     return cmocka_run_group_tests_name("stress_actor", tests, NULL, NULL);
 }
