@@ -19,4 +19,10 @@ extern const size_t hb_store_nbenches;
 extern const hb_bench hb_task_benches[];   /* bench_task.c: tasks (Ray's figures) and fork-join vs TBB */
 extern const size_t hb_task_nbenches;
 
+extern const hb_bench hb_actor_benches[];  /* bench_actor.c: actors (Ray's figures) vs CAF */
+extern const size_t hb_actor_nbenches;
+
+extern const hb_bench hb_replay_benches[]; /* bench_replay.c: replay buffer vs a mutex-protected ring */
+extern const size_t hb_replay_nbenches;
+
 #endif

@@ -9,4 +9,6 @@ void hb_register_all(void)
     hb_register(hb_mpsc_benches, hb_mpsc_nbenches);
     hb_register(hb_store_benches, hb_store_nbenches);
     hb_register(hb_task_benches, hb_task_nbenches);
+    hb_register(hb_actor_benches, hb_actor_nbenches);
+    hb_register(hb_replay_benches, hb_replay_nbenches);
 }

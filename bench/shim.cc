@@ -344,3 +344,228 @@ void hb_tbb_spawn_wait(int n)
 }
 
 } // extern "C"
+
+/* ======================================================================
+ * CAF, the C++ Actor Framework (0.17), the peer of bench/bench_actor.c
+ *
+ * The same actors as the hive side: a counter whose methods answer the new
+ * value, and a pinger that bounces messages off a counter of its own. One
+ * actor_system, made on first use, serves every benchmark; its scheduler
+ * gets one thread per core of the cpuset, as hive's workers = 0 does (CAF's
+ * own default is max(cores, 4)). The client side is a caf::scoped_actor
+ * (a blocking actor): request(...).receive(...) for a synchronous call; for
+ * a batch, all requests first, then each response handle's receive in the
+ * order sent - the futures pattern of hive_call then hive_get.
+ * ====================================================================== */
+
+#include <caf/all.hpp>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <sched.h>
+
+namespace {
+
+/* The 64-byte argument: the eight words are summed into the counter. */
+struct hb_blob64 {
+    std::array<int64_t, 8> w;
+};
+static_assert(sizeof(hb_blob64) == 64, "the CAF argument must be 64 bytes, as the hive one");
+
+} // namespace
+
+/* Local messages only: no serialisation (and so no inspect) is needed. */
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(hb_blob64)
+
+namespace {
+
+using inc_atom = caf::atom_constant<caf::atom("inc")>;
+using add_atom = caf::atom_constant<caf::atom("add")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+
+struct counter_state {
+    int64_t count = 0;
+};
+
+caf::behavior counter_actor(caf::stateful_actor<counter_state> *self)
+{
+    return {
+        [=](inc_atom) -> int64_t { return ++self->state.count; },
+        [=](add_atom, const hb_blob64 &b) -> int64_t {
+            int64_t d = 0;
+            for (int64_t x : b.w)
+                d += x;
+            return self->state.count += d;
+        },
+    };
+}
+
+struct pinger_state {
+    caf::actor counter;
+    int64_t expect = 0;        // the counter's value as the pinger knows it
+    int64_t left = 0;          // round trips still to make
+    bool bad = false;
+    caf::response_promise rp;  // the answer to "start"
+};
+
+/* "start n": send inc to the counter; every answer (the counter's result,
+ * which CAF sends back to the sender of an asynchronous message) is checked
+ * and bounced back as the next inc, n times in all. */
+caf::behavior pinger_actor(caf::stateful_actor<pinger_state> *self, caf::actor counter)
+{
+    self->state.counter = std::move(counter);
+    return {
+        [=](start_atom, int64_t n) -> caf::response_promise {
+            auto &st = self->state;
+            st.rp = self->make_response_promise();
+            st.left = n;
+            st.bad = false;
+            if (n <= 0)
+                st.rp.deliver(st.expect);
+            else
+                self->send(st.counter, inc_atom::value);
+            return st.rp;
+        },
+        [=](int64_t v) {
+            auto &st = self->state;
+            if (v != ++st.expect)
+                st.bad = true;
+            if (--st.left > 0)
+                self->send(st.counter, inc_atom::value);
+            else
+                st.rp.deliver(st.bad ? int64_t{-1} : v);
+        },
+    };
+}
+
+unsigned cpuset_cores()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1)
+        return 1;
+    return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+/* The one actor system, and every actor handed out to C. It is never
+ * destroyed: an actor_system destroyed during exit() (a static's destructor
+ * or an atexit handler) frees one of its ref-counted members twice, since
+ * exit() runs the main thread's thread_local destructors first and CAF
+ * keeps a counted pointer to its logger in one (seen with 0.17.6: "free():
+ * corrupted unsorted chunks" in ~actor_system). Its scheduler threads sleep
+ * in their idle loop when the process exits. */
+struct CafWorld {
+    caf::actor_system_config cfg;
+    std::unique_ptr<caf::actor_system> sys;
+    std::mutex lock;
+    std::vector<std::unique_ptr<hb_caf_actor>> actors;
+
+    CafWorld()
+    {
+        cfg.set("scheduler.max-threads", static_cast<size_t>(cpuset_cores()));
+        sys.reset(new caf::actor_system(cfg));
+    }
+};
+
+CafWorld &world()
+{
+    static CafWorld *w = new CafWorld;   // deliberately never deleted, see above
+    return *w;
+}
+
+} // namespace
+
+struct hb_caf_actor {
+    caf::actor a;
+};
+
+struct hb_caf_caller {
+    caf::scoped_actor self;
+    explicit hb_caf_caller(caf::actor_system &sys) : self(sys) {}
+};
+
+namespace {
+
+hb_caf_actor *keep(caf::actor a)
+{
+    CafWorld &w = world();
+    std::lock_guard<std::mutex> g(w.lock);
+    w.actors.emplace_back(new hb_caf_actor{std::move(a)});
+    return w.actors.back().get();
+}
+
+} // namespace
+
+extern "C" {
+
+hb_caf_actor *hb_caf_counter_new(void)
+{
+    try {
+        return keep(world().sys->spawn(counter_actor));
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+hb_caf_actor *hb_caf_pinger_new(void)
+{
+    try {
+        caf::actor_system &sys = *world().sys;
+        return keep(sys.spawn(pinger_actor, sys.spawn(counter_actor)));
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+hb_caf_caller *hb_caf_caller_new(void)
+{
+    try {
+        return new hb_caf_caller(*world().sys);
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+void hb_caf_caller_free(hb_caf_caller *c) { delete c; }
+
+int64_t hb_caf_call_sync(hb_caf_caller *c, hb_caf_actor *a)
+{
+    int64_t out = -1;
+    c->self->request(a->a, caf::infinite, inc_atom::value)
+        .receive([&](int64_t v) { out = v; }, [&](caf::error &) { out = -1; });
+    return out;
+}
+
+int hb_caf_call_batch(hb_caf_caller *c, hb_caf_actor *const *actors, int nactors, int n,
+                      const void *arg64, int64_t *out)
+{
+    using handle = decltype(c->self->request(actors[0]->a, caf::infinite, inc_atom::value));
+    thread_local std::vector<handle> hs;
+    hs.clear();
+    hs.reserve(static_cast<size_t>(n));
+    if (arg64 != nullptr) {
+        hb_blob64 b;
+        memcpy(b.w.data(), arg64, sizeof b);
+        for (int i = 0; i < n; i++)
+            hs.push_back(c->self->request(actors[i % nactors]->a, caf::infinite, add_atom::value, b));
+    } else {
+        for (int i = 0; i < n; i++)
+            hs.push_back(c->self->request(actors[i % nactors]->a, caf::infinite, inc_atom::value));
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        hs[static_cast<size_t>(i)].receive([&](int64_t v) { out[i] = v; },
+                                           [&](caf::error &) { out[i] = -1; rc = -1; });
+    return rc;
+}
+
+int64_t hb_caf_pingpong(hb_caf_caller *c, hb_caf_actor *pinger, int64_t n)
+{
+    int64_t out = -1;
+    c->self->request(pinger->a, caf::infinite, start_atom::value, n)
+        .receive([&](int64_t v) { out = v; }, [&](caf::error &) { out = -1; });
+    return out;
+}
+
+} // extern "C"

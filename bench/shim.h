@@ -113,6 +113,35 @@ uint64_t hb_tbb_fib(int n, int cutoff);   /* fork-join fib(n): tbb::task_group r
                                              per level, serial below cutoff; returns fib(n) */
 void hb_tbb_spawn_wait(int n);            /* one task_group: run n empty lambdas, then wait */
 
+/* CAF, the C++ Actor Framework (Debian's libcaf 0.17), for bench_actor.c.
+ * One caf::actor_system, started on first use with one scheduler thread per
+ * core of this process's cpuset (as hive's workers = 0), serves every call.
+ * Handles are opaque; every function returns a negative number on failure.
+ *
+ * An hb_caf_actor is a counter actor (a stateful event_based_actor whose
+ * int64 starts at 0): "inc" adds 1, "add" adds the sum of the eight int64
+ * words of a 64-byte blob message; both answer the new value. A pinger is
+ * an actor that holds a counter and, on "start n", bounces n inc/answer
+ * messages off it before answering the counter's final value (or -1 if an
+ * answer was not the one expected). A caller is a caf::scoped_actor: the
+ * thread that made it, and only that one, uses it. */
+typedef struct hb_caf_actor hb_caf_actor;
+typedef struct hb_caf_caller hb_caf_caller;
+
+hb_caf_actor  *hb_caf_counter_new(void);  /* NULL on failure; the system owns it until exit */
+hb_caf_actor  *hb_caf_pinger_new(void);   /* a pinger with a fresh counter of its own */
+hb_caf_caller *hb_caf_caller_new(void);
+void           hb_caf_caller_free(hb_caf_caller *c);
+/* request inc and receive the answer: the new value */
+int64_t hb_caf_call_sync(hb_caf_caller *c, hb_caf_actor *a);
+/* n requests sent one after another, call i to actors[i % nactors], inc when
+ * arg64 is NULL, else add with a copy of the 64 bytes at arg64; then the n
+ * answers received in order into out[i]. 0, or -1 if a request failed. */
+int     hb_caf_call_batch(hb_caf_caller *c, hb_caf_actor *const *actors, int nactors, int n,
+                          const void *arg64, int64_t *out);
+/* request "start n" of a pinger: n round trips; the counter's final value */
+int64_t hb_caf_pingpong(hb_caf_caller *c, hb_caf_actor *pinger, int64_t n);
+
 /* Defined in bench_task.c: fib's serial leaf work, which both sides call
  * below the cutoff so that they run the same code there. */
 uint64_t hb_fib_serial(int n);
