@@ -10,6 +10,7 @@
 #   make install    PREFIX=/usr/local: headers, libraries and hive.pc
 
 VARIANT ?= normal
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
 PREFIX  ?= /usr/local
 CC      ?= gcc
 CXX     ?= g++
@@ -97,9 +98,9 @@ deps:
 
 test: deps
 	@rm -f build/.test-summary
-	$(MAKE) --no-print-directory VARIANT=normal check
-	$(MAKE) --no-print-directory VARIANT=tsan check
-	$(MAKE) --no-print-directory VARIANT=asan check
+	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
+	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
+	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
 	@tools/install-test.sh
 	@tools/run-tests.sh --summary
 

@@ -400,8 +400,6 @@ static int run_hive(hive_t *h, unsigned nenv, double duration, uint64_t buffer, 
     res->updates = (double)updates;
     res->publishes = (double)version;
     res->first_return = first_eps > 0 ? first_sum / first_eps : 0;
-    if (win_eps > 0)
-        res->last_return = win_ret / win_eps;
     printf("hive: %llu env steps, %llu episodes, %llu learner batches, %llu weight versions, "
            "mean policy lag %.2f versions\n", (unsigned long long)steps, (unsigned long long)episodes,
            (unsigned long long)updates, (unsigned long long)version, last_lag);
@@ -612,7 +610,7 @@ int main(int argc, char **argv)
     double base_sps = br.seconds > 0 ? br.steps / br.seconds : 0;
     printf("\nsummary\n");
     printf("  hive:     %10.0f env steps/s, %8.0f learner batches/s, %4.0f weight versions, "
-           "avg return %.1f (first 200 episodes) -> %.1f (last second)\n", hive_sps, hr.updates / hr.seconds, hr.publishes,
+           "avg return %.1f (first 200 episodes) -> %.1f (last full second)\n", hive_sps, hr.updates / hr.seconds, hr.publishes,
            hr.first_return, hr.last_return);
     printf("  parallel efficiency: %.2f  (pipeline steps/s / (%u actors x %.0f raw steps/s))\n",
            hive_sps / (actors * raw), actors, raw);
