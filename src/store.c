@@ -93,13 +93,14 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     if (alloc_payload) {
         int err;
         data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
-        if (unlikely(data == NULL) && err == HIVE_EFULL &&
-            atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0) {
-            /* Released objects wait for a grace period before their bytes
-             * return. Full only counts once nothing more can be freed: wait
-             * once for the frees queued so far (slow path: a grace period and
-             * the callbacks), then try again. One barrier, not "until none
-             * is queued": other threads may keep queueing forever. */
+        /* Released objects wait for a grace period before their bytes
+         * return. Full only counts once nothing more can be freed: while
+         * frees are queued, wait for them (slow path: a grace period and the
+         * callbacks) and try again. Bounded, because other threads may keep
+         * queueing (and taking) forever. */
+        for (int tries = 0; unlikely(data == NULL) && err == HIVE_EFULL && tries < 64 &&
+                            atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0;
+             tries++) {
             hive__rcu_thread();
             hive__rcu_barrier();
             data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);

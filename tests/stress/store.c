@@ -29,6 +29,8 @@ static hive_array_t counters, snap;
 static _Atomic int stop_flag;
 static _Atomic long torn, bad_payload, seq_backwards, ops;
 static _Atomic long bad_kind[4];
+static _Atomic int first_error_set;
+static char first_error[300];
 static _Atomic long writers_adds[THREADS];
 
 static void check_shared(unsigned i)
@@ -76,11 +78,18 @@ static void *mixed(void *arg)
             if (hive_put(h, buf, sz, &r) != HIVE_OK) {
                 atomic_fetch_add(&bad_kind[2], 1);      /* full only if frees were lost */
                 atomic_fetch_add(&bad_payload, 1);
+                int expect = 0;
+                if (atomic_compare_exchange_strong(&first_error_set, &expect, 1))
+                    snprintf(first_error, sizeof first_error, "put of %zu bytes: %s", sz,
+                             hive_last_error());
             } else {
                 const unsigned char *p;
                 size_t got;
                 if (hive_get(h, r, 0, (const void **)&p, &got) != HIVE_OK || got != sz ||
                     (sz && (p[0] != buf[0] || p[sz - 1] != buf[0]))) {
+                    int expect = 0;
+                    if (atomic_compare_exchange_strong(&first_error_set, &expect, 1))
+                        snprintf(first_error, sizeof first_error, "payload of %zu bytes differs", sz);
                     atomic_fetch_add(&bad_kind[2], 1);
                     atomic_fetch_add(&bad_payload, 1);
                 }
@@ -179,6 +188,8 @@ static void test_store_stress(void **state)
     if (atomic_load(&bad_payload))
         printf("bad: shared get %ld, retain %ld, private %ld, cell %ld\n", atomic_load(&bad_kind[0]),
                atomic_load(&bad_kind[1]), atomic_load(&bad_kind[2]), atomic_load(&bad_kind[3]));
+    if (atomic_load(&first_error_set))
+        printf("first private failure: %s\n", first_error);
     assert_int_equal(atomic_load(&bad_payload), 0);
     assert_int_equal(atomic_load(&torn), 0);
     assert_int_equal(atomic_load(&seq_backwards), 0);
