@@ -435,9 +435,10 @@ static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj
     int rc = HIVE_OK;
     if (v == NULL)
         rc = version.id ? HIVE_ENOENT : hive__fail(HIVE_ENOENT, "%s: version ref {0} names no object", fn);
-    else if (v->kind == HIVE__CELL)
-        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is a cell and cannot be a version", fn,
-                        (unsigned long long)version.id);
+    else if (v->kind == HIVE__CELL || v->kind == HIVE__ACTOR)
+        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is a%s and cannot be a version", fn,
+                        (unsigned long long)version.id,
+                        v->kind == HIVE__CELL ? " cell" : "n actor handle");
     else if (!hive__obj_retain_live(v))
         rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
                         (unsigned long long)version.id);

@@ -1174,6 +1174,11 @@ static void test_bad_input(void **state)
     assert_ptr_equal(p, (const void *)0x1);
     hive_array_t view;
     ASSERT_FAILS_WITH(hive_array_view(h, as_ref, &view), HIVE_ESTATE, "not an array");
+    hive_ref_t cell;                                        /* nor a cell's version */
+    assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &cell), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, as_ref), HIVE_ESTATE, "cannot be a version");
+    ASSERT_FAILS_WITH(hive_cell_new(h, as_ref, &cell), HIVE_ESTATE, "actor handle");
+    hive_release(h, cell);
     assert_int_equal(call_i64(h, a, C_ADD, NULL, 0), 1);   /* and the actor is fine */
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
