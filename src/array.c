@@ -23,6 +23,7 @@
 #include "ds/pool.h"
 #include "hive_impl.h"
 #include "util/error.h"
+#include "util/seqlock.h"
 
 #include <limits.h>
 #include <math.h>
@@ -323,25 +324,6 @@ void hive_array_write_end(const hive_array_t *a)
     atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
 }
 
-/* The copy that may race with a writer, by design of the seqlock: the result
- * is thrown away when the sequence moved. ThreadSanitizer is told not to
- * look at it (and memcpy, which it intercepts, is not used there). */
-#if defined(__SANITIZE_THREAD__)
-__attribute__((no_sanitize_thread, noinline))
-static void racy_copy(void *dst, const void *src, size_t n)
-{
-    volatile const unsigned char *s = src;
-    unsigned char *d = dst;
-    for (size_t i = 0; i < n; i++)
-        d[i] = s[i];
-}
-#else
-static inline void racy_copy(void *dst, const void *src, size_t n)
-{
-    memcpy(dst, src, n);
-}
-#endif
-
 /* Copy view a into dst packed in C order. */
 static void copy_view(const hive_array_t *a, unsigned char *dst, size_t isz)
 {
@@ -361,7 +343,7 @@ static void copy_view(const hive_array_t *a, unsigned char *dst, size_t isz)
         const char *src = a->data;
         for (int d = 0; d < inner; d++)
             src += idx[d] * a->strides[d];
-        racy_copy(dst, src, run_bytes);
+        hive__racy_copy(dst, src, run_bytes);
         dst += run_bytes;
         int d = inner - 1;
         while (d >= 0 && ++idx[d] == a->shape[d]) {
@@ -398,10 +380,9 @@ int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
             continue;
         }
         copy_view(a, dst, isz);
-        /* acquire fence: the copy's loads are ordered before the re-read,
-         * so a write that overlapped the copy shows as a changed sequence */
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed) == s1)
+        /* acquire fence, then the re-read: a write that overlapped the copy
+         * shows as a changed sequence (util/seqlock.h) */
+        if (hive__seq_reread(&o->u.arr.seq) == s1)
             return HIVE_OK;
     }
 }

@@ -79,12 +79,14 @@ typedef struct hive__obj {
 
 typedef struct hive__store {
     struct cds_lfht *ht;
-    HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats) */
-    _Atomic uint64_t  callbacks;               /* frees queued with call_rcu, not yet run */
     /* A waiter on a worker of the engine calls this instead of sleeping:
      * it runs one other job and returns true, or returns false (then the
-     * waiter sleeps a little). Set by the engine (task.c). */
+     * waiter sleeps a little). Set by the engine (task.c). Read-mostly:
+     * it shares no line with the counters below, which every put, call
+     * and release writes. */
     bool (*help)(struct hive *h);
+    HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats): written by new and free */
+    HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
     HIVE_ALIGNED _Atomic uint32_t epoch;

@@ -71,6 +71,7 @@
  */
 #include <hive.h>
 #include "util/error.h"
+#include "util/seqlock.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -334,26 +335,13 @@ static inline void item_copy(void *dst, const void *src, size_t n)
         memcpy(d + n - 16, s + n - 16, 16);
 }
 
-/* The copy that races with a writer by design of the seqlock: its result is
- * thrown away when the sequence word moved. ThreadSanitizer is told not to
- * instrument it, and it avoids memcpy there, which TSan intercepts and
- * would check anyway (the same technique as src/array.c). The writers'
- * plain memcpy stays checked against other writers, which the sequence
- * word's CAS and release store order. */
+/* The copy that races with a writer by design of the seqlock (its result is
+ * thrown away when the sequence word moved): util/seqlock.h's under
+ * ThreadSanitizer, the tuned item copy otherwise. */
 #if defined(__SANITIZE_THREAD__)
-__attribute__((no_sanitize_thread, noinline))
-static void racy_copy(void *dst, const void *src, size_t n)
-{
-    volatile const unsigned char *s = src;
-    unsigned char *d = dst;
-    for (size_t i = 0; i < n; i++)
-        d[i] = s[i];
-}
+#define racy_copy hive__racy_copy
 #else
-static inline void racy_copy(void *dst, const void *src, size_t n)
-{
-    item_copy(dst, src, n);
-}
+#define racy_copy item_copy
 #endif
 
 /* Ask for a row's lines (sequence word, leaf, and the bytes if wanted)
@@ -413,20 +401,8 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     atomic_store_explicit(sq, mine, memory_order_release);
 }
 
-/* The seqlock reader's second look at a row's word. Acquire fence: the
- * copy's loads are ordered before the re-read, so a write that overlapped
- * the copy shows as a changed word. Not inlined under ThreadSanitizer: GCC
- * refuses (-Wtsan) a fence inlined into another function there; TSan does
- * not model fences anyway, and the copy they order is not instrumented. */
-#if defined(__SANITIZE_THREAD__)
-__attribute__((noinline)) static uint64_t seq_reread(_Atomic uint64_t *sq)
-#else
-static inline uint64_t seq_reread(_Atomic uint64_t *sq)
-#endif
-{
-    atomic_thread_fence(memory_order_acquire);
-    return atomic_load_explicit(sq, memory_order_relaxed);
-}
+/* The seqlock reader's second look at a row's word: util/seqlock.h. */
+#define seq_reread hive__seq_reread
 
 /* What a sampler reads, taken out of the record once per call: stores
  * through the caller's byte buffer could alias the record's fields and
