@@ -357,12 +357,13 @@ void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
 #define GET_SPIN_NS 20000u
 #define WAIT_HELP_BURST 256          /* jobs a waiting worker runs between rescans */
 
-/* On a worker: run other jobs while o is pending (so nested gets never
- * stall the engine, workers = 1 included); when there is nothing to run,
- * sleep on o briefly and look again. */
+/* Wait for o to leave PENDING by sleeping on its state word. On a worker
+ * (helping), run other jobs first, so nested gets never stall the engine
+ * (workers = 1 included), and nap at most HELP_NAP_NS before looking for
+ * work again. */
 #define HELP_NAP_NS 50000
-static int help_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t timeout_ns,
-                     const char *fn)
+static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t timeout_ns,
+                      const char *fn, bool helping)
 {
     for (;;) {
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
@@ -372,14 +373,17 @@ static int help_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t 
         if (now >= deadline)
             return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
                               (unsigned long long)o->id, (long long)timeout_ns);
-        if (h->store.help(h))
+        if (helping && h->store.help(h))
             continue;
+        /* seq_cst: the waiter's half of the handshake with finish() */
         if (!(v & HIVE__WAITERS) &&
             !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
                                                      memory_order_seq_cst, memory_order_relaxed))
             continue;
-        uint64_t nap = deadline - now < HELP_NAP_NS ? deadline - now : HELP_NAP_NS;
-        hive__futex_wait(&o->state, v | HIVE__WAITERS, (int64_t)nap);
+        int64_t left = deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now);
+        if (helping && (left < 0 || left > HELP_NAP_NS))
+            left = HELP_NAP_NS;
+        hive__futex_wait(&o->state, v | HIVE__WAITERS, left);
     }
 }
 
@@ -390,7 +394,7 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
     /* on a worker: help at once (the awaited job is often in our own deque,
      * and spinning would only delay it) */
     if (timeout_ns != 0 && h->store.help != NULL && hive__self_in(&h->sched) != NULL)
-        return help_wait(h, o, deadline, timeout_ns, fn);
+        return sleep_wait(h, o, deadline, timeout_ns, fn, true);
     uint64_t spin_until = start + (timeout_ns >= 0 && (uint64_t)timeout_ns < GET_SPIN_NS
                                    ? (uint64_t)timeout_ns : GET_SPIN_NS);
     do {
@@ -400,22 +404,7 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
             hive__cpu_relax();
         }
     } while (hive__now_ns() < spin_until);
-    for (;;) {
-        uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
-        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
-            return HIVE_OK;
-        uint64_t now = hive__now_ns();
-        if (now >= deadline)
-            return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
-                              (unsigned long long)o->id, (long long)timeout_ns);
-        /* seq_cst: the waiter's half of the handshake with finish() */
-        if (!(v & HIVE__WAITERS) &&
-            !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
-                                                     memory_order_seq_cst, memory_order_relaxed))
-            continue;
-        hive__futex_wait(&o->state, v | HIVE__WAITERS,
-                         deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
-    }
+    return sleep_wait(h, o, deadline, timeout_ns, fn, false);
 }
 
 int hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const char *fn)
