@@ -44,10 +44,7 @@ static void spin_ns(uint64_t ns)
 
 static void get_ok(hive_t *h, hive_ref_t r, const void **p, size_t *n)
 {
-    int rc = hive_get(h, r, DEADLINE_NS, p, n);
-    if (rc != HIVE_OK)
-        fail_msg("hive_get(%llu): %s: %s", (unsigned long long)r.id, hive_strerror(rc),
-                 hive_last_error());
+    test_get_ok(h, r, DEADLINE_NS, p, n);
 }
 
 static int64_t get_i64(hive_t *h, hive_ref_t r)

@@ -82,10 +82,7 @@ static int sum(_Atomic int *a)
 
 static void get_ok(hive_t *h, hive_ref_t r, const void **p, size_t *n)
 {
-    int rc = hive_get(h, r, (int64_t)DEADLINE_MS * 1000000, p, n);
-    if (rc != HIVE_OK)
-        fail_msg("hive_get(%llu): %s: %s", (unsigned long long)r.id, hive_strerror(rc),
-                 hive_last_error());
+    test_get_ok(h, r, (int64_t)DEADLINE_MS * 1000000, p, n);
 }
 
 /* ------------------------------------------------------------ the task */

@@ -85,6 +85,16 @@ static inline hive_t *test_engine(size_t store_bytes, unsigned workers, const ch
     return h;
 }
 
+/* hive_get that must succeed within timeout_ns (a deadline against hangs);
+ * the test fails with the code and sentence otherwise. */
+static inline void test_get_ok(hive_t *h, hive_ref_t r, int64_t timeout_ns, const void **p, size_t *n)
+{
+    int rc = hive_get(h, r, timeout_ns, p, n);
+    if (rc != HIVE_OK)
+        fail_msg("hive_get(%llu): %s: %s", (unsigned long long)r.id, hive_strerror(rc),
+                 hive_last_error());
+}
+
 /* Wait for queued frees, then check that no object and no byte is left. */
 static inline void test_expect_empty_store(hive_t *h)
 {
