@@ -95,13 +95,20 @@ int hive_shutdown(hive_t *h)
     if (hive__self != NULL && hive__self->sched == &h->sched)
         return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
                           hive__self->index);
-    /* running tasks finish, queued ones fail with HIVE_ESHUTDOWN ... */
-    hive__sched_stop(&h->sched);
-    /* actors: queued calls fail, fini runs for every live one */
-    hive__actors_shutdown(h);
-    /* ... and so does everything still pending, which ends the tasks that
-     * were waiting for it */
+    /* 1. no job starts from now on; every object still pending fails with
+     *    HIVE_ESHUTDOWN, so every waiter - a task inside hive_get, an actor
+     *    waiting for a call's argument, a user thread - returns */
+    hive__sched_begin_stop(&h->sched);
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
+    /* 2. running jobs end; queued ones are dropped (their results fail) and
+     *    the workers are joined */
+    hive__sched_stop(&h->sched);
+    /* 3. actors: queued calls fail, fini runs for every live one */
+    hive__actors_shutdown(h);
+    /* 4. whatever the last jobs created, and then nobody may still be
+     *    inside a get or a wait when the records go */
+    hive__store_fail_pending(h, HIVE_ESHUTDOWN);
+    hive__store_wait_sleepers(h);
     hive__store_close(h);
     hive__locals_destroy(&h->locals);
     hive__arena_close(&h->arena);

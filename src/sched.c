@@ -123,8 +123,110 @@ static inline void run_job(hive__worker_t *w, hive__job_t *job)
     job->fn(job, w);
 }
 
-bool hive__sched_help(hive__worker_t *w)
+/* ------------------------------------------------------------ deep nesting
+ *
+ * A job that waits inside a job (hive_get in a task) helps: it runs other
+ * jobs nested on its own stack, so fork-join never stalls and one worker is
+ * enough. Recursive submit-and-get nests one job per level, so a worker's
+ * stack bounds how deep a program may recurse. Two measures:
+ *
+ *  - Workers get large stacks (WORKER_STACK, virtual: only touched pages
+ *    cost memory), and helping is bounded by the stack actually left, not
+ *    by a count: nesting stops while STACK_RESERVE bytes (as much as a
+ *    default thread has in all) remain for the job that runs at the top.
+ *  - When the stack is that deep and the wait is still not over, the worker
+ *    hands itself to a spare thread: a fresh thread (fresh stack) that
+ *    becomes the same worker - same deques, inbox, worker-local values at
+ *    the next depth - and runs its jobs until the wait is over (or the
+ *    engine stops). The waiting thread blocks in pthread_join meanwhile, so
+ *    the two never run the worker's owner side at once; thread creation and
+ *    join give the happens-before both ways. A spare can itself get deep
+ *    and hand over to another one, so depth is limited by memory only.
+ *
+ * Why not a spare thread at every blocking wait (as some runtimes do)? A
+ * thread per wait costs a system call and a stack on a path that nesting
+ * serves for free: spares are only for waits deeper than a whole stack.
+ * The one limit left: a waiter resumes only after the jobs nested above it
+ * (on its stack or its spare's) have returned, as in every help-first
+ * scheduler (TBB's included).
+ */
+#define WORKER_STACK  ((size_t)64 << 20)
+#define STACK_RESERVE ((size_t)8 << 20)
+
+static __thread char *stack_floor;        /* below this, nest no further */
+
+/* Note where the calling thread's stack ends, less the reserve. */
+static void note_stack(void)
 {
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+    stack_floor = NULL;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0)
+        stack_floor = (char *)lo + (size > 2 * STACK_RESERVE ? STACK_RESERVE : size / 2);
+    pthread_attr_destroy(&attr);
+}
+
+static bool stack_deep(void)
+{
+    return (char *)__builtin_frame_address(0) < stack_floor;
+}
+
+struct spare {
+    hive__worker_t *w;
+    bool          (*done)(void *arg);
+    void           *arg;
+};
+
+static void *spare_main(void *arg)
+{
+    struct spare *sp = arg;
+    hive__worker_t *w = sp->w;
+    hive__self = w;
+    note_stack();
+    /* its jobs are nested inside the waiter's: a depth of their own */
+    w->depth++;
+    while (!sp->done(sp->arg) && !atomic_load_explicit(&w->sched->stopping, memory_order_acquire)) {
+        if (!hive__sched_help(w, sp->done, sp->arg))
+            hive__sleep_ns(20000);         /* nothing to run: look again soon */
+    }
+    w->depth--;
+    hive__self = NULL;
+    return NULL;
+}
+
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e == 0 && (e = pthread_attr_setstacksize(&attr, WORKER_STACK)) == 0)
+        e = pthread_create(t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (e == EAGAIN || e == ENOMEM || e == EINVAL)
+        e = pthread_create(t, NULL, fn, arg);   /* no room for a large stack: the default one */
+    return e;
+}
+
+/* Run the worker on a spare thread until done(arg); false if none could
+ * be started (the waiter then naps and tries again). */
+static bool hand_to_spare(hive__worker_t *w, bool (*done)(void *), void *arg)
+{
+    struct spare sp = { .w = w, .done = done, .arg = arg };
+    pthread_t t;
+    if (start_thread(&t, spare_main, &sp) != 0)
+        return false;
+    /* relaxed: a statistic */
+    atomic_fetch_add_explicit(&w->spares, 1, memory_order_relaxed);
+    pthread_join(t, NULL);
+    return true;
+}
+
+bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
+{
+    if (unlikely(stack_deep()))
+        return done != NULL && !done(arg) && hand_to_spare(w, done, arg);
     hive__job_t *job = find_job(w);
     if (job == NULL)
         return false;
@@ -196,6 +298,7 @@ static void *worker_main(void *arg)
     hive__worker_t *w = arg;
     hive__sched_t *s = w->sched;
     hive__self = w;
+    note_stack();
     int rc = HIVE_OK;
     if (s->pin) {
         rc = hive__topo_bind_self(&s->h->topo, w->slot);
@@ -349,7 +452,7 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     /* every worker's tables exist before any thread starts looking at them */
     s->n = n;
     for (; created < n; created++) {
-        int e = pthread_create(&s->w[created].thread, NULL, worker_main, &s->w[created]);
+        int e = start_thread(&s->w[created].thread, worker_main, &s->w[created]);
         if (e != 0) {
             rc = hive__fail(e == EAGAIN ? HIVE_ENOMEM : HIVE_ETOPO,
                             "cannot start worker %u of %u: %s", created, n, strerror(e));
@@ -373,12 +476,18 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     return rc;
 }
 
-void hive__sched_stop(hive__sched_t *s)
+void hive__sched_begin_stop(hive__sched_t *s)
 {
-    /* seq_cst: the stop flag plays the job's role in the handshake */
+    /* seq_cst: the stop flag plays the job's role in the parking handshake,
+     * and the store half of the waiters' handshake (store.c) */
     atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
     for (unsigned i = 0; i < s->n; i++)
         wake(s, &s->w[i]);
+}
+
+void hive__sched_stop(hive__sched_t *s)
+{
+    hive__sched_begin_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++)
         pthread_join(s->w[i].thread, NULL);
     /* nobody runs anymore: hand back what was still queued (a dropped job

@@ -113,17 +113,17 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     cds_lfht_node_init(&o->lf);
     o->id = new_id();
     atomic_init(&o->state, HIVE__PENDING);
-    o->fail_code = 0;
     atomic_init(&o->refs, 1);
     o->kind = kind;
     atomic_init(&o->run, HIVE__RUN_NONE);
-    atomic_init(&o->cancel, 0);
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
     o->h = h;
-    /* relaxed: a statistic */
-    atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+    /* relaxed: a statistic. Actor handles are not store objects: they go
+     * with their actor (actor.c) */
+    if (kind != HIVE__ACTOR)
+        atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
     *out = o;
     return HIVE_OK;
 }
@@ -132,7 +132,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
 {
     if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
-    atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
+    if (o->kind != HIVE__ACTOR)
+        atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
     hive__pool_free(o, sizeof *o);
 }
 
@@ -152,12 +153,27 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o)
     hive__rcu_unlock();
 }
 
+void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
+{
+    hive__rcu_lock();
+    cds_lfht_del(h->store.ht, &o->lf);
+    hive__rcu_unlock();
+}
+
 static hive__obj_t *lookup(struct hive *h, uint64_t id)
 {
     struct cds_lfht_iter it;
     cds_lfht_lookup(h->store.ht, hash_id(id), match_id, &id, &it);
     struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
     return n ? caa_container_of(n, hive__obj_t, lf) : NULL;
+}
+
+hive__obj_t *hive__obj_lookup(struct hive *h, uint64_t id)
+{
+    hive__obj_t *o = lookup(h, id);
+    if (o != NULL)
+        (void)hive__obj_state(o);    /* acquire: pairs with publish's release */
+    return o;
 }
 
 hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
@@ -252,6 +268,10 @@ void hive__store_fail_pending(struct hive *h, int code)
             hive__obj_fail(h, o, code);
     }
     hive__rcu_unlock();
+    /* hive_wait sleepers whose objects had all finished before still look
+     * at stopping once more */
+    atomic_fetch_add_explicit(&h->store.epoch, 1, memory_order_seq_cst);
+    hive__futex_wake(&h->store.epoch, INT_MAX);
 }
 
 void hive__store_close(struct hive *h)
@@ -306,22 +326,41 @@ bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
     return true;
 }
 
-/* Tell the waiting deps, once; later add_dep calls see CLOSED. */
+/* Tell the waiting deps, once; later add_dep calls see CLOSED.
+ *
+ * A dep's ready() may finish another object (a task that cannot run fails
+ * its result, whose deps are other tasks, ...): calling it directly would
+ * recurse once per link of a dependency chain and overflow the stack on a
+ * long one. So deps go on a per-thread worklist, and only the outermost
+ * run_deps on a thread drains it: a chain of any length fails in a loop. */
+static __thread hive__dep_t *deps_todo;
+static __thread bool deps_draining;
+
 static void run_deps(hive__obj_t *o, bool failed)
 {
     /* acq_rel: acquire the pushed deps; release so that a later add_dep that
      * sees CLOSED also sees the final state */
     hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
     while (d != NULL && d != HIVE__DEPS_CLOSED) {
-        hive__dep_t *next = d->next;         /* read before ready() may free d */
-        d->ready(d, failed);
+        hive__dep_t *next = d->next;
+        d->failed = failed;
+        d->next = deps_todo;
+        deps_todo = d;
         d = next;
     }
+    if (deps_draining)
+        return;                          /* an outer run_deps on this thread drains it */
+    deps_draining = true;
+    while ((d = deps_todo) != NULL) {
+        deps_todo = d->next;             /* taken before ready() may free d */
+        d->ready(d, d->failed);
+    }
+    deps_draining = false;
 }
 
 /* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
- * release for the payload (or fail_code), and the store half of both
- * handshakes (WAITERS bit here, epoch_waiters in wake_epoch). */
+ * release for the payload, and the store half of both handshakes (WAITERS
+ * bit here, epoch_waiters in wake_epoch). */
 static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
 {
     uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
@@ -333,7 +372,7 @@ static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
     if (v & HIVE__WAITERS)
         hive__futex_wake(&o->state, INT_MAX);
     wake_epoch(&h->store);
-    run_deps(o, to == HIVE__FAILED);
+    run_deps(o, (to & HIVE__STATE_MASK) == HIVE__FAILED);
     return true;
 }
 
@@ -348,14 +387,29 @@ int hive__obj_seal(struct hive *h, hive__obj_t *o)
 
 void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
 {
-    o->fail_code = code;           /* published by finish's release */
-    finish(h, o, HIVE__FAILED);
+    finish(h, o, HIVE__FAILED | ((uint32_t)-code << HIVE__CODE_SHIFT));
 }
 
 /* Spin this long before sleeping: a seal that is microseconds away costs no
  * system call on either side. */
 #define GET_SPIN_NS 20000u
 #define WAIT_HELP_BURST 256          /* jobs a waiting worker runs between rescans */
+
+/* Shutdown's half of every waiter's handshake: stopping is set (seq_cst)
+ * before the sweep fails every pending object. A waiter that sets its
+ * WAITERS bit (or registers as an epoch waiter) and then reads stopping
+ * (both seq_cst) either sees stopping and returns, or comes before the
+ * sweep in the total order - and the sweep then finds its object pending
+ * and wakes it. So no waiter sleeps through a shutdown. */
+static inline bool engine_stopping(struct hive *h)
+{
+    return atomic_load_explicit(&h->sched.stopping, memory_order_seq_cst) != 0;
+}
+
+static bool obj_done(void *arg)
+{
+    return hive__obj_state(arg) != HIVE__PENDING;
+}
 
 /* Wait for o to leave PENDING by sleeping on its state word. On a worker
  * (helping), run other jobs first, so nested gets never stall the engine
@@ -373,13 +427,16 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
         if (now >= deadline)
             return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
                               (unsigned long long)o->id, (long long)timeout_ns);
-        if (helping && h->store.help(h))
+        if (helping && h->store.help(h, obj_done, o))
             continue;
         /* seq_cst: the waiter's half of the handshake with finish() */
         if (!(v & HIVE__WAITERS) &&
             !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
                                                      memory_order_seq_cst, memory_order_relaxed))
             continue;
+        if (unlikely(engine_stopping(h)))
+            return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down and object %llu "
+                              "is still pending", fn, (unsigned long long)o->id);
         int64_t left = deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now);
         if (helping && (left < 0 || left > HELP_NAP_NS))
             left = HELP_NAP_NS;
@@ -412,6 +469,34 @@ int hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const cha
     if (hive__obj_state(o) != HIVE__PENDING)
         return HIVE_OK;
     return wait_state(h, o, timeout_ns, fn);
+}
+
+/* A thread that may block in get or wait counts itself in sleepers first, so
+ * that shutdown does not free the records (or the engine) under it. seq_cst
+ * increment: before the waiter's read of stopping, against shutdown's store
+ * of stopping before its read of sleepers - either shutdown waits for us,
+ * or we see stopping (in the loops above) and leave. */
+static inline void sleeper_enter(struct hive *h)
+{
+    atomic_fetch_add_explicit(&h->store.sleepers, 1, memory_order_seq_cst);
+}
+
+/* The last touch of the engine by a sleeper. release: every read of a record
+ * before it happens-before shutdown's acquire load that sees the count 0. */
+static inline void sleeper_leave(struct hive *h)
+{
+    atomic_fetch_sub_explicit(&h->store.sleepers, 1, memory_order_release);
+}
+
+void hive__store_wait_sleepers(struct hive *h)
+{
+    /* every pending object is failed by now and the epoch bumped: sleepers
+     * are on their way out; a short nap between looks (shutdown only) */
+    while (atomic_load_explicit(&h->store.sleepers, memory_order_acquire) != 0) {
+        atomic_fetch_add_explicit(&h->store.epoch, 1, memory_order_seq_cst);
+        hive__futex_wake(&h->store.epoch, INT_MAX);
+        hive__sleep_ns(20000);
+    }
 }
 
 /* ------------------------------------------------------------------ API */
@@ -462,7 +547,22 @@ int hive_seal(hive_t *h, hive_ref_t ref)
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
                           (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array"
                           : o->kind == HIVE__CELL ? "cell" : "actor handle");
+    if (unlikely(atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_NONE))
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is the result of a task or actor "
+                          "call; only its task seals it", (unsigned long long)ref.id);
     return hive__obj_seal(h, o);
+}
+
+/* What a get of a finished object gives. */
+static int get_result(hive__obj_t *o, uint32_t st, const void **data, size_t *size)
+{
+    if (unlikely(st == HIVE__FAILED))
+        return hive__fail(hive__obj_fail_code(o), "hive_get: object %llu failed: %s",
+                          (unsigned long long)o->id, hive_strerror(hive__obj_fail_code(o)));
+    *data = o->size ? o->data : zero_payload;
+    if (size)
+        *size = o->size;
+    return HIVE_OK;
 }
 
 int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
@@ -477,19 +577,14 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
         return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s", (unsigned long long)ref.id,
                           o->kind == HIVE__CELL ? "a cell; use hive_cell_acquire" : "an actor handle");
     uint32_t st = hive__obj_state(o);
-    if (st == HIVE__PENDING) {
-        int rc = wait_state(h, o, timeout_ns, "hive_get");
-        if (rc != HIVE_OK)
-            return rc;
-        st = hive__obj_state(o);
-    }
-    if (unlikely(st == HIVE__FAILED))
-        return hive__fail(o->fail_code, "hive_get: object %llu failed: %s",
-                          (unsigned long long)ref.id, hive_strerror(o->fail_code));
-    *data = o->size ? o->data : zero_payload;
-    if (size)
-        *size = o->size;
-    return HIVE_OK;
+    if (likely(st != HIVE__PENDING))
+        return get_result(o, st, data, size);
+    sleeper_enter(h);
+    int rc = wait_state(h, o, timeout_ns, "hive_get");
+    if (rc == HIVE_OK)
+        rc = get_result(o, hive__obj_state(o), data, size);
+    sleeper_leave(h);
+    return rc;
 }
 
 int hive_retain(hive_t *h, hive_ref_t ref)
@@ -526,6 +621,20 @@ int hive_release(hive_t *h, hive_ref_t ref)
     return HIVE_OK;
 }
 
+struct wait_set {
+    hive__obj_t **objs;
+    size_t        n, num_ready;
+};
+
+static bool wait_set_done(void *arg)
+{
+    const struct wait_set *ws = arg;
+    size_t count = 0;
+    for (size_t i = 0; i < ws->n && count < ws->num_ready; i++)
+        count += hive__obj_state(ws->objs[i]) != HIVE__PENDING;
+    return count >= ws->num_ready;
+}
+
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready)
 {
@@ -546,6 +655,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             goto out;
         }
     hive__store_t *s = &h->store;
+    sleeper_enter(h);
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     bool on_worker = s->help != NULL && hive__self_in(&h->sched) != NULL;
@@ -574,7 +684,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             /* keep the engine moving: run ready jobs in a burst (rescanning
              * the refs after every single job would cost O(n) per job) */
             unsigned ran = 0;
-            while (ran < WAIT_HELP_BURST && s->help(h))
+            struct wait_set ws = { objs, n, num_ready };
+            while (ran < WAIT_HELP_BURST && s->help(h, wait_set_done, &ws))
                 ran++;
             if (ran != 0)
                 continue;
@@ -589,6 +700,11 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             registered = true;
             continue;
         }
+        if (unlikely(engine_stopping(h))) {
+            rc = hive__fail(HIVE_ESHUTDOWN, "hive_wait: the engine is shutting down with %zu of "
+                            "%zu ready, %zu wanted", count, n, num_ready);
+            break;
+        }
         uint64_t left = deadline - now;
         if (on_worker && left > HELP_NAP_NS)
             left = HELP_NAP_NS;             /* look for work to help with again soon */
@@ -596,6 +712,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     }
     if (registered)
         atomic_fetch_sub_explicit(&s->epoch_waiters, 1, memory_order_relaxed);
+    sleeper_leave(h);
 out:
     if (objs != stack_objs)
         free(objs);
