@@ -132,8 +132,8 @@ static inline void run_job(hive__worker_t *w, hive__job_t *job)
  *
  *  - Workers get large stacks (WORKER_STACK, virtual: only touched pages
  *    cost memory), and helping is bounded by the stack actually left, not
- *    by a count: nesting stops while STACK_RESERVE bytes (as much as a
- *    default thread has in all) remain for the job that runs at the top.
+ *    by a count: nesting stops while hive__stack_reserve bytes (8 MiB, as
+ *    much as a default thread has in all) remain for the job at the top.
  *  - When the stack is that deep and the wait is still not over, the worker
  *    hands itself to a spare thread: a fresh thread (fresh stack) that
  *    becomes the same worker - same deques, inbox, worker-local values at
@@ -151,7 +151,7 @@ static inline void run_job(hive__worker_t *w, hive__job_t *job)
  * scheduler (TBB's included).
  */
 #define WORKER_STACK  ((size_t)64 << 20)
-#define STACK_RESERVE ((size_t)8 << 20)
+size_t hive__stack_reserve = (size_t)8 << 20;
 
 static __thread char *stack_floor;        /* below this, nest no further */
 
@@ -164,8 +164,12 @@ static void note_stack(void)
     stack_floor = NULL;
     if (pthread_getattr_np(pthread_self(), &attr) != 0)
         return;
-    if (pthread_attr_getstack(&attr, &lo, &size) == 0)
-        stack_floor = (char *)lo + (size > 2 * STACK_RESERVE ? STACK_RESERVE : size / 2);
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+        size_t keep = hive__stack_reserve;
+        if (keep > size - ((size_t)256 << 10))
+            keep = size - ((size_t)256 << 10);   /* nest in at least 256 KiB */
+        stack_floor = (char *)lo + keep;
+    }
     pthread_attr_destroy(&attr);
 }
 

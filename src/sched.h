@@ -95,6 +95,10 @@ typedef struct hive__sched {
     char              start_msg[256];
 } hive__sched_t;
 
+/* Stack a nesting worker keeps free for the job at the top (8 MiB). Tests
+ * raise it to make spare threads come early; read at thread start. */
+extern size_t hive__stack_reserve;
+
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
 
