@@ -256,8 +256,11 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
         return hive__fail(HIVE_EINVAL, "%s: engine is NULL", fn);
     hive__obj_t *o = hive__obj_find(h, (hive_ref_t){ actor.id }, fn);
     if (o == NULL || o->kind != HIVE__ACTOR)
-        return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist", fn,
-                          (unsigned long long)actor.id);
+        return o == NULL ? hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist", fn,
+                                      (unsigned long long)actor.id)
+                         : hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist: object %llu is "
+                                      "%s, not an actor", fn, (unsigned long long)actor.id,
+                                      (unsigned long long)actor.id, hive__kind_name(o->kind));
     *out = o->u.actor.actor;
     return HIVE_OK;
 }

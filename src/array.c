@@ -89,9 +89,8 @@ int hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out)
     if (o == NULL)
         return HIVE_ENOENT;
     if (o->kind != HIVE__ARRAY)
-        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is a%s, not an array",
-                          (unsigned long long)ref.id, o->kind == HIVE__CELL ? " cell"
-                          : o->kind == HIVE__ACTOR ? "n actor handle" : " blob");
+        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is %s, not an array",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     hive_array_t v;
     memset(&v, 0, sizeof v);
     v.data = o->data;
@@ -402,8 +401,8 @@ static int find_cell(hive_t *h, hive_ref_t cell, const char *fn, hive__obj_t **o
     if (c == NULL)
         return HIVE_ENOENT;
     if (c->kind != HIVE__CELL)
-        return hive__fail(HIVE_ESTATE, "%s: object %llu is a%s, not a cell", fn,
-                          (unsigned long long)cell.id, c->kind == HIVE__ARRAY ? "n array" : " blob");
+        return hive__fail(HIVE_ESTATE, "%s: object %llu is %s, not a cell", fn,
+                          (unsigned long long)cell.id, hive__kind_name(c->kind));
     *out = c;
     return HIVE_OK;
 }
@@ -417,9 +416,8 @@ static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj
     if (v == NULL)
         rc = version.id ? HIVE_ENOENT : hive__fail(HIVE_ENOENT, "%s: version ref {0} names no object", fn);
     else if (v->kind == HIVE__CELL || v->kind == HIVE__ACTOR)
-        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is a%s and cannot be a version", fn,
-                        (unsigned long long)version.id,
-                        v->kind == HIVE__CELL ? " cell" : "n actor handle");
+        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is %s and cannot be a version", fn,
+                        (unsigned long long)version.id, hive__kind_name(v->kind));
     else if (!hive__obj_retain_live(v))
         rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
                         (unsigned long long)version.id);

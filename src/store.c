@@ -459,9 +459,8 @@ int hive_seal(hive_t *h, hive_ref_t ref)
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
     if (unlikely(o->kind != HIVE__BLOB))
-        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
-                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array"
-                          : o->kind == HIVE__CELL ? "cell" : "actor handle");
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is %s, not a blob",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     return hive__obj_seal(h, o);
 }
 

@@ -300,6 +300,56 @@ static void test_cells(void **state)
     finish(h);
 }
 
+static const hive_actor_class_t empty_class = { .name = "Empty" };
+
+/* Every kind-mismatch sentence names the kind the object really is. */
+static void test_kind_sentences(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_ref_t blob, arr, cell, got;
+    hive_actor_t act;
+    int64_t shape[1] = { 4 };
+    assert_int_equal(hive_put(h, "blob", 5, &blob), HIVE_OK);
+    assert_int_equal(hive_array_new(h, HIVE_U8, 1, shape, &arr), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, blob, &cell), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &empty_class, NULL, 0, NULL, &act), HIVE_OK);
+    hive_ref_t actor = { act.id };
+    hive_array_t v;
+    const void *p;
+    char want[96];
+    /* an actor handle where a cell is wanted (said "blob" before) */
+    snprintf(want, sizeof want, "object %llu is an actor handle, not a cell", (unsigned long long)act.id);
+    ASSERT_FAILS_WITH(hive_cell_publish(h, actor, blob), HIVE_ESTATE, want);
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, actor, &got, NULL), HIVE_ESTATE, want);
+    ASSERT_FAILS_WITH(hive_cell_publish(h, arr, blob), HIVE_ESTATE, "is an array, not a cell");
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, blob, &got, NULL), HIVE_ESTATE, "is a blob, not a cell");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, actor), HIVE_ESTATE,
+                      "is an actor handle and cannot be a version");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, cell), HIVE_ESTATE, "is a cell and cannot be a version");
+    /* where an array is wanted */
+    ASSERT_FAILS_WITH(hive_array_view(h, actor, &v), HIVE_ESTATE, "is an actor handle, not an array");
+    ASSERT_FAILS_WITH(hive_array_view(h, cell, &v), HIVE_ESTATE, "is a cell, not an array");
+    ASSERT_FAILS_WITH(hive_array_view(h, blob, &v), HIVE_ESTATE, "is a blob, not an array");
+    /* where a blob is wanted ("an cell" before) */
+    ASSERT_FAILS_WITH(hive_seal(h, cell), HIVE_ESTATE, "is a cell, not a blob");
+    ASSERT_FAILS_WITH(hive_seal(h, actor), HIVE_ESTATE, "is an actor handle, not a blob");
+    ASSERT_FAILS_WITH(hive_seal(h, arr), HIVE_ESTATE, "is an array, not a blob");
+    ASSERT_FAILS_WITH(hive_get(h, actor, 0, &p, NULL), HIVE_ESTATE, "is an actor handle");
+    ASSERT_FAILS_WITH(hive_get(h, cell, 0, &p, NULL), HIVE_ESTATE, "is a cell");
+    /* where an actor is wanted (said "does not exist" before) */
+    hive_ref_t res;
+    ASSERT_FAILS_WITH(hive_call(h, (hive_actor_t){ blob.id }, 0, NULL, 0, NULL, &res), HIVE_ENOENT,
+                      "is a blob, not an actor");
+    ASSERT_FAILS_WITH(hive_call(h, (hive_actor_t){ cell.id }, 0, NULL, 0, NULL, &res), HIVE_ENOENT,
+                      "is a cell, not an actor");
+    assert_int_equal(hive_actor_kill(h, act), HIVE_OK);
+    hive_release(h, cell);
+    hive_release(h, arr);
+    hive_release(h, blob);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_write_section_and_read),
         cmocka_unit_test(test_bad_arrays),
         cmocka_unit_test(test_cells),
+        cmocka_unit_test(test_kind_sentences),
     };
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
 }
