@@ -138,7 +138,8 @@ int hive_release(hive_t *h, hive_ref_t ref);
 
 /* hive_wait - wait until at least num_ready of the n refs are ready (sealed
  * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
- * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0. */
+ * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0.
+ * HIVE_EINVAL if n is so large that a table of n pointers overflows a size. */
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 
@@ -261,8 +262,10 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * caller's node): from a worker of that node, on its own deque (others steal
  * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
- * HIVE_EINVAL for NULL fn/result or args, HIVE_ENOENT for a ref that names
- * no object, HIVE_ESHUTDOWN once the engine is stopping.
+ * HIVE_EINVAL for NULL fn/result or args, or nargs so large that the
+ * record's argument table passes 2^40 bytes (also for hive_call and
+ * hive_actor_new), HIVE_ENOENT for a ref that names no object,
+ * HIVE_ESHUTDOWN once the engine is stopping.
  */
 int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                 const hive_opts_t *opts, hive_ref_t *result);

@@ -650,6 +650,15 @@ static void test_bad_input(void **state)
     ASSERT_FAILS_WITH(hive_replay_push(good, NULL), HIVE_EINVAL, "item is NULL");
     ASSERT_FAILS_WITH(hive_replay_push_batch(NULL, &v, 1), HIVE_EINVAL, "buffer is NULL");
     ASSERT_FAILS_WITH(hive_replay_push_batch(good, NULL, 1), HIVE_EINVAL, "items is NULL");
+    /* counts whose bytes wrap size_t (to 8) or pass PTRDIFF_MAX: refused,
+     * nothing is claimed or read */
+    ASSERT_FAILS_WITH(hive_replay_push_batch(good, &v, SIZE_MAX / 8 + 2), HIVE_EINVAL,
+                      "more than any buffer can hold; nothing was pushed");
+    ASSERT_FAILS_WITH(hive_replay_push_batch(good, &v, (size_t)PTRDIFF_MAX / 8 + 1), HIVE_EINVAL,
+                      "items of 8 bytes");
+    hive_replay_stats_t st0;
+    assert_int_equal(hive_replay_stats(good, &st0), HIVE_OK);
+    assert_int_equal(st0.inserts, 0);
     /* batch larger than the fill, and batch 0 */
     ASSERT_FAILS_WITH(hive_replay_sample(good, 1, NULL, &out, NULL, NULL, 0), HIVE_EINVAL,
                       "batch 1 is larger than the 0 items held");

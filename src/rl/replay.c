@@ -643,6 +643,12 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         return hive__fail(HIVE_EINVAL, "hive_replay_push_batch: %s is NULL", rb ? "items" : "buffer");
     if (n == 0)
         return HIVE_OK;
+    /* n items must fit in one object of the caller's memory; this also keeps
+     * the offsets i * item_size below from wrapping */
+    size_t bytes;
+    if (__builtin_mul_overflow(n, rb->isz, &bytes) || bytes > (size_t)PTRDIFF_MAX)
+        return hive__fail(HIVE_EINVAL, "hive_replay_push_batch: %zu items of %zu bytes are more "
+                          "than any buffer can hold; nothing was pushed", n, rb->isz);
     /* seq_cst: as in hive_replay_push */
     uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
     /* relaxed: see raise_to */
