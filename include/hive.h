@@ -138,7 +138,8 @@ int hive_release(hive_t *h, hive_ref_t ref);
 
 /* hive_wait - wait until at least num_ready of the n refs are ready (sealed
  * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
- * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0. */
+ * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0.
+ * HIVE_EINVAL if n is so large that a table of n pointers overflows a size. */
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 
@@ -175,18 +176,26 @@ typedef struct hive_array {
 size_t  hive_dtype_size(hive_dtype_t dtype);                   /* 0 for an invalid dtype */
 
 /* hive_array_new - a zero-filled, C-contiguous array; ndim 0 is a scalar.
- * HIVE_EINVAL for a bad dtype, ndim outside 0..8, a negative extent or a
- * byte size that overflows. */
+ * HIVE_EINVAL for a bad dtype, ndim outside 0..8, a negative extent, or,
+ * as numpy, an item size times the nonzero extents above INT64_MAX (in any
+ * order: {0, 2^62} and {2^62, 0} of F64 are both refused, both accepted as
+ * U8), so that every stride and offset of its views fits int64_t. */
 int     hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape, hive_ref_t *out);
 /* hive_array_view - a view of the whole array; HIVE_ESTATE if not an array. */
 int     hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out);
-int64_t hive_array_numel(const hive_array_t *a);               /* -1 for NULL */
+/* hive_array_numel - the product of the extents; -1 (with the sentence) for
+ * NULL or a view whose extents are negative or overflow. */
+int64_t hive_array_numel(const hive_array_t *a);
 /* hive_array_at - element address, strides honoured; NULL if index is out
  * of bounds or a / index is NULL (index may be NULL for ndim 0). */
 void   *hive_array_at(const hive_array_t *a, const int64_t *index);
 /* hive_array_slice - a view of start:stop:step along dim (numpy semantics:
  * negative start/stop count from the end, out-of-range ones are clipped,
- * step != 0 and may be negative). No copy. */
+ * step is any nonzero value, INT64_MIN included, and may be negative).
+ * No copy. The new stride is stride * step, except when that does not fit
+ * int64_t: the slice then has at most one element and keeps the old stride.
+ * HIVE_EINVAL for a hand-made view whose extent is negative or whose
+ * offsets overflow. */
 int     hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop, int64_t step,
                          hive_array_t *out);
 
@@ -253,8 +262,10 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * caller's node): from a worker of that node, on its own deque (others steal
  * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
- * HIVE_EINVAL for NULL fn/result or args, HIVE_ENOENT for a ref that names
- * no object, HIVE_ESHUTDOWN once the engine is stopping.
+ * HIVE_EINVAL for NULL fn/result or args, or nargs so large that the
+ * record's argument table passes 2^40 bytes (also for hive_call and
+ * hive_actor_new), HIVE_ENOENT for a ref that names no object,
+ * HIVE_ESHUTDOWN once the engine is stopping.
  */
 int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                 const hive_opts_t *opts, hive_ref_t *result);

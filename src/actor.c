@@ -439,6 +439,10 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
     if (o == NULL && ours(&h->actors, actor.id))
         return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
                           "failed, or out of its restarts)", fn, (unsigned long long)actor.id);
+    if (o != NULL)
+        return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist: object %llu is %s, not an "
+                          "actor", fn, (unsigned long long)actor.id, (unsigned long long)actor.id,
+                          hive__kind_name(o->kind));
     return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist (not an actor of this engine)",
                       fn, (unsigned long long)actor.id);
 }

@@ -544,9 +544,8 @@ int hive_seal(hive_t *h, hive_ref_t ref)
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
     if (unlikely(o->kind != HIVE__BLOB))
-        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
-                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array"
-                          : o->kind == HIVE__CELL ? "cell" : "actor handle");
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is %s, not a blob",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     if (unlikely(atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_NONE))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is the result of a task or actor "
                           "call; only its task seals it", (unsigned long long)ref.id);
@@ -646,7 +645,11 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     /* the caller holds counts, so the records stay while we look at them */
     hive__obj_t *stack_objs[64];
     hive__obj_t **objs = stack_objs;
-    if (n > 64 && (objs = malloc(n * sizeof *objs)) == NULL)
+    size_t slot_bytes;
+    if (unlikely(__builtin_mul_overflow(n, sizeof *objs, &slot_bytes)))
+        return hive__fail(HIVE_EINVAL, "hive_wait: %zu refs: their table of %zu-byte slots "
+                          "overflows a size", n, sizeof *objs);
+    if (n > 64 && (objs = malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
     for (size_t i = 0; i < n; i++)

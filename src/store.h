@@ -33,6 +33,18 @@ enum {
 
 enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3, HIVE__ACTOR = 4 };
 
+/* The kind with its article, for sentences: "object 7 is an actor handle". */
+static inline const char *hive__kind_name(unsigned kind)
+{
+    switch (kind) {
+    case HIVE__BLOB:  return "a blob";
+    case HIVE__ARRAY: return "an array";
+    case HIVE__CELL:  return "a cell";
+    case HIVE__ACTOR: return "an actor handle";
+    default:          return "an object of unknown kind";
+    }
+}
+
 /* Task results only: where the producing task is (task.c). */
 enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED,
        HIVE__RUN_CANCEL_ASKED };     /* running, and hive_cancel asked it to stop */

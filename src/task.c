@@ -119,8 +119,15 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
 {
     if (unlikely(args == NULL && nargs != 0))
         return hive__fail(HIVE_EINVAL, "%s: args is NULL for %zu arguments", fn, nargs);
-    /* the inline area starts 16-byte aligned (max_align_t, as malloc) */
-    size_t bytes = align16(sizeof(hive__task_t) + nargs * sizeof(hive__targ_t));
+    /* the inline area starts 16-byte aligned (max_align_t, as malloc); the
+     * table is checked against 1 << 40 bytes so that align16 cannot wrap */
+    size_t bytes;
+    if (unlikely(__builtin_mul_overflow(nargs, sizeof(hive__targ_t), &bytes) ||
+                 __builtin_add_overflow(bytes, sizeof(hive__task_t), &bytes) ||
+                 bytes > ((size_t)1 << 40)))
+        return hive__fail(HIVE_EINVAL, "%s: %zu arguments are too many: their table of %zu-byte "
+                          "entries passes 2^40 bytes", fn, nargs, sizeof(hive__targ_t));
+    bytes = align16(bytes);
     for (size_t i = 0; i < nargs; i++) {
         if (args[i].ref.id != 0)
             continue;

@@ -313,6 +313,27 @@ static void test_wait(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A count of refs so large that n * sizeof(pointer) wraps (to 8 here) is
+ * refused before anything is allocated or read; it used to get an 8-byte
+ * table and write past it. */
+static void test_wait_huge_count(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t refs[2];
+    assert_int_equal(hive_put(h, "x", 2, &refs[0]), HIVE_OK);
+    refs[1] = (hive_ref_t){ 0 };
+    size_t n = SIZE_MAX / sizeof(void *) + 2;
+    char want[64];
+    snprintf(want, sizeof want, "hive_wait: %zu refs", n);
+    ASSERT_FAILS_WITH(hive_wait(h, refs, n, 1, 0, NULL), HIVE_EINVAL, want);
+    assert_non_null(strstr(hive_last_error(), "overflows a size"));
+    assert_int_equal(hive_wait(h, refs, 1, 1, 0, NULL), 1);   /* unharmed */
+    hive_release(h, refs[0]);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 typedef struct put_job {
     hive__job_t job;
     hive_t     *h;
@@ -377,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_half_capacity_after_churn),
         cmocka_unit_test(test_small_classes_never_starve_large),
         cmocka_unit_test(test_wait),
+        cmocka_unit_test(test_wait_huge_count),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
     };

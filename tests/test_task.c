@@ -1105,6 +1105,10 @@ static void test_submit_bad_input(void **state)
     /* a ref that never existed, after a good ref whose count must be given back */
     hive_arg_t ghost[3] = { HIVE_REF(keep), HIVE_VAL(one), HIVE_REF(((hive_ref_t){ (uint64_t)1 << 61 })) };
     ASSERT_FAILS_WITH(hive_submit(h, count_task, ghost, 3, NULL, &r), HIVE_ENOENT, "does not exist");
+    /* so many arguments that nargs * the entry size wraps (any entry of 2
+     * bytes or more): refused before the record is sized or args read */
+    ASSERT_FAILS_WITH(hive_submit(h, count_task, null_data, SIZE_MAX / 2 + 2, NULL, &r), HIVE_EINVAL,
+                      "arguments are too many");
     assert_int_equal(r.id, 777);                    /* untouched every time */
 
     hive__store_drain(h);
