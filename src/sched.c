@@ -45,6 +45,7 @@ __thread hive__worker_t *hive__self;
  * microseconds), short enough that an idle engine costs nothing. */
 #define IDLE_SPIN_NS   20000u
 #define IDLE_YIELDS    4
+#define MAINT_EVERY    256            /* jobs between looks at the object table's shape */
 
 /* Conservative: true if any queue w could take from might hold a job. */
 static bool has_work(hive__worker_t *w)
@@ -290,10 +291,16 @@ static void run_jobs(hive__worker_t *w)
         if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed)))
             return;
         hive__job_t *job = find_job(w);
-        if (job != NULL)
+        if (job != NULL) {
             run_job(w, job);
-        else
+            if (unlikely(++w->maint == MAINT_EVERY)) {
+                w->maint = 0;
+                hive__store_maintain(s->h);
+            }
+        } else {
+            hive__store_maintain(s->h);
             park(w);
+        }
     }
 }
 

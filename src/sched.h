@@ -61,6 +61,7 @@ typedef struct hive__worker {
     pthread_t           thread;
     hive__deque_t      *deque[HIVE_NPRIO];
     unsigned            depth;                /* nesting of jobs run while waiting in a job */
+    unsigned            maint;                /* jobs since the last hive__store_maintain */
     uint64_t            task_seq;             /* tasks started on this worker (local.c resets) */
     uint64_t            rng;                  /* victim choice */
     void               *locals;               /* worker-local values (local.c) */

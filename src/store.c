@@ -73,12 +73,17 @@ unsigned hive__current_node(struct hive *h)
 
 static char zero_payload[64] __attribute__((aligned(64)));
 
+#define TABLE_MIN ((unsigned long)1 << 12)
+
 int hive__store_open(hive__store_t *s)
 {
     memset(s, 0, sizeof *s);
     hive__rcu_thread();
-    s->ht = cds_lfht_new_flavor(1 << 12, 1 << 12, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
-                                &hive__rcu_flavor, NULL);
+    /* no automatic resize: liburcu would run it on its worker thread and
+     * wake that thread (a futex) from inside hive_put; workers resize
+     * between jobs instead (hive__store_maintain) */
+    s->ht = cds_lfht_new_flavor(TABLE_MIN, TABLE_MIN, 0, 0, &hive__rcu_flavor, NULL);
+    atomic_init(&s->buckets, TABLE_MIN);
     if (s->ht == NULL)
         return hive__fail(HIVE_ENOMEM, "store: cannot create the object table");
     return HIVE_OK;
@@ -246,6 +251,34 @@ static void free_cb(struct rcu_head *head)
     free_record(h, o);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+/* Keep the table between 1/8 and 2 objects per bucket. Called by workers
+ * between jobs and before parking, never inside a read-side section: a
+ * resize takes liburcu's resize mutex and waits for grace periods, which
+ * is why it stays off the put/submit paths. Whichever worker sees the
+ * table out of shape first does it; others go on. */
+void hive__store_maintain(struct hive *h)
+{
+    hive__store_t *s = &h->store;
+    /* relaxed: statistics; a stale view only delays a resize */
+    uint64_t n = atomic_load_explicit(&s->objects, memory_order_relaxed);
+    unsigned long cur = atomic_load_explicit(&s->buckets, memory_order_relaxed);
+    if (likely(n <= 2 * (uint64_t)cur && (n >= cur / 8 || cur == TABLE_MIN)))
+        return;
+    /* acquire/release: one resizer at a time; the next sees its size */
+    if (atomic_exchange_explicit(&s->resizing, 1, memory_order_acquire))
+        return;
+    unsigned long want = TABLE_MIN;
+    while (want < n && want < ((unsigned long)1 << 40))
+        want <<= 1;
+    if (want != cur) {
+        hive__rcu_thread();
+        cds_lfht_resize(s->ht, want);
+        atomic_store_explicit(&s->buckets, want, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->resizes, 1, memory_order_relaxed);
+    }
+    atomic_store_explicit(&s->resizing, 0, memory_order_release);
 }
 
 void hive__store_drain(struct hive *h)

@@ -110,6 +110,10 @@ typedef struct hive__store {
      * pending, then waits for this to drop to 0 before it frees anything
      * they may still touch. */
     HIVE_ALIGNED _Atomic uint32_t sleepers;
+    /* the table's bucket count, kept by hive__store_maintain */
+    HIVE_ALIGNED _Atomic unsigned long buckets;
+    _Atomic uint32_t  resizing;
+    _Atomic uint64_t  resizes;
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
@@ -118,6 +122,10 @@ void hive__store_close(struct hive *h);
 
 /* The NUMA node new objects of the calling thread go to. */
 unsigned hive__current_node(struct hive *h);
+
+/* Resize the table to the number of objects if it is out of shape (a
+ * worker between jobs: it may sleep and make system calls). */
+void hive__store_maintain(struct hive *h);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
