@@ -77,9 +77,14 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
 /*
- * hive_shutdown - stop an engine: running work finishes, queued work never
- * runs, every worker is joined and every byte the engine owns is freed.
- * @h is invalid afterwards. Must not be called from inside the engine.
+ * hive_shutdown - stop an engine. First every object still pending fails
+ * with HIVE_ESHUTDOWN, so every waiter returns: tasks and actors waiting
+ * inside the engine, and user threads blocked in hive_get / hive_wait
+ * (HIVE_ESHUTDOWN, or hive_wait counting the failed object ready). Then
+ * running work finishes, queued work never runs, every worker is joined,
+ * the blocked user threads have left, and every byte the engine owns is
+ * freed. @h is invalid afterwards: no call may start on it once shutdown
+ * has begun. Must not be called from inside the engine.
  */
 int hive_shutdown(hive_t *h);
 
@@ -120,7 +125,8 @@ int hive_put(hive_t *h, const void *data, size_t size, hive_ref_t *out);
 
 /* hive_create - reserve an object of size bytes and return where to write
  * it; hive_seal publishes it (immutable afterwards). Until sealed, getters
- * wait. HIVE_EFULL if the store is full, with the numbers. */
+ * wait. HIVE_EFULL if the store is full, with the numbers. hive_seal of a
+ * task's or an actor call's result is HIVE_ESTATE: only its task seals it. */
 int hive_create(hive_t *h, size_t size, void **data, hive_ref_t *out);
 int hive_seal(hive_t *h, hive_ref_t ref);
 
@@ -273,7 +279,10 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
 /*
  * hive_cancel - a queued (or still waiting) task never runs and its result
  * fails with HIVE_ECANCELED at once; a running one sees hive_cancelled()
- * turn true. HIVE_ESTATE if result is not a task's or the task has finished.
+ * turn true, and its result fails with HIVE_ECANCELED when it returns,
+ * whatever it returns. An actor call waiting for a ref argument is let go
+ * (the actor moves on). HIVE_ESTATE if result is not a task's or the task
+ * has finished.
  */
 int hive_cancel(hive_t *h, hive_ref_t result);
 
@@ -316,7 +325,8 @@ typedef struct hive_actor_class {
 } hive_actor_class_t;
 typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults */
     unsigned    max_restarts;
-    const char *name;                    /* non-NULL: findable with hive_actor_lookup */
+    const char *name;                    /* non-NULL: findable with hive_actor_lookup; taken
+                                            while the actor lives */
 } hive_actor_opts_t;
 #define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
 
@@ -325,7 +335,7 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
  * any call (arguments as in tasks; ref arguments are waited for). A
  * constructor that returns nonzero leaves the actor dead: calls fail with
  * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
- * nmethods > 0, a NULL method fn) or a name already taken.
+ * nmethods > 0, a NULL method fn) or a name a live actor has.
  */
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out);
@@ -342,11 +352,14 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
 int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
               const hive_opts_t *opts, hive_ref_t *result);
 /* hive_actor_kill - the actor dies: queued and later calls fail with
- * HIVE_EDEAD, fini runs once the method running now (if any) returns.
+ * HIVE_EDEAD (a call waiting for an argument too, at once), fini runs once
+ * the method running now (if any) returns, and the state's bytes go back
+ * to the store. The handle keeps answering HIVE_EDEAD for good, at no cost.
  * HIVE_EDEAD if it was dead already. */
 int hive_actor_kill(hive_t *h, hive_actor_t actor);
-/* hive_actor_lookup - the actor created with opts->name == name (alive or
- * dead); HIVE_ENOENT if none. */
+/* hive_actor_lookup - the actor created last with opts->name == name
+ * (alive or dead; a dead actor's name may be taken by a new actor);
+ * HIVE_ENOENT if none. */
 int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
 
 /* ------------------------------------------------- worker-local state
