@@ -33,8 +33,18 @@
  * actor's handle stays findable, so it may stay counted). Resident memory,
  * sampled every second from /proc/self/statm, must not grow after warm-up
  * (the first 20% of the run): the least-squares slope must stay under
- * RSS_SLOPE_MAX KiB/min. Open fds (/proc/self/fd) and threads
- * (/proc/self/status) must be the same at the end of warm-up and at the end.
+ * RSS_SLOPE_MAX KiB/min plus what one late step of RSS_STEP_KIB would add
+ * to it. Such steps are high-water marks, not leaks: store pages and
+ * record pools touched for the first time when the load peaks (the store's
+ * large allocator may spread over twice its capacity of address space);
+ * here RSS grows in a step or two during the first minute or so, then stays
+ * flat. So a 30 s run (bound ~120 MiB/min) only catches leaks of ~20 bytes
+ * per task (~100k tasks a second), a 10-minute one (~7 MiB/min) of a byte
+ * per task. The store's own leaks are caught exactly, by its byte count
+ * (and the heap's by ASan: `make soak VARIANT=asan`, where RSS is only
+ * reported, as sanitizers keep freed memory). Open fds (/proc/self/fd)
+ * and threads (/proc/self/status) must be the same at the end of warm-up
+ * and at the end.
  * Ops per second by kind are printed.
  */
 #include "testutil.h"
@@ -57,7 +67,8 @@
 #define RB_CAPACITY    4096
 #define RB_BATCH       32
 #define KILL_EVERY_MS  1000              /* per loader: ~3 kills/s in all */
-#define RSS_SLOPE_MAX  1024.0            /* KiB per minute after warm-up */
+#define RSS_SLOPE_MAX  1024.0            /* KiB per minute after warm-up, steady growth */
+#define RSS_STEP_KIB   32768.0           /* plus one late step of high-water growth */
 #define WARMUP_FRAC    0.2
 #define DEADLINE_NS    ((int64_t)60 * 1000000000)   /* against hangs only */
 
@@ -80,6 +91,23 @@ static void bad(const char *fmt, ...)
     pthread_mutex_lock(&bad_lock);
     vsnprintf(bad_first, sizeof bad_first, fmt, ap);
     pthread_mutex_unlock(&bad_lock);
+    va_end(ap);
+}
+
+/* Append a sentence to a failure report. */
+static void why_add(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why_add(char *why, const char *fmt, ...)
+{
+    size_t len = strlen(why), cap = 2048;
+    if (len + 3 >= cap)
+        return;
+    if (len != 0) {
+        strcpy(why + len, "; ");
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + len, cap - len, fmt, ap);
     va_end(ap);
 }
 
@@ -846,18 +874,21 @@ typedef struct sample {
     double fill;
 } sample_t;
 
-/* Least-squares slope of rss over t, from sample `from` on, in KiB/min. */
-static double rss_slope(const sample_t *s, int from, int n)
+/* Least-squares slope over t, from sample `from` on, in KiB/min, of the
+ * resident KiB (anon = 0), or of its anonymous part (anon = 1: resident
+ * minus shared, i.e. the heap and stacks rather than the store). */
+static double rss_slope(const sample_t *s, int from, int n, bool anon)
 {
     double st = 0, sr = 0, stt = 0, str = 0;
     int m = n - from;
     if (m < 2)
         return 0;
     for (int i = from; i < n; i++) {
+        double r = (double)(s[i].rss_kib - (anon ? s[i].shared_kib : 0));
         st += s[i].t_s;
-        sr += (double)s[i].rss_kib;
+        sr += r;
         stt += s[i].t_s * s[i].t_s;
-        str += s[i].t_s * (double)s[i].rss_kib;
+        str += s[i].t_s * r;
     }
     double den = m * stt - st * st;
     return den == 0 ? 0 : (m * str - st * sr) / den * 60.0;
@@ -1004,12 +1035,17 @@ static void test_soak(void **state)
         fmax = fmax > samples[i].fill ? fmax : samples[i].fill;
         fsum += samples[i].fill;
     }
-    double slope = rss_slope(samples, warm_from, nsamples);
+    double slope = rss_slope(samples, warm_from, nsamples, false);
+    double anon_slope = rss_slope(samples, warm_from, nsamples, true);
+    /* a step of S KiB at the middle of a window of T minutes has a
+     * least-squares slope of 1.5 S / T: allow one of RSS_STEP_KIB */
+    double window_min = (samples[nsamples - 1].t_s - samples[warm_from].t_s) / 60.0;
+    double bound = RSS_SLOPE_MAX + (window_min > 0 ? 1.5 * RSS_STEP_KIB / window_min : 0);
     printf("soak: store fill after warm-up %.0f..%.0f%% (mean %.0f%%)\n", fmin * 100, fmax * 100,
            fsum / (nsamples - warm_from) * 100);
     printf("soak: RSS %ld KiB at warm-up, %ld KiB at the end; slope after warm-up %.1f KiB/min "
-           "(bound %.0f)\n", samples[warm_from].rss_kib, samples[nsamples - 1].rss_kib, slope,
-           RSS_SLOPE_MAX);
+           "(bound %.0f; heap and stacks %.1f, store %.1f)\n", samples[warm_from].rss_kib,
+           samples[nsamples - 1].rss_kib, slope, bound, anon_slope, slope - anon_slope);
     printf("soak: fds %d -> %d, threads %d -> %d\n", fds_warm, fds_end, threads_warm, threads_end);
     printf("soak: tasks ran %llu, results OK %llu; calls ran %llu, results OK %llu; lost or "
            "doubled: tasks %lld, calls %lld, cancelled tasks %ld/%ld\n",
@@ -1030,33 +1066,46 @@ static void test_soak(void **state)
     h = NULL;
     printf("soak: actors built %ld, finalised %ld\n", atomic_load(&inits), atomic_load(&finis));
 
+    /* every violated check, then one failure */
+    char why[2048] = "";
     if (atomic_load(&bad_count) != 0)
-        fail_msg("%ld unexpected results; first: %s", atomic_load(&bad_count), bad_first);
-    assert_int_equal(atomic_load(&bad_values), 0);
+        why_add(why, "%ld unexpected results; first: %s", atomic_load(&bad_count), bad_first);
+    if (atomic_load(&bad_values) != 0)
+        why_add(why, "%ld results with a wrong value", atomic_load(&bad_values));
     if (ran_tasks != ok_tasks || ran_task_sum != ok_task_sum)
-        fail_msg("tasks: %llu ran, %llu results OK (token sums %s)", (unsigned long long)ran_tasks,
-                 (unsigned long long)ok_tasks, ran_task_sum == ok_task_sum ? "equal" : "differ");
+        why_add(why, "tasks: %llu ran, %llu results OK (token sums %s)",
+                (unsigned long long)ran_tasks, (unsigned long long)ok_tasks,
+                ran_task_sum == ok_task_sum ? "equal" : "differ");
     if (ran_calls != ok_calls || ran_call_sum != ok_call_sum)
-        fail_msg("calls: %llu ran, %llu results OK (token sums %s)", (unsigned long long)ran_calls,
-                 (unsigned long long)ok_calls, ran_call_sum == ok_call_sum ? "equal" : "differ");
-    assert_int_equal(atomic_load(&cancel_lost), 0);
-    assert_int_equal(atomic_load(&cancel_doubled), 0);
+        why_add(why, "calls: %llu ran, %llu results OK (token sums %s)",
+                (unsigned long long)ran_calls, (unsigned long long)ok_calls,
+                ran_call_sum == ok_call_sum ? "equal" : "differ");
+    if (atomic_load(&cancel_lost) != 0 || atomic_load(&cancel_doubled) != 0)
+        why_add(why, "cancelled tasks and calls: %ld ran fewer times than their result says, "
+                "%ld more than once", atomic_load(&cancel_lost), atomic_load(&cancel_doubled));
     if (atomic_load(&cancel_etask) != 0)
-        fail_msg("%ld cancelled running tasks failed with HIVE_ETASK instead of HIVE_ECANCELED",
-                 atomic_load(&cancel_etask));
-    assert_int_equal(rs.inserts, ops[N_PUSHED]);
-    assert_int_equal(rs.samples, ops[N_SAMPLED]);
-    assert_int_equal(atomic_load(&inits), atomic_load(&finis));
+        why_add(why, "%ld cancelled running tasks failed with HIVE_ETASK instead of HIVE_ECANCELED",
+                atomic_load(&cancel_etask));
+    if (rs.inserts != ops[N_PUSHED] || rs.samples != ops[N_SAMPLED])
+        why_add(why, "replay counted %llu inserts and %llu samples, for %llu and %llu",
+                (unsigned long long)rs.inserts, (unsigned long long)rs.samples,
+                (unsigned long long)ops[N_PUSHED], (unsigned long long)ops[N_SAMPLED]);
+    if (atomic_load(&inits) != atomic_load(&finis))
+        why_add(why, "%ld actors built, %ld finalised", atomic_load(&inits), atomic_load(&finis));
     if (st.used != 0 || st.objects != want_objects)
-        fail_msg("store not empty at the end: %zu bytes, %llu objects (want 0 and %llu)", st.used,
-                 (unsigned long long)st.objects, (unsigned long long)want_objects);
-    if (slope > RSS_SLOPE_MAX)
-        fail_msg("RSS grows %.1f KiB/min after warm-up (bound %.0f)", slope, RSS_SLOPE_MAX);
+        why_add(why, "store not empty at the end: %zu bytes, %llu objects (want 0 and %llu)",
+                st.used, (unsigned long long)st.objects, (unsigned long long)want_objects);
+    /* sanitizers keep freed memory (ASan's quarantine, TSan's shadow and
+     * history): their RSS is reported, not judged; ASan checks for leaks */
+    if (slope > bound && TEST_SCALE == 1)
+        why_add(why, "RSS grows %.1f KiB/min after warm-up (bound %.0f)", slope, bound);
     if (fds_end != fds_warm)
-        fail_msg("open fds went from %d to %d", fds_warm, fds_end);
+        why_add(why, "open fds went from %d to %d", fds_warm, fds_end);
     if (threads_end != threads_warm)
-        fail_msg("threads went from %d to %d", threads_warm, threads_end);
+        why_add(why, "threads went from %d to %d", threads_warm, threads_end);
     free(samples);
+    if (why[0] != 0)
+        fail_msg("%s", why);
 }
 
 int main(void)
