@@ -71,8 +71,12 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * slot, numbered NUMA node by node, one per core, hyperthread siblings last,
  * and binds each to its processing unit unless cfg->no_pin or a synthetic
  * topology is given. Several engines may live in one process at once.
- * Returns HIVE_EINVAL for NULL @out, HIVE_ETOPO if discovery or binding
- * fails, HIVE_ENOMEM if memory or threads cannot be had.
+ * Returns HIVE_EINVAL for NULL @out, for workers > 4096, for a
+ * nonzero store_bytes below 4096, or for one whose address space (sparse:
+ * 4 x store_bytes + 64 MiB per NUMA node) exceeds what the process can map
+ * (2^47 bytes, or RLIMIT_AS), with the arithmetic in the sentence;
+ * HIVE_ETOPO if discovery or binding fails, HIVE_ENOMEM if memory, threads
+ * or the mapping cannot be had.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
@@ -149,8 +153,13 @@ int hive_release(hive_t *h, hive_ref_t ref);
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 
-/* Store statistics: bytes held by live objects (rounded to 64) against the
- * capacity, and the number of live objects. */
+/* Store statistics. used: the bytes live objects take from the store, which
+ * is what counts against capacity (HIVE_EFULL past it). An object of up to
+ * 32 KiB takes a cell of its size class: its size rounded up to 64 bytes,
+ * and above 256 bytes to one of four cell sizes per doubling (less than 25%
+ * more than the size). A larger object takes its size rounded up to 64
+ * bytes plus a 64-byte header. Zero-size objects take 64 bytes. A released
+ * object counts until its grace period ends. objects: live objects. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;

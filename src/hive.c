@@ -27,9 +27,9 @@ static int check_config(const hive_config_t *cfg)
     if (cfg->store_bytes != 0 && cfg->store_bytes < 4096)
         return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu is below the minimum of 4096",
                           cfg->store_bytes);
-    if (cfg->store_bytes > ((size_t)1 << 46))
-        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu exceeds the limit of %zu",
-                          cfg->store_bytes, (size_t)1 << 46);
+    /* what cannot map even on one node; the arena checks again per node */
+    if (cfg->store_bytes != 0 && hive__arena_check(cfg->store_bytes, 1) != HIVE_OK)
+        return HIVE_EINVAL;
     if (cfg->trace_path != NULL)
         return hive__fail(HIVE_EINVAL, "hive_init: trace_path \"%s\" given, but this build "
                           "has no timeline recorder yet", cfg->trace_path);
