@@ -89,6 +89,33 @@ int hive__store_open(hive__store_t *s)
     return HIVE_OK;
 }
 
+/* The table grew past 2 objects per bucket: ask a worker to resize it (a
+ * job posted to worker 0, which wakes it if it sleeps - once per doubling,
+ * the only cost on this path). The flag keeps one request in flight. */
+static void resize_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__store_t *s = HIVE_CONTAINER_OF(job, hive__store_t, resize_job);
+    struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
+    if (w != NULL)
+        hive__store_maintain(h);
+    /* release: a later requester sees the table this resize made */
+    atomic_store_explicit(&s->resize_asked, 0, memory_order_release);
+}
+
+static void request_resize(struct hive *h)
+{
+    hive__store_t *s = &h->store;
+    /* acquire: pairs with resize_job's release */
+    if (atomic_exchange_explicit(&s->resize_asked, 1, memory_order_acquire) != 0)
+        return;
+    if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed) || h->sched.n == 0) {
+        atomic_store_explicit(&s->resize_asked, 0, memory_order_relaxed);
+        return;
+    }
+    s->resize_job.fn = resize_job;
+    hive__sched_post(&h->sched, 0, &s->resize_job);
+}
+
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
 {
     hive__obj_t *o = hive__pool_alloc(sizeof *o);
@@ -127,8 +154,10 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     o->h = h;
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
-    if (kind != HIVE__ACTOR)
-        atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+    if (kind != HIVE__ACTOR &&
+        unlikely(atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed) >=
+                 2 * (uint64_t)atomic_load_explicit(&h->store.buckets, memory_order_relaxed)))
+        request_resize(h);
     *out = o;
     return HIVE_OK;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "hive.h"
+#include "sched.h"
 #include "util/rcu.h"
 
 enum {
@@ -114,6 +115,8 @@ typedef struct hive__store {
     HIVE_ALIGNED _Atomic unsigned long buckets;
     _Atomic uint32_t  resizing;
     _Atomic uint64_t  resizes;
+    _Atomic uint32_t  resize_asked;            /* resize_job is posted */
+    hive__job_t       resize_job;
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
