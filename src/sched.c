@@ -151,8 +151,15 @@ static inline void run_job(hive__worker_t *w, hive__job_t *job)
  * (on its stack or its spare's) have returned, as in every help-first
  * scheduler (TBB's included).
  */
+#if defined(__SANITIZE_THREAD__)
+/* TSan maps its own areas at fixed addresses; many 64 MiB stacks (spares
+ * nest) crowd them out. Smaller stacks there: spares come sooner. */
+#define WORKER_STACK  ((size_t)8 << 20)
+size_t hive__stack_reserve = (size_t)2 << 20;
+#else
 #define WORKER_STACK  ((size_t)64 << 20)
 size_t hive__stack_reserve = (size_t)8 << 20;
+#endif
 
 static __thread char *stack_floor;        /* below this, nest no further */
 
