@@ -402,6 +402,7 @@ static bool take_capacity(hive__arena_t *a, size_t size, size_t charge, int *err
 
 static inline void give_capacity(hive__arena_t *a, size_t charge)
 {
+    /* relaxed: a pure counter, as in take_capacity */
     atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
 }
 
@@ -430,6 +431,7 @@ void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
     void *p = large_alloc(&a->regions[node], need);
     if (unlikely(p == NULL)) {
         give_capacity(a, need);
+        /* relaxed: a number for the sentence */
         *err = hive__fail(HIVE_ENOMEM, "object store: no free block of %zu bytes on node %u "
                           "(%zu of %zu in use)", need, node,
                           atomic_load_explicit(&a->used, memory_order_relaxed), a->capacity);
@@ -537,7 +539,9 @@ static void init_region(hive__arena_t *a, unsigned i, const hive__topo_t *topo)
 
 static void close_region(hive__arena_t *a, hive__region_t *r)
 {
-    /* ASan keeps poison across munmap: clear what the cells poisoned */
+    /* ASan keeps poison across munmap: clear what the cells poisoned.
+     * Relaxed and acquire loads: the engine is stopped, every thread that
+     * cut or made a list was joined (which orders it before us) */
     size_t cut = atomic_load_explicit(&r->small_cut, memory_order_relaxed);
     HIVE_UNPOISON(r->small, cut < a->small_size ? cut : a->small_size);
     for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {

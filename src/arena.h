@@ -20,9 +20,10 @@
  * A class keeps the cells it has cut, so a history of many sizes can spend
  * the small area on cells nobody needs any more. From then on a small
  * payload whose class has no free cell takes a block of the large allocator
- * instead (its mutex, its header): slower, never a failure while the
- * capacity has room. Large payloads never live in the small area, so no
- * history of small objects takes address space from a large one.
+ * instead (its mutex, its header): slower, but in an area of twice the
+ * capacity, where only fragmentation could refuse it. Large payloads never
+ * live in the small area, so cells kept by classes never take address
+ * space from a large one.
  *
  * Capacity is counted exactly in one atomic, `used`: what live payloads
  * take from the store. A payload in a cell counts the cell (under 25% more

@@ -400,11 +400,46 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         wake_one(s, target);
 }
 
+/* Start-up: every worker's first job, posted before its thread starts. It
+ * parks the worker as park()'s second half does (same flags, counters and
+ * wake-up), without park()'s spin first: workers that start early sleep
+ * instead of spinning in has_work() while later ones are created (4096
+ * workers on 2 cores took 39 s to start). It counts the worker in started a
+ * second time once it is counted in nparked, and hive__sched_start returns
+ * only after that: nothing but a stop or a post to this inbox can make work
+ * before then (nobody has the engine yet), and any spawn after then sees
+ * the worker in nparked and wakes a parked worker. So checking stopping and
+ * the inbox is enough here, where park() must scan every queue. */
+static void start_parked(hive__job_t *job, hive__worker_t *w)
+{
+    (void)job;
+    if (w == NULL)
+        return;                          /* dropped at a failed start: nothing to undo */
+    hive__sched_t *s = w->sched;
+    /* relaxed: a statistic; this job is not work */
+    atomic_fetch_sub_explicit(&w->jobs, 1, memory_order_relaxed);
+    /* seq_cst store and RMW: the worker's halves of both handshakes (see top) */
+    atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
+    /* release: orders the above before hive__sched_start's acquire of started */
+    atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
+    hive__futex_wake(&s->started, 1);
+    /* seq_cst loads: after our parked store in the total order, as in park() */
+    if (atomic_load_explicit(&s->stopping, memory_order_seq_cst) || !hive__mpsc_empty(&w->inbox)) {
+        atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst);
+    } else {
+        /* acquire: pairs with the waker's exchange, as in park() */
+        while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
+            hive__futex_wait(&w->parked, 1, -1);
+    }
+    atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+}
+
 static void free_tables(hive__sched_t *s, unsigned n)
 {
-    for (unsigned i = 0; i < n && s->w; i++)
-        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
-            free(s->w[i].deque[lane]);
+    if (n > 0 && s->w)
+        free(s->w[0].deque[0]);          /* one block holds every deque */
     for (unsigned node = 0; node < s->nnodes && s->nodes; node++) {
         free(s->nodes[node].workers);
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
@@ -422,14 +457,27 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     memset(s, 0, sizeof *s);
     s->h = h;
     s->pin = pin;
-    if (posix_memalign((void **)&s->w, HIVE_PAD, (size_t)n * sizeof *s->w) != 0)
+    /* the workers, then their start-up jobs, in one block (free(s->w)) */
+    size_t wbytes, jbytes, total;
+    if (__builtin_mul_overflow((size_t)n, sizeof *s->w, &wbytes) ||
+        __builtin_mul_overflow((size_t)n, sizeof(hive__job_t), &jbytes) ||
+        __builtin_add_overflow(wbytes, jbytes, &total) ||
+        posix_memalign((void **)&s->w, HIVE_PAD, total ? total : HIVE_PAD) != 0)
         return hive__fail(HIVE_ENOMEM, "cannot allocate %u workers of %zu bytes", n, sizeof *s->w);
-    memset(s->w, 0, (size_t)n * sizeof *s->w);
+    memset(s->w, 0, total);
+    hive__job_t *start_jobs = (hive__job_t *)(void *)((char *)s->w + wbytes);
     s->nnodes = topo->nnodes;
     s->nodes = calloc(s->nnodes, sizeof *s->nodes);
-    if (s->nodes == NULL) {
+    /* every deque in one block: large enough to be mapped lazily, so a
+     * deque's slots cost no page until used */
+    hive__deque_t *deques = NULL;
+    size_t dbytes;
+    if (s->nodes == NULL || __builtin_mul_overflow((size_t)n * HIVE_NPRIO, sizeof *deques, &dbytes) ||
+        posix_memalign((void **)&deques, HIVE_PAD, dbytes ? dbytes : HIVE_PAD) != 0) {
+        free(s->nodes);
         free(s->w);
-        return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues", s->nnodes);
+        return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues and %u workers' deques",
+                          s->nnodes, n);
     }
     for (unsigned i = 0; i < n; i++) {
         hive__worker_t *w = &s->w[i];
@@ -439,31 +487,36 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         w->slot = hive__topo_slot(topo, i);
         w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
-            if (posix_memalign((void **)&w->deque[lane], HIVE_PAD, sizeof *w->deque[lane]) != 0) {
-                free_tables(s, n);
-                return hive__fail(HIVE_ENOMEM, "cannot allocate the deques of worker %u", i);
-            }
+            w->deque[lane] = &deques[(size_t)i * HIVE_NPRIO + lane];
             hive__deque_init(w->deque[lane]);
         }
         s->nodes[w->slot->node].nworkers++;
     }
+    /* HIVE_RING_SLOTS per ring up to 16 nodes; beyond, the 16 nodes' total
+     * shared out (at least 256): 3000 synthetic nodes would otherwise fill
+     * and touch 2.3 GB of rings. A full ring overflows into inboxes. */
+    size_t ring_slots = HIVE_RING_SLOTS;
+    while (ring_slots > 256 && (size_t)s->nnodes * ring_slots > 16u * HIVE_RING_SLOTS)
+        ring_slots /= 2;
     for (unsigned node = 0; node < s->nnodes; node++) {
         hive__nodeq_t *nq = &s->nodes[node];
         nq->workers = calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
         nq->nworkers = 0;
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
-            hive__rslot_t *slots = malloc(HIVE_RING_SLOTS * sizeof *slots);
+            hive__rslot_t *slots = malloc(ring_slots * sizeof *slots);
             if (nq->workers == NULL || slots == NULL) {
                 free(slots);
                 free_tables(s, n);
                 return hive__fail(HIVE_ENOMEM, "cannot allocate the queues of node %u", node);
             }
-            hive__ring_init(&nq->ring[lane], slots, HIVE_RING_SLOTS);
+            hive__ring_init(&nq->ring[lane], slots, ring_slots);
         }
     }
     for (unsigned i = 0; i < n; i++) {
         hive__nodeq_t *nq = &s->nodes[s->w[i].slot->node];
         nq->workers[nq->nworkers++] = i;
+        start_jobs[i].fn = start_parked;
+        hive__sched_post(s, i, &start_jobs[i]);
     }
     unsigned created = 0;
     int rc = HIVE_OK;
@@ -478,10 +531,11 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         }
     }
     s->nthreads = created;
-    /* wait until every created worker has bound itself (or failed to);
-     * acquire pairs with the workers' release increment */
+    /* wait until every created worker has bound itself (or failed to) and
+     * parked in its start-up job: two counts each, as nothing stops them
+     * before; acquire pairs with the workers' release increments */
     uint32_t seen;
-    while ((seen = atomic_load_explicit(&s->started, memory_order_acquire)) < created)
+    while ((seen = atomic_load_explicit(&s->started, memory_order_acquire)) < 2 * created)
         hive__futex_wait(&s->started, seen, -1);
     if (rc == HIVE_OK && atomic_load(&s->start_rc) != HIVE_OK)
         rc = hive__fail(atomic_load(&s->start_rc), "%s", s->start_msg);

@@ -293,7 +293,7 @@ static void fill_store(size_t cap, size_t size)
     hive_ref_t *refs = malloc(max * sizeof *refs);
     assert_non_null(refs);
     void *d;
-    int rc;
+    int rc = HIVE_OK;
     while (n < max && (rc = hive_create(h, size, &d, &refs[n])) == HIVE_OK) {
         if (size)
             ((char *)d)[size - 1] = 1;
