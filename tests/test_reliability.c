@@ -586,6 +586,23 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     disarm();
 }
 
+/* Shutdown with the store full of live objects (nobody released them):
+ * the close frees every record while walking the table. */
+static void test_shutdown_full_store_unreleased(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 4; round++) {
+        hive_t *h = test_engine(8 * MiB, 2, NULL);
+        char buf[64] = { 0 };
+        hive_ref_t r;
+        int n = 0;
+        while (hive_put(h, buf, sizeof buf, &r) == HIVE_OK)
+            n++;
+        assert_true(n > 1000);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_actor_churn_small_store),
         cmocka_unit_test(test_dead_actor_name_reused),
         cmocka_unit_test(test_cancel_and_kill_free_stuck_actor),
+        cmocka_unit_test(test_shutdown_full_store_unreleased),
     };
     return cmocka_run_group_tests_name("reliability", tests, start_watchdog, NULL);
 }
