@@ -42,6 +42,7 @@
  * record. A dead actor's id stays recognisable without any record (see
  * actor.h): calls on it keep answering HIVE_EDEAD.
  */
+#include "util/fault.h"
 #include "actor.h"
 #include "arena.h"
 #include "hive_impl.h"
@@ -503,7 +504,7 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "hive_actor_new: the engine is shutting down");
     hive__actor_t *a;
-    if (posix_memalign((void **)&a, HIVE_PAD, sizeof *a) != 0)
+    if (hive__posix_memalign((void **)&a, HIVE_PAD, sizeof *a) != 0)
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate an actor record");
     memset(a, 0, sizeof *a);
     a->h = h;
@@ -519,7 +520,7 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     atomic_init(&a->refs, 1);
     name_t *nm = NULL;
     size_t nlen = opts != NULL && opts->name != NULL ? strlen(opts->name) : 0;
-    if (opts != NULL && opts->name != NULL && (nm = malloc(sizeof *nm + nlen + 1)) == NULL) {
+    if (opts != NULL && opts->name != NULL && (nm = hive__malloc(sizeof *nm + nlen + 1)) == NULL) {
         free(a);
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy the name");
     }

@@ -23,6 +23,7 @@
  * never writes into an arena that was closed (its cells are then simply
  * forgotten with the memory).
  */
+#include "util/fault.h"
 #include "arena.h"
 #include "ds/batch.h"
 #include "util/error.h"
@@ -212,7 +213,7 @@ static hive__batchlist_t *class_list(hive__region_t *r, unsigned c)
     if (likely(l != NULL))
         return l;
     hive__batchlist_t *mine;
-    if (posix_memalign((void **)&mine, HIVE_PAD, sizeof *mine) != 0)
+    if (hive__posix_memalign((void **)&mine, HIVE_PAD, sizeof *mine) != 0)
         return NULL;
     hive__batchlist_init(mine);
     /* acq_rel: release publishes our initialisation; acquire (on failure)
@@ -293,7 +294,7 @@ static bool tc_switch(hive__arena_t *a)
         tc_registered = true;
     }
     tc_release();
-    tc.cls = calloc((size_t)a->nnodes * HIVE_ARENA_NCLASSES, sizeof *tc.cls);
+    tc.cls = hive__calloc((size_t)a->nnodes * HIVE_ARENA_NCLASSES, sizeof *tc.cls);
     if (tc.cls == NULL)
         return false;
     tc.arena = a;
@@ -557,7 +558,7 @@ static void close_region(hive__arena_t *a, hive__region_t *r)
 /* One memfd and one mapping for every node's region. */
 static int map_store(hive__arena_t *a, const layout_t *l)
 {
-    a->memfd = memfd_create("hive-arena", MFD_CLOEXEC);
+    a->memfd = hive__fault() ? -1 : memfd_create("hive-arena", MFD_CLOEXEC);
     if (a->memfd < 0)
         return hive__fail(HIVE_ENOMEM, "arena: memfd_create failed: %s", strerror(errno));
     if (ftruncate(a->memfd, (off_t)l->total) != 0) {
@@ -566,7 +567,7 @@ static int map_store(hive__arena_t *a, const layout_t *l)
         return hive__fail(HIVE_ENOMEM, "arena: cannot size the store's memfd to %zu bytes: %s",
                           l->total, strerror(e));
     }
-    void *base = mmap(NULL, l->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, a->memfd, 0);
+    void *base = hive__fault() ? MAP_FAILED : mmap(NULL, l->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, a->memfd, 0);
     if (base == MAP_FAILED) {
         int e = errno;
         close(a->memfd);
@@ -584,7 +585,7 @@ static int registry_add(hive__arena_t *a)
     pthread_mutex_lock(&registry_lock);
     if (registry_len == registry_cap) {
         size_t cap = registry_cap ? 2 * registry_cap : 8;
-        hive__arena_t **n = realloc(registry, cap * sizeof *n);
+        hive__arena_t **n = hive__realloc(registry, cap * sizeof *n);
         if (n == NULL) {
             pthread_mutex_unlock(&registry_lock);
             return hive__fail(HIVE_ENOMEM, "arena: cannot grow the registry to %zu", cap);
@@ -622,7 +623,7 @@ int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo
     a->large_size = l.large;
     a->small_size = l.small;
     a->region_size = l.region;
-    if (posix_memalign((void **)&a->regions, HIVE_PAD, a->nnodes * sizeof *a->regions) != 0)
+    if (hive__posix_memalign((void **)&a->regions, HIVE_PAD, a->nnodes * sizeof *a->regions) != 0)
         return hive__fail(HIVE_ENOMEM, "arena: cannot allocate %u regions", a->nnodes);
     memset(a->regions, 0, a->nnodes * sizeof *a->regions);
     rc = map_store(a, &l);

@@ -1,6 +1,7 @@
 /*
  * hive.c - the engine: configuration, init and shutdown, placement queries.
  */
+#include "util/fault.h"
 #include "hive_impl.h"
 #include "util/common.h"
 #include "util/error.h"
@@ -48,7 +49,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         return rc;
 
     hive_t *h;
-    if (posix_memalign((void **)&h, HIVE_PAD, sizeof *h) != 0)
+    if (hive__posix_memalign((void **)&h, HIVE_PAD, sizeof *h) != 0)
         return hive__fail(HIVE_ENOMEM, "hive_init: cannot allocate the engine (%zu bytes)", sizeof *h);
     memset(h, 0, sizeof *h);
 

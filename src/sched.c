@@ -24,6 +24,7 @@
  * parked worker (and wakes one parked worker, preferring the job's node), or
  * the worker sees the job. A busy engine never pays a system call.
  */
+#include "util/fault.h"
 #include "sched.h"
 #include "hive_impl.h"
 #include "util/clock.h"
@@ -214,10 +215,10 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
     pthread_attr_t attr;
     int e = pthread_attr_init(&attr);
     if (e == 0 && (e = pthread_attr_setstacksize(&attr, WORKER_STACK)) == 0)
-        e = pthread_create(t, &attr, fn, arg);
+        e = hive__fault() ? EAGAIN : pthread_create(t, &attr, fn, arg);
     pthread_attr_destroy(&attr);
     if (e == EAGAIN || e == ENOMEM || e == EINVAL)
-        e = pthread_create(t, NULL, fn, arg);   /* no room for a large stack: the default one */
+        e = hive__fault() ? EAGAIN : pthread_create(t, NULL, fn, arg);   /* no room for a large stack: the default one */
     return e;
 }
 
@@ -462,18 +463,18 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     if (__builtin_mul_overflow((size_t)n, sizeof *s->w, &wbytes) ||
         __builtin_mul_overflow((size_t)n, sizeof(hive__job_t), &jbytes) ||
         __builtin_add_overflow(wbytes, jbytes, &total) ||
-        posix_memalign((void **)&s->w, HIVE_PAD, total ? total : HIVE_PAD) != 0)
+        hive__posix_memalign((void **)&s->w, HIVE_PAD, total ? total : HIVE_PAD) != 0)
         return hive__fail(HIVE_ENOMEM, "cannot allocate %u workers of %zu bytes", n, sizeof *s->w);
     memset(s->w, 0, total);
     hive__job_t *start_jobs = (hive__job_t *)(void *)((char *)s->w + wbytes);
     s->nnodes = topo->nnodes;
-    s->nodes = calloc(s->nnodes, sizeof *s->nodes);
+    s->nodes = hive__calloc(s->nnodes, sizeof *s->nodes);
     /* every deque in one block: large enough to be mapped lazily, so a
      * deque's slots cost no page until used */
     hive__deque_t *deques = NULL;
     size_t dbytes;
     if (s->nodes == NULL || __builtin_mul_overflow((size_t)n * HIVE_NPRIO, sizeof *deques, &dbytes) ||
-        posix_memalign((void **)&deques, HIVE_PAD, dbytes ? dbytes : HIVE_PAD) != 0) {
+        hive__posix_memalign((void **)&deques, HIVE_PAD, dbytes ? dbytes : HIVE_PAD) != 0) {
         free(s->nodes);
         free(s->w);
         return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues and %u workers' deques",
@@ -500,10 +501,10 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         ring_slots /= 2;
     for (unsigned node = 0; node < s->nnodes; node++) {
         hive__nodeq_t *nq = &s->nodes[node];
-        nq->workers = calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
+        nq->workers = hive__calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
         nq->nworkers = 0;
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
-            hive__rslot_t *slots = malloc(ring_slots * sizeof *slots);
+            hive__rslot_t *slots = hive__malloc(ring_slots * sizeof *slots);
             if (nq->workers == NULL || slots == NULL) {
                 free(slots);
                 free_tables(s, n);

@@ -3,6 +3,7 @@
  * waiting; and the public blob functions (put, create, seal, get, retain,
  * release, wait, stats). See store.h for the life of a record.
  */
+#include "util/fault.h"
 #include "store.h"
 #include "arena.h"
 #include "ds/pool.h"
@@ -711,7 +712,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     if (unlikely(__builtin_mul_overflow(n, sizeof *objs, &slot_bytes)))
         return hive__fail(HIVE_EINVAL, "hive_wait: %zu refs: their table of %zu-byte slots "
                           "overflows a size", n, sizeof *objs);
-    if (n > 64 && (objs = malloc(slot_bytes)) == NULL)
+    if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
     for (size_t i = 0; i < n; i++)

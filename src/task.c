@@ -27,6 +27,7 @@
  * on the same worker* cannot make progress until that one resumes - e.g. a
  * child that itself blocks on its parent's result.
  */
+#include "util/fault.h"
 #include "task.h"
 #include "arena.h"
 #include "ds/pool.h"
@@ -139,7 +140,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             return hive__fail(HIVE_EINVAL, "%s: argument %zu of %zu bytes is too large "
                               "to copy; pass it by ref", fn, i, args[i].size);
     }
-    hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : malloc(bytes);
+    hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : hive__malloc(bytes);
     if (unlikely(t == NULL))
         return hive__fail(HIVE_ENOMEM, "%s: cannot allocate a record of %zu bytes", fn, bytes);
     t->bytes = bytes;

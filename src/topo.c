@@ -6,6 +6,7 @@
  * processing units (plus nodes per hyperthread round): thousands of nodes
  * take milliseconds.
  */
+#include "util/fault.h"
 #include "topo.h"
 #include "util/common.h"
 #include "util/error.h"
@@ -26,7 +27,7 @@ static int map_pu_nodes(hive__topo_t *t)
     hwloc_const_cpuset_t all = hwloc_topology_get_complete_cpuset(t->hw);
     int last = all ? hwloc_bitmap_last(all) : -1;
     t->npu_index = last >= 0 ? (unsigned)last + 1 : 1;
-    t->pu_node = malloc(t->npu_index * sizeof *t->pu_node);
+    t->pu_node = hive__malloc(t->npu_index * sizeof *t->pu_node);
     if (t->pu_node == NULL)
         return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %u processing units",
                           t->npu_index);
@@ -77,8 +78,8 @@ static int list_core_pus(hwloc_topology_t hw, hwloc_obj_type_t ctype, int ncores
                          hwloc_const_bitmap_t usable, core_pus_t *cp)
 {
     cp->ncores = ncores;
-    cp->first = malloc(((size_t)ncores + 1) * sizeof *cp->first);
-    cp->pus = malloc((size_t)(npu > 0 ? npu : 1) * sizeof *cp->pus);
+    cp->first = hive__malloc(((size_t)ncores + 1) * sizeof *cp->first);
+    cp->pus = hive__malloc((size_t)(npu > 0 ? npu : 1) * sizeof *cp->pus);
     if (cp->first == NULL || cp->pus == NULL)
         return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d cores", ncores);
     unsigned n = 0;
@@ -103,10 +104,10 @@ static int list_core_pus(hwloc_topology_t hw, hwloc_obj_type_t ctype, int ncores
  * node by node. Linear in PUs, plus nodes per round. */
 static int order_slots(hive__topo_t *t, const core_pus_t *cp)
 {
-    unsigned *active = malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *active);
-    unsigned *sorted = malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *sorted);
-    unsigned *start = malloc(((size_t)t->nnodes + 1) * sizeof *start);
-    int *core_idx = malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *core_idx);
+    unsigned *active = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *active);
+    unsigned *sorted = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *sorted);
+    unsigned *start = hive__malloc(((size_t)t->nnodes + 1) * sizeof *start);
+    int *core_idx = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *core_idx);
     int rc = HIVE_OK;
     if (active == NULL || sorted == NULL || start == NULL || core_idx == NULL) {
         rc = hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d cores", cp->ncores);
@@ -158,8 +159,8 @@ static int build_slots(hive__topo_t *t)
     t->nnodes = (unsigned)hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
     if (t->nnodes == 0)
         t->nnodes = 1;
-    t->slots = calloc((size_t)(npu > 0 ? npu : 1), sizeof *t->slots);
-    t->node_os = calloc(t->nnodes, sizeof *t->node_os);
+    t->slots = hive__calloc((size_t)(npu > 0 ? npu : 1), sizeof *t->slots);
+    t->node_os = hive__calloc(t->nnodes, sizeof *t->node_os);
     if (t->slots == NULL || t->node_os == NULL)
         return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d processing units", npu);
     for (unsigned i = 0; i < t->nnodes; i++) {

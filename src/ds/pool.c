@@ -3,6 +3,7 @@
  * per size class, one cache per class per thread (see ds/batch.h). Chunks
  * are mapped when everything is empty and kept for the life of the process.
  */
+#include "util/fault.h"
 #include "ds/pool.h"
 #include "ds/batch.h"
 #include "util/common.h"
@@ -72,7 +73,7 @@ static bool refill(unsigned c)
      * load soon makes no system call at all. relaxed: a statistic. */
     size_t bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed) / 2;
     bytes = bytes < CHUNK_MIN ? CHUNK_MIN : bytes > CHUNK_MAX ? CHUNK_MAX : bytes & ~(CHUNK_MIN - 1);
-    char *chunk = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (chunk == MAP_FAILED)
         return false;
     atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
@@ -109,7 +110,7 @@ int hive__pool_reserve(size_t size, size_t bytes)
     pthread_once(&key_once, make_key);
     unsigned c = class_of(size);
     bytes = (bytes + CHUNK_MIN - 1) & ~(CHUNK_MIN - 1);
-    char *chunk = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (chunk == MAP_FAILED)
         return -1;
     atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);

@@ -73,6 +73,7 @@
  * wakes) only when a sampler has asked for it, so pushes pay one extra load
  * and one system call per sleep, not per push.
  */
+#include "util/fault.h"
 #include <hive.h>
 #include "util/error.h"
 #include "util/seqlock.h"
@@ -581,14 +582,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     }
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
-    rb->seq = calloc(rb->cap, sizeof *rb->seq);
+    rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
         while (rb->nodes < blocks)
             rb->nodes <<= 1;
-        rb->leaf = calloc(rb->cap, sizeof *rb->leaf);
-        rb->tree = calloc(2 * rb->nodes, sizeof *rb->tree);
+        rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
+        rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
     }
     if (rb->seq == NULL || (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
         uint64_t cap = rb->cap;
