@@ -25,7 +25,7 @@
  */
 #include "fuzz.h"
 
-#define STORE_BYTES  (16u << 20)
+#define STORE_BYTES  (4u << 20)
 #define MAX_VIEWS    6
 #define MAX_OPS      64
 #define CORNER_LIMIT 256          /* elements checked per view: its corners */
