@@ -27,6 +27,11 @@
  *   seal-task-result     hive_seal accepts a task's or call's result.
  *   cancel-running-code  a running task that sees hive_cancelled() and stops
  *                        fails with HIVE_ETASK instead of HIVE_ECANCELED.
+ *   actor-self-wait      a call given (directly or through tasks) the pending
+ *                        result of a lower-priority call of the same actor
+ *                        waits for it in the actor's turn, which can never
+ *                        reach that call: the actor (and its worker) hang.
+ *                        With this set, such arguments are passed inline.
  *   actor-ctor-args      a constructor's ref arguments stay held after the
  *                        actor is killed (kept for restarts), until shutdown:
  *                        with this set, constructors get inline arguments only.
@@ -931,6 +936,19 @@ static void op_actor_new(interp_t *in)
     ac->may_die = ctor_fails || dep_may_fail;
 }
 
+/* Does object i wait, directly or through its dependencies, for a call of
+ * actor a that has not been seen to end? */
+static bool waits_for_actor(const interp_t *in, int i, int a, int depth)
+{
+    const obj_t *o = &in->objs[i];
+    if (o->kind == K_CALL && o->actor == a && o->final == 0)
+        return true;
+    for (int d = 0; d < o->ndeps && depth < 8; d++)
+        if (waits_for_actor(in, o->deps[d], a, depth + 1))
+            return true;
+    return false;
+}
+
 static void op_call(interp_t *in)
 {
     fz_t *f = &in->f;
@@ -943,6 +961,12 @@ static void op_call(interp_t *in)
     unsigned method = msel < 240 ? msel % nm : (msel & 1 ? nm : UINT_MAX - (msel & 3));
     argset_t as;
     decode_args(in, &as, 2);
+    if (!fake && fz_known("actor-self-wait"))
+        for (size_t i = 0; i < as.n; i++)
+            if (as.ref[i] != NULL && waits_for_actor(in, obj_index(in, as.ref[i]), ai, 0)) {
+                as.a[i] = HIVE_BYTES(as.store[i], 0);
+                as.ref[i] = NULL;
+            }
     hive_opts_t ob;
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
