@@ -171,7 +171,9 @@ static int fn_spin(hive_ctx_t *ctx)
 {
     worker_check(ctx);
     int token = spin_token(ctx);
-    /* relaxed: a hint for the interpreter's cancel; nothing else depends on it */
+    /* relaxed (here and at every use of spin_state): a hint that tells the
+     * interpreter's cancel when to go; no data is published through it, and
+     * a stale value only makes the cancel find the task queued instead */
     if (token >= 0)
         atomic_store_explicit(&spin_state[token], 1, memory_order_relaxed);
     size_t n;
@@ -569,8 +571,12 @@ static void op_get(interp_t *in)
     obj_t *o = pick_held(in);
     if (o == NULL)
         return;
-    static const int64_t timeouts[] = { 0, 1000, 100000, 2000000 };
-    int64_t t = timeouts[fz_u8(&in->f) % 4];
+    static const int64_t timeouts[] = { 0, 1000, 100000, 2000000, HIVE_FOREVER };
+    int64_t t = timeouts[fz_u8(&in->f) % 5];
+    bool ready = o->kind == K_BLOB || o->kind == K_ARRAY || o->kind == K_CELL ||
+                 (o->kind == K_CREATED && o->sealed) || o->final;
+    if (t == HIVE_FOREVER && !ready)
+        t = 0;                                     /* never wait forever on what may not end */
     const void *data = NULL;
     size_t size = 12345;
     bool with_size = fz_u8(&in->f) & 1;
@@ -636,7 +642,7 @@ typedef struct argset {
 static int add_spin_token(argset_t *as)
 {
     int token = spin_next++;
-    atomic_store_explicit(&spin_state[token], 0, memory_order_relaxed);
+    atomic_store_explicit(&spin_state[token], 0, memory_order_relaxed);   /* relaxed: see fn_spin */
     unsigned char *t = as->store[as->n];
     memcpy(t, (unsigned char[8]){ 0xFF, 'S', 'P', (unsigned char)token, 0, 0, 0, 0 }, 8);
     as->a[as->n] = HIVE_BYTES(t, 8);
@@ -779,7 +785,7 @@ static void op_cancel(interp_t *in)
         return;
     if (o->token >= 0 && (fz_u8(&in->f) & 1)) {      /* cancel a spinner while it runs */
         uint64_t until = fz_now_ns() + 20000000;
-        while (atomic_load_explicit(&spin_state[o->token], memory_order_relaxed) == 0 &&
+        while (atomic_load_explicit(&spin_state[o->token], memory_order_relaxed) == 0 &&   /* see fn_spin */
                fz_now_ns() < until)
             fz_sleep_us(10);
     }
