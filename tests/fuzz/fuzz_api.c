@@ -428,13 +428,13 @@ static uint64_t fake_id(fz_t *f)
     return ((uint64_t)1 << 62) + fz_u16(f);
 }
 
-static size_t pick_size(fz_t *f, bool allow_big)
+static size_t pick_size(fz_t *f)
 {
     static const size_t edges[] = { 0, 1, 63, 64, 65, 4095, 4096, 4097, 65536, 1u << 20 };
     uint8_t sel = fz_u8(f);
     if (sel < 200)
         return sel % 100;
-    if (sel < 240 || !allow_big)
+    if (sel < 240)
         return edges[sel % (sizeof edges / sizeof edges[0])];
     return sel & 1 ? BIG : STORE_BYTES;
 }
@@ -517,7 +517,7 @@ static void check_get(obj_t *o, int rc, const void *data, size_t size, int64_t t
 static void op_put(interp_t *in)
 {
     fz_t *f = &in->f;
-    size_t size = pick_size(f, true);
+    size_t size = pick_size(f);
     size_t off = fz_u16(f) % 4096;
     if (size > BIG - off)
         off = 0;
@@ -541,7 +541,7 @@ static void op_put(interp_t *in)
 static void op_create(interp_t *in)
 {
     fz_t *f = &in->f;
-    size_t size = pick_size(f, true);
+    size_t size = pick_size(f);
     uint8_t seed = fz_u8(f);
     void *data = NULL;
     hive_ref_t r;
@@ -1281,6 +1281,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in.f = (fz_t){ data, size };
     hive_store_stats_t st;
     FZ_CHECK(hive_store_stats(H, &st) == HIVE_OK, "hive_store_stats failed");
+    if (st.used > STORE_BYTES / 8) {              /* mostly frees still queued: run them */
+        hive__store_drain(H);
+        FZ_CHECK(hive_store_stats(H, &st) == HIVE_OK, "hive_store_stats failed");
+    }
     in.start_used = st.used;
     for (int n = 0; n < MAX_OPS && fz_more(&in.f); n++) {
         switch (fz_u8(&in.f) % 19) {
