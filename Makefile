@@ -4,7 +4,9 @@
 #   make            build/libhive.a, build/libhive.so, build/hive.pc
 #   make test       deps, then unit + stress tests in three builds:
 #                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan
-#   make check      the tests of one build (VARIANT=normal|tsan|asan)
+#   make check      the tests of one build (VARIANT=normal|tsan|asan); the
+#                   normal build's include a 30-second soak
+#   make soak       the soak alone, SOAK_S seconds (default 600), any VARIANT
 #   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
 #   make bench      deps, then every benchmark; JSON in bench/results/
 #   make demo       deps, then the example users run first
@@ -54,11 +56,18 @@ TEST_SRCS   := $(wildcard tests/test_*.c)
 STRESS_SRCS := $(wildcard tests/stress/*.c)
 TEST_BINS   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS)) \
                $(patsubst tests/stress/%.c,$(B)/tests/stress_%,$(STRESS_SRCS))
+# the soak (tests/soak/soak.c) runs SOAK_S seconds, 30 when unset; `make check`
+# runs it in the normal build only (sanitized builds: `make soak VARIANT=...`)
+SOAK_BIN    := $(B)/tests/soak/soak
+SOAK_S      ?= 600
+ifeq ($(VARIANT),normal)
+TEST_BINS   += $(SOAK_BIN)
+endif
 
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all lib deps test check bench demo install examples clean fuzz fuzz-build
+.PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
 
@@ -93,6 +102,9 @@ examples: $(EXAMPLE_BINS)
 
 check: lib $(TEST_BINS) $(EXAMPLE_BINS)
 	@tools/run-tests.sh $(VARIANT) $(TEST_BINS)
+
+soak: lib $(SOAK_BIN)
+	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
 
 deps:
 	@tools/deps.sh

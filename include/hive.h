@@ -71,15 +71,24 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * slot, numbered NUMA node by node, one per core, hyperthread siblings last,
  * and binds each to its processing unit unless cfg->no_pin or a synthetic
  * topology is given. Several engines may live in one process at once.
- * Returns HIVE_EINVAL for NULL @out, HIVE_ETOPO if discovery or binding
- * fails, HIVE_ENOMEM if memory or threads cannot be had.
+ * Returns HIVE_EINVAL for NULL @out, for workers > 4096, for a
+ * nonzero store_bytes below 4096, or for one whose address space (sparse:
+ * 4 x store_bytes + 64 MiB per NUMA node) exceeds what the process can map
+ * (2^47 bytes, or RLIMIT_AS), with the arithmetic in the sentence;
+ * HIVE_ETOPO if discovery or binding fails, HIVE_ENOMEM if memory, threads
+ * or the mapping cannot be had.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
 /*
- * hive_shutdown - stop an engine: running work finishes, queued work never
- * runs, every worker is joined and every byte the engine owns is freed.
- * @h is invalid afterwards. Must not be called from inside the engine.
+ * hive_shutdown - stop an engine. First every object still pending fails
+ * with HIVE_ESHUTDOWN, so every waiter returns: tasks and actors waiting
+ * inside the engine, and user threads blocked in hive_get / hive_wait
+ * (HIVE_ESHUTDOWN, or hive_wait counting the failed object ready). Then
+ * running work finishes, queued work never runs, every worker is joined,
+ * the blocked user threads have left, and every byte the engine owns is
+ * freed. @h is invalid afterwards: no call may start on it once shutdown
+ * has begun. Must not be called from inside the engine.
  */
 int hive_shutdown(hive_t *h);
 
@@ -120,7 +129,8 @@ int hive_put(hive_t *h, const void *data, size_t size, hive_ref_t *out);
 
 /* hive_create - reserve an object of size bytes and return where to write
  * it; hive_seal publishes it (immutable afterwards). Until sealed, getters
- * wait. HIVE_EFULL if the store is full, with the numbers. */
+ * wait. HIVE_EFULL if the store is full, with the numbers. hive_seal of a
+ * task's or an actor call's result is HIVE_ESTATE: only its task seals it. */
 int hive_create(hive_t *h, size_t size, void **data, hive_ref_t *out);
 int hive_seal(hive_t *h, hive_ref_t ref);
 
@@ -138,12 +148,18 @@ int hive_release(hive_t *h, hive_ref_t ref);
 
 /* hive_wait - wait until at least num_ready of the n refs are ready (sealed
  * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
- * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0. */
+ * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0.
+ * HIVE_EINVAL if n is so large that a table of n pointers overflows a size. */
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 
-/* Store statistics: bytes held by live objects (rounded to 64) against the
- * capacity, and the number of live objects. */
+/* Store statistics. used: the bytes live objects take from the store, which
+ * is what counts against capacity (HIVE_EFULL past it). An object of up to
+ * 32 KiB takes a cell of its size class: its size rounded up to 64 bytes,
+ * and above 256 bytes to one of four cell sizes per doubling (less than 25%
+ * more than the size). A larger object takes its size rounded up to 64
+ * bytes plus a 64-byte header. Zero-size objects take 64 bytes. A released
+ * object counts until its grace period ends. objects: live objects. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;
@@ -175,18 +191,26 @@ typedef struct hive_array {
 size_t  hive_dtype_size(hive_dtype_t dtype);                   /* 0 for an invalid dtype */
 
 /* hive_array_new - a zero-filled, C-contiguous array; ndim 0 is a scalar.
- * HIVE_EINVAL for a bad dtype, ndim outside 0..8, a negative extent or a
- * byte size that overflows. */
+ * HIVE_EINVAL for a bad dtype, ndim outside 0..8, a negative extent, or,
+ * as numpy, an item size times the nonzero extents above INT64_MAX (in any
+ * order: {0, 2^62} and {2^62, 0} of F64 are both refused, both accepted as
+ * U8), so that every stride and offset of its views fits int64_t. */
 int     hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape, hive_ref_t *out);
 /* hive_array_view - a view of the whole array; HIVE_ESTATE if not an array. */
 int     hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out);
-int64_t hive_array_numel(const hive_array_t *a);               /* -1 for NULL */
+/* hive_array_numel - the product of the extents; -1 (with the sentence) for
+ * NULL or a view whose extents are negative or overflow. */
+int64_t hive_array_numel(const hive_array_t *a);
 /* hive_array_at - element address, strides honoured; NULL if index is out
  * of bounds or a / index is NULL (index may be NULL for ndim 0). */
 void   *hive_array_at(const hive_array_t *a, const int64_t *index);
 /* hive_array_slice - a view of start:stop:step along dim (numpy semantics:
  * negative start/stop count from the end, out-of-range ones are clipped,
- * step != 0 and may be negative). No copy. */
+ * step is any nonzero value, INT64_MIN included, and may be negative).
+ * No copy. The new stride is stride * step, except when that does not fit
+ * int64_t: the slice then has at most one element and keeps the old stride.
+ * HIVE_EINVAL for a hand-made view whose extent is negative or whose
+ * offsets overflow. */
 int     hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop, int64_t step,
                          hive_array_t *out);
 
@@ -253,8 +277,10 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * caller's node): from a worker of that node, on its own deque (others steal
  * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
- * HIVE_EINVAL for NULL fn/result or args, HIVE_ENOENT for a ref that names
- * no object, HIVE_ESHUTDOWN once the engine is stopping.
+ * HIVE_EINVAL for NULL fn/result or args, or nargs so large that the
+ * record's argument table passes 2^40 bytes (also for hive_call and
+ * hive_actor_new), HIVE_ENOENT for a ref that names no object,
+ * HIVE_ESHUTDOWN once the engine is stopping.
  */
 int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                 const hive_opts_t *opts, hive_ref_t *result);
@@ -262,7 +288,10 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
 /*
  * hive_cancel - a queued (or still waiting) task never runs and its result
  * fails with HIVE_ECANCELED at once; a running one sees hive_cancelled()
- * turn true. HIVE_ESTATE if result is not a task's or the task has finished.
+ * turn true, and its result fails with HIVE_ECANCELED when it returns,
+ * whatever it returns. An actor call waiting for a ref argument is let go
+ * (the actor moves on). HIVE_ESTATE if result is not a task's or the task
+ * has finished.
  */
 int hive_cancel(hive_t *h, hive_ref_t result);
 
@@ -305,7 +334,8 @@ typedef struct hive_actor_class {
 } hive_actor_class_t;
 typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults */
     unsigned    max_restarts;
-    const char *name;                    /* non-NULL: findable with hive_actor_lookup */
+    const char *name;                    /* non-NULL: findable with hive_actor_lookup; taken
+                                            while the actor lives */
 } hive_actor_opts_t;
 #define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
 
@@ -314,7 +344,7 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
  * any call (arguments as in tasks; ref arguments are waited for). A
  * constructor that returns nonzero leaves the actor dead: calls fail with
  * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
- * nmethods > 0, a NULL method fn) or a name already taken.
+ * nmethods > 0, a NULL method fn) or a name a live actor has.
  */
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out);
@@ -331,11 +361,14 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
 int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
               const hive_opts_t *opts, hive_ref_t *result);
 /* hive_actor_kill - the actor dies: queued and later calls fail with
- * HIVE_EDEAD, fini runs once the method running now (if any) returns.
+ * HIVE_EDEAD (a call waiting for an argument too, at once), fini runs once
+ * the method running now (if any) returns, and the state's bytes go back
+ * to the store. The handle keeps answering HIVE_EDEAD for good, at no cost.
  * HIVE_EDEAD if it was dead already. */
 int hive_actor_kill(hive_t *h, hive_actor_t actor);
-/* hive_actor_lookup - the actor created with opts->name == name (alive or
- * dead); HIVE_ENOENT if none. */
+/* hive_actor_lookup - the actor created last with opts->name == name
+ * (alive or dead; a dead actor's name may be taken by a new actor);
+ * HIVE_ENOENT if none. */
 int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
 
 /* ------------------------------------------------- worker-local state

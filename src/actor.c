@@ -2,50 +2,82 @@
  * actor.c - actors on lock-free priority mailboxes.
  *
  * An actor has three intrusive MPSC mailboxes (ds/mpsc.h), one per priority
- * lane, and a `scheduled` flag. A call is a task record (task.c) with the
- * method index in it: hive_call pushes it on its lane (one exchange), then
- * exchanges `scheduled` to 1; the one caller that found it 0 spawns the
- * actor's turn job on the scheduler, on the actor's home NUMA node.
+ * lane, and a scheduling word `sched`: a RUNNING bit (a turn owns the actor)
+ * and one TOKEN bit per lane (a turn job for that lane is queued on the
+ * scheduler). hive_call pushes its record on its lane (one exchange) and
+ * kicks: unless a turn is running, or a token is queued in that lane or a
+ * more urgent one, it sets its lane's token bit and spawns that lane's token
+ * job. So a HIGH call that arrives while the actor's turn waits in the LOW
+ * lane behind other work posts a HIGH token and overtakes that work: it
+ * runs right after the method running now, whatever lane scheduled the turn.
  *
- * A turn runs on one worker: the constructor first if it has not run, then
- * up to ACTOR_BATCH calls, always taking HIGH before NORMAL before LOW (so a
- * HIGH call overtakes every queued lower call, and runs right after the
- * method running now). Then it clears `scheduled` and looks at the mailbox
- * heads again: if anything arrived (or the actor was killed meanwhile) and
- * it wins `scheduled` back, it spawns another turn. Pusher and turn form a
- * store-load handshake, all seq_cst: "push, then exchange scheduled" against
- * "store scheduled = 0, then read the heads": either the pusher sees 0 and
- * schedules, or the turn sees the push. So exactly one turn exists at a
- * time (methods never overlap), and no call is left behind.
+ * A token job clears its bit and takes RUNNING; if a turn already runs it
+ * just leaves (a stale token: the running turn sees the mail). A turn runs
+ * the constructor first if it has not run, then up to ACTOR_BATCH calls,
+ * always HIGH before NORMAL before LOW. Then it clears RUNNING and looks at
+ * the mailbox heads again, kicking for any lane that has mail. Pusher and
+ * turn form a store-load handshake, all seq_cst: "push, then read sched"
+ * against "clear RUNNING, then read the heads": either the pusher sees no
+ * RUNNING (and kicks), or the turn sees the push. Only RUNNING's owner runs
+ * methods, so they never overlap, and no call is left behind.
  *
  * One caller's calls at one priority keep their order: the MPSC queue is
  * FIFO per producer, and a turn takes them in queue order. Ref arguments
  * still pending when their call comes up are waited for in place (the
- * actor waits, its order is kept; the worker runs other work meanwhile).
+ * actor waits, its order is kept; the worker runs other work meanwhile);
+ * cancelling that call, killing the actor or shutting down ends the wait.
  *
  * Failure: a nonzero return fails the call with HIVE_ETASK; HIVE_RESTART
  * also rebuilds the actor (fini, zero-fill, init with the original
- * arguments) up to max_restarts times, then the actor dies. Death (kill,
- * failed constructor, no restarts left) fails queued and later calls with
- * HIVE_EDEAD and runs fini once. Records live until shutdown, so a handle
- * to a dead actor still says HIVE_EDEAD rather than HIVE_ENOENT.
+ * arguments) up to max_restarts times, then the actor dies.
+ *
+ * Death (kill, failed constructor, no restarts left) is handled by a last
+ * turn, which keeps RUNNING for good (no token is ever spawned again): it
+ * fails queued calls with HIVE_EDEAD, runs fini, gives the state's bytes
+ * back to the store, and removes the handle from the object table. Callers
+ * find the actor through the table inside an RCU read-side section, so the
+ * record itself is retired after a grace period: `refs` counts one for the
+ * living actor (dropped by that RCU callback) and one per queued token; the
+ * last drop fails whatever a late caller pushed meanwhile and frees the
+ * record. A dead actor's id stays recognisable without any record (see
+ * actor.h): calls on it keep answering HIVE_EDEAD.
  */
+#include "util/fault.h"
 #include "actor.h"
 #include "arena.h"
 #include "hive_impl.h"
 #include "task.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define ACTOR_BATCH 100                  /* calls per turn before others get the worker (Pony: 100) */
+#define RUNNING     (1u << HIVE_NPRIO)
+#define TOKEN(l)    (1u << (l))
+#define ARG_POLL_NS 1000000              /* a call waiting for an argument looks at cancel/kill this often */
+
+struct hive__actor;
+
+typedef struct token {                   /* a turn job queued in one lane */
+    hive__job_t         job;
+    struct hive__actor *actor;
+    unsigned            lane;
+} token_t;
+
+typedef struct hive__actor_name {
+    struct hive__actor_name *next;
+    uint64_t                 id;
+    char                     name[];
+} name_t;
 
 typedef struct hive__actor {
-    hive__job_t         turn;
+    token_t             token[HIVE_NPRIO];
     hive__mpsc_t        lane[HIVE_NPRIO];
-    HIVE_ALIGNED _Atomic uint32_t scheduled;
+    HIVE_ALIGNED _Atomic uint32_t sched; /* RUNNING | TOKEN(lane)... */
     _Atomic uint32_t    dead;
+    _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token */
     /* owned by the running turn (one at a time) */
     HIVE_ALIGNED bool   initialized;
     bool                finalized;
@@ -56,23 +88,53 @@ typedef struct hive__actor {
     hive__task_t       *ctor;            /* constructor arguments, kept for restarts */
     hive__obj_t        *handle;
     unsigned            node;
-    char               *name;
     struct hive        *h;
-    struct hive__actor *next;
+    struct rcu_head     rcu;
+    struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
 } hive__actor_t;
 
 void hive__actors_init(hive__actors_t *r)
 {
+    static _Atomic uint64_t serials;
     pthread_mutex_init(&r->lock, NULL);
-    r->all = NULL;
+    r->live = NULL;
+    r->names = NULL;
+    /* relaxed: only uniqueness matters */
+    r->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) &
+                ((1ull << (63 - HIVE__ACTOR_INDEX_BITS)) - 1);
+    atomic_init(&r->next, 0);
+    atomic_init(&r->dying, 0);
 }
 
-/* Schedule a turn unless one is scheduled. seq_cst: the pusher's half of
- * the handshake (the push's exchange came first). */
+/* Was id ever an actor of this engine? (Then, if the table lacks it, dead.) */
+static bool ours(const hive__actors_t *r, uint64_t id)
+{
+    return (id & HIVE__ACTOR_TAG) != 0 &&
+           ((id & ~HIVE__ACTOR_TAG) >> HIVE__ACTOR_INDEX_BITS) == r->serial &&
+           (id & ((1ull << HIVE__ACTOR_INDEX_BITS) - 1)) <
+               atomic_load_explicit(&r->next, memory_order_relaxed);
+}
+
+static void unref(hive__actor_t *a);
+
+/* Make sure a turn will take the mail of `lane`: unless a turn runs (it
+ * sees the mail: the handshake at the top) or a token waits in this lane or
+ * a more urgent one, queue this lane's token. seq_cst: the pusher's half of
+ * the handshake (its push came first). */
 static void kick(hive__actor_t *a, unsigned lane)
 {
-    if (atomic_exchange_explicit(&a->scheduled, 1, memory_order_seq_cst) == 0)
-        hive__sched_spawn(&a->h->sched, &a->turn, lane, (int)a->node);
+    uint32_t s = atomic_load_explicit(&a->sched, memory_order_seq_cst);
+    for (;;) {
+        if (s & (RUNNING | ((TOKEN(lane) << 1) - 1)))
+            return;
+        if (atomic_compare_exchange_weak_explicit(&a->sched, &s, s | TOKEN(lane),
+                                                  memory_order_seq_cst, memory_order_seq_cst))
+            break;
+    }
+    /* relaxed: the caller holds a reference already (a queued token, the
+     * living one, or an RCU read-side section that keeps the living one) */
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    hive__sched_spawn(&a->h->sched, &a->token[lane].job, lane, (int)a->node);
 }
 
 /* Which lanes still hold calls the turn has not taken (consumer only, so
@@ -121,18 +183,37 @@ static void fail_queued(hive__actor_t *a, int code)
         hive__task_fail_unrun(t, code);
 }
 
-/* Wait for a record's pending ref arguments; false if one failed. */
-static bool args_ready(struct hive *h, hive__task_t *t, const char *fn)
+static bool is_dead(hive__actor_t *a)
 {
+    /* acquire: pairs with kill's and die's stores */
+    return atomic_load_explicit(&a->dead, memory_order_acquire) != 0;
+}
+
+/* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
+ * else why the record cannot run: HIVE_ETASK (an argument failed),
+ * HIVE_EDEAD (the actor was killed meanwhile), HIVE_ECANCELED (the call
+ * was cancelled meanwhile; its result has failed already) or
+ * HIVE_ESHUTDOWN. The wait runs other jobs on this worker meanwhile. */
+static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
+{
+    struct hive *h = a->h;
     for (size_t i = 0; i < t->nargs; i++) {
         hive__obj_t *o = t->args[i].obj;
         if (o == NULL)
             continue;
-        hive__obj_wait(h, o, HIVE_FOREVER, fn);
+        while (hive__obj_state(o) == HIVE__PENDING) {
+            if (is_dead(a))
+                return HIVE_EDEAD;
+            if (t->result != NULL &&
+                atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
+                return HIVE_ECANCELED;
+            if (hive__obj_wait(h, o, ARG_POLL_NS, fn) == HIVE_ESHUTDOWN)
+                return HIVE_ESHUTDOWN;
+        }
         if (hive__obj_state(o) == HIVE__FAILED)
-            return false;
+            return HIVE_ETASK;
     }
-    return true;
+    return HIVE_OK;
 }
 
 static void finalize(hive__actor_t *a)
@@ -145,7 +226,8 @@ static void finalize(hive__actor_t *a)
 static void die(hive__actor_t *a)
 {
     /* release: callers that see dead also see why (nothing else to publish) */
-    atomic_store_explicit(&a->dead, 1, memory_order_release);
+    if (atomic_exchange_explicit(&a->dead, 1, memory_order_acq_rel) == 0)
+        atomic_fetch_add_explicit(&a->h->actors.dying, 1, memory_order_relaxed);
     finalize(a);
 }
 
@@ -154,7 +236,7 @@ static void construct(hive__actor_t *a, hive__worker_t *w)
     struct hive *h = a->h;
     a->initialized = true;
     a->finalized = false;
-    if (!args_ready(h, a->ctor, "hive_actor_new")) {
+    if (args_ready(a, a->ctor, "hive_actor_new") != HIVE_OK) {
         a->finalized = true;             /* nothing was built: no fini */
         die(a);
         return;
@@ -173,8 +255,8 @@ static void construct(hive__actor_t *a, hive__worker_t *w)
 
 static void restart(hive__actor_t *a, hive__worker_t *w)
 {
-    /* acquire: a kill that landed while the method ran wins over the restart */
-    if (atomic_load_explicit(&a->dead, memory_order_acquire))
+    /* a kill that landed while the method ran wins over the restart */
+    if (is_dead(a))
         return;
     if (a->restarts >= a->max_restarts) {
         die(a);
@@ -190,8 +272,9 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
 static void run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 {
     struct hive *h = a->h;
-    if (!args_ready(h, t, "hive_call")) {
-        hive__task_fail_unrun(t, HIVE_ETASK);
+    int rc = args_ready(a, t, "hive_call");
+    if (rc != HIVE_OK) {
+        hive__task_fail_unrun(t, rc);    /* a cancelled one has failed already */
         return;
     }
     if (!hive__task_claim(t)) {          /* cancelled while queued: already failed */
@@ -200,22 +283,85 @@ static void run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
-    int rc = a->cls.methods[t->method].fn(a->state, &ctx);
+    rc = a->cls.methods[t->method].fn(a->state, &ctx);
     hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     hive__task_cleanup(t);
     if (rc == HIVE_RESTART)
         restart(a, w);
 }
 
-static void turn(hive__job_t *job, hive__worker_t *w)
+/* ------------------------------------------------------------ retiring */
+
+static void free_record(hive__actor_t *a)
 {
-    hive__actor_t *a = HIVE_CONTAINER_OF(job, hive__actor_t, turn);
-    if (w == NULL) {                     /* dropped at shutdown */
-        fail_queued(a, HIVE_ESHUTDOWN);
+    if (a->state != NULL)
+        hive__arena_free(&a->h->arena, a->state, a->cls.size);
+    if (a->ctor != NULL)
+        hive__task_cleanup(a->ctor);
+    free(a);
+}
+
+/* Drop a reference; the last one frees the record. Whoever drops it last
+ * is alone with the actor: no turn runs (RUNNING stays set after death),
+ * no token is queued, and no caller can still reach it (a grace period has
+ * passed since its handle left the table). acq_rel: every earlier holder's
+ * writes happen-before the free. */
+static void unref(hive__actor_t *a)
+{
+    if (atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
         return;
+    fail_queued(a, HIVE_EDEAD);          /* calls pushed by late callers */
+    free_record(a);
+}
+
+/* After a grace period since the handle left the table: the handle record
+ * goes, and so does the living reference. */
+static void retire_cb(struct rcu_head *head)
+{
+    hive__rcu_callback_begin();
+    hive__actor_t *a = caa_container_of(head, hive__actor_t, rcu);
+    struct hive *h = a->h;
+    hive__obj_discard(h, a->handle);
+    unref(a);
+    /* release: the shutdown path's acquire load sees our frees done */
+    atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+/* The last turn of a dead actor (it keeps RUNNING for good): queued calls
+ * fail, fini runs, the state's bytes go back to the store, and the handle
+ * leaves the table. */
+static void retire(hive__actor_t *a)
+{
+    struct hive *h = a->h;
+    fail_queued(a, HIVE_EDEAD);
+    finalize(a);
+    if (a->state != NULL) {
+        hive__arena_free(&h->arena, a->state, a->cls.size);
+        a->state = NULL;
     }
-    /* acquire: pairs with kill's and die's stores */
-    if (!a->initialized && !atomic_load_explicit(&a->dead, memory_order_acquire))
+    if (a->ctor != NULL) {
+        hive__task_cleanup(a->ctor);
+        a->ctor = NULL;
+    }
+    /* relaxed: a hint for hive_actor_new's wait on a full store */
+    atomic_fetch_sub_explicit(&h->actors.dying, 1, memory_order_relaxed);
+    pthread_mutex_lock(&h->actors.lock);
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        h->actors.live = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    pthread_mutex_unlock(&h->actors.lock);
+    hive__obj_unpublish(h, a->handle);
+    atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+    hive__call_rcu(&a->rcu, retire_cb);
+}
+
+/* A turn: the caller owns RUNNING. */
+static void turn(hive__actor_t *a, hive__worker_t *w)
+{
+    if (!a->initialized && !is_dead(a))
         construct(a, w);
     for (int n = 0; n < ACTOR_BATCH; n++) {
         /* stopping: queued calls never run; this turn ends and the next one
@@ -225,41 +371,81 @@ static void turn(hive__job_t *job, hive__worker_t *w)
         hive__task_t *t = next_call(a);
         if (t == NULL)
             break;
-        if (atomic_load_explicit(&a->dead, memory_order_acquire))
+        if (is_dead(a))
             hive__task_fail_unrun(t, HIVE_EDEAD);
         else
             run_call(a, t, w);
     }
-    if (atomic_load_explicit(&a->dead, memory_order_acquire)) {
-        fail_queued(a, HIVE_EDEAD);
-        finalize(a);
+    if (is_dead(a)) {
+        retire(a);                       /* RUNNING stays: no turn ever again */
+        return;
     }
-    /* read before giving the actor up: once scheduled is 0 another turn may
-     * own these fields */
-    bool finalized = a->finalized;
+    /* read before giving the actor up: once RUNNING is clear another turn
+     * may own the mailboxes' consumer side */
     unsigned unfinished = lanes_unfinished(a);
-    /* seq_cst store, then seq_cst reads of the heads and of dead: the turn's
+    /* seq_cst RMW, then seq_cst reads of the heads and of dead: the turn's
      * half of the handshake (see top) */
-    atomic_store_explicit(&a->scheduled, 0, memory_order_seq_cst);
+    atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
     int lane = mail_pending(a, unfinished);
-    if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst) && !finalized)
-        lane = 0;
+    if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst))
+        lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
         kick(a, (unsigned)lane);
 }
 
+static void token_job(hive__job_t *job, hive__worker_t *w)
+{
+    token_t *tok = HIVE_CONTAINER_OF(job, token_t, job);
+    hive__actor_t *a = tok->actor;
+    /* Clear this token's bit and take RUNNING unless a turn holds it.
+     * acq_rel: acquire the previous turn's writes to the actor; release
+     * our bit's clearing to kickers. */
+    uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed), ns;
+    do {
+        ns = s & ~TOKEN(tok->lane);
+        if (w != NULL && !(s & RUNNING))
+            ns |= RUNNING;
+    } while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, ns, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if (w == NULL) {
+        /* dropped at shutdown: no worker runs any more, we are the only
+         * consumer */
+        fail_queued(a, HIVE_ESHUTDOWN);
+    } else if (!(s & RUNNING)) {
+        turn(a, w);
+    }
+    unref(a);                            /* this token's reference */
+}
+
 /* ------------------------------------------------------------ API */
 
+/* Inside an RCU read-side section: the actor behind a handle id, or the
+ * failure (HIVE_ENOENT for no actor of this engine, HIVE_EDEAD for a dead
+ * one). */
 static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor_t **out)
 {
-    if (h == NULL)
-        return hive__fail(HIVE_EINVAL, "%s: engine is NULL", fn);
-    hive__obj_t *o = hive__obj_find(h, (hive_ref_t){ actor.id }, fn);
-    if (o == NULL || o->kind != HIVE__ACTOR)
-        return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist", fn,
-                          (unsigned long long)actor.id);
-    *out = o->u.actor.actor;
-    return HIVE_OK;
+    hive__obj_t *o = NULL;
+    if (actor.id != 0)
+        o = hive__obj_lookup(h, actor.id);
+    if (o != NULL && o->kind == HIVE__ACTOR) {
+        hive__actor_t *a = o->u.actor.actor;
+        if (!is_dead(a)) {
+            *out = a;
+            return HIVE_OK;
+        }
+        return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
+                          "failed, or out of its %u restarts)", fn, (unsigned long long)actor.id,
+                          a->max_restarts);
+    }
+    if (o == NULL && ours(&h->actors, actor.id))
+        return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
+                          "failed, or out of its restarts)", fn, (unsigned long long)actor.id);
+    if (o != NULL)
+        return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist: object %llu is %s, not an "
+                          "actor", fn, (unsigned long long)actor.id, (unsigned long long)actor.id,
+                          hive__kind_name(o->kind));
+    return hive__fail(HIVE_ENOENT, "%s: actor %llu does not exist (not an actor of this engine)",
+                      fn, (unsigned long long)actor.id);
 }
 
 static int check_class(const hive_actor_class_t *cls)
@@ -275,22 +461,35 @@ static int check_class(const hive_actor_class_t *cls)
     return HIVE_OK;
 }
 
-static hive__actor_t *by_name(hive__actors_t *r, const char *name)
+static name_t *by_name(hive__actors_t *r, const char *name)
 {
-    for (hive__actor_t *a = r->all; a != NULL; a = a->next)
-        if (a->name != NULL && strcmp(a->name, name) == 0)
-            return a;
+    for (name_t *n = r->names; n != NULL; n = n->next)
+        if (strcmp(n->name, name) == 0)
+            return n;
     return NULL;
 }
 
-static void free_actor(hive__actor_t *a)
+/* Is the actor with this handle id still alive? (Registry lock held.) */
+static bool alive(hive_t *h, uint64_t id)
 {
-    if (a->state != NULL)
-        hive__arena_free(&a->h->arena, a->state, a->cls.size);
-    if (a->ctor != NULL)
-        hive__task_cleanup(a->ctor);
-    free(a->name);
-    free(a);
+    hive__rcu_lock();
+    hive__obj_t *o = hive__obj_lookup(h, id);
+    bool live = o != NULL && !is_dead(o->u.actor.actor);
+    hive__rcu_unlock();
+    return live;
+}
+
+/* The state block, waiting a little for dying actors to give theirs back
+ * when the store is full (their last turns are queued already). */
+static void *alloc_state(hive_t *h, size_t size, unsigned node, int *err)
+{
+    void *p = hive__arena_alloc(&h->arena, size, node, err);
+    for (int tries = 0; p == NULL && *err == HIVE_EFULL && tries < 10000 &&
+                        atomic_load_explicit(&h->actors.dying, memory_order_relaxed) != 0; tries++) {
+        hive__sleep_ns(10000);
+        p = hive__arena_alloc(&h->arena, size, node, err);
+    }
+    return p;
 }
 
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
@@ -305,36 +504,45 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "hive_actor_new: the engine is shutting down");
     hive__actor_t *a;
-    if (posix_memalign((void **)&a, HIVE_PAD, sizeof *a) != 0)
+    if (hive__posix_memalign((void **)&a, HIVE_PAD, sizeof *a) != 0)
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate an actor record");
     memset(a, 0, sizeof *a);
     a->h = h;
     a->cls = *cls;
     a->max_restarts = opts ? opts->max_restarts : 0;
     a->node = hive__current_node(h);
-    a->turn.fn = turn;
-    for (unsigned l = 0; l < HIVE_NPRIO; l++)
+    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
+        a->token[l] = (token_t){ .job.fn = token_job, .actor = a, .lane = l };
         hive__mpsc_init(&a->lane[l], false);
-    atomic_init(&a->scheduled, 0);
+    }
+    atomic_init(&a->sched, 0);
     atomic_init(&a->dead, 0);
-    if (opts != NULL && opts->name != NULL && (a->name = strdup(opts->name)) == NULL) {
+    atomic_init(&a->refs, 1);
+    name_t *nm = NULL;
+    size_t nlen = opts != NULL && opts->name != NULL ? strlen(opts->name) : 0;
+    if (opts != NULL && opts->name != NULL && (nm = hive__malloc(sizeof *nm + nlen + 1)) == NULL) {
         free(a);
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy the name");
     }
+    if (nm != NULL)
+        memcpy(nm->name, opts->name, nlen + 1);
     if ((rc = hive__task_new(h, args, nargs, false, "hive_actor_new", &a->ctor)) != HIVE_OK) {
-        free_actor(a);
+        free(nm);
+        free_record(a);
         return rc;
     }
     if (cls->size != 0) {
-        a->state = hive__arena_alloc(&h->arena, cls->size, a->node, &rc);
+        a->state = alloc_state(h, cls->size, a->node, &rc);
         if (a->state == NULL) {
-            free_actor(a);
+            free(nm);
+            free_record(a);
             return rc;
         }
         memset(a->state, 0, cls->size);
     }
     if ((rc = hive__obj_new(h, HIVE__ACTOR, 0, false, &a->handle)) != HIVE_OK) {
-        free_actor(a);
+        free(nm);
+        free_record(a);
         return rc;
     }
     a->handle->u.actor.actor = a;
@@ -343,42 +551,70 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
 
     hive__actors_t *r = &h->actors;
     pthread_mutex_lock(&r->lock);
-    if (a->name != NULL && by_name(r, a->name) != NULL) {
+    name_t *old = nm != NULL ? by_name(r, nm->name) : NULL;
+    if (old != NULL && alive(h, old->id)) {
         pthread_mutex_unlock(&r->lock);
-        hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken", a->name);
+        hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken by live actor %llu",
+                   nm->name, (unsigned long long)old->id);
+        free(nm);
         hive__obj_discard(h, a->handle);
-        free_actor(a);
+        free_record(a);
         return HIVE_EINVAL;
     }
+    /* the id: this engine's serial and the next index (under the lock, so
+     * `next` only grows past ids that exist) */
+    uint64_t index = atomic_load_explicit(&r->next, memory_order_relaxed);
+    a->handle->id = HIVE__ACTOR_TAG | (r->serial << HIVE__ACTOR_INDEX_BITS) | index;
+    /* relaxed: readers of next (ours()) only compare ids they were given,
+     * which came to them after this through some synchronisation */
+    atomic_store_explicit(&r->next, index + 1, memory_order_relaxed);
+    if (nm != NULL) {
+        if (old != NULL) {               /* a dead actor's name is free again */
+            old->id = a->handle->id;
+            free(nm);
+        } else {
+            nm->id = a->handle->id;
+            nm->next = r->names;
+            r->names = nm;
+        }
+    }
     hive__obj_publish(h, a->handle);     /* findable from now on (release) */
-    a->next = r->all;
-    r->all = a;
-    pthread_mutex_unlock(&r->lock);
+    a->prev = NULL;
+    a->next = r->live;
+    if (r->live)
+        r->live->prev = a;
+    r->live = a;
     out->id = a->handle->id;
+    hive__rcu_lock();                    /* as callers: the actor may die at once */
+    pthread_mutex_unlock(&r->lock);
     kick(a, 1);                          /* the constructor's turn */
+    hive__rcu_unlock();
     return HIVE_OK;
 }
 
 int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
               const hive_opts_t *opts, hive_ref_t *result)
 {
+    if (unlikely(h == NULL || result == NULL))
+        return hive__fail(HIVE_EINVAL, "hive_call: %s is NULL", h == NULL ? "engine" : "result");
+    /* the read-side section keeps the actor's record while we push and kick */
+    hive__rcu_lock();
     hive__actor_t *a;
-    if (result == NULL)
-        return hive__fail(HIVE_EINVAL, "hive_call: result is NULL");
     int rc = find_actor(h, actor, "hive_call", &a);
     if (unlikely(rc != HIVE_OK))
-        return rc;
-    if (unlikely(method >= a->cls.nmethods))
-        return hive__fail(HIVE_EINVAL, "hive_call: method %u out of range, class %s has %zu", method,
-                          a->cls.name ? a->cls.name : "(unnamed)", a->cls.nmethods);
-    if (unlikely(atomic_load_explicit(&a->dead, memory_order_acquire)))
-        return hive__fail(HIVE_EDEAD, "hive_call: actor %llu is dead (killed, constructor failed, "
-                          "or out of its %u restarts)", (unsigned long long)actor.id, a->max_restarts);
-    if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
-        return hive__fail(HIVE_ESHUTDOWN, "hive_call: the engine is shutting down");
+        goto out;
+    if (unlikely(method >= a->cls.nmethods)) {
+        rc = hive__fail(HIVE_EINVAL, "hive_call: method %u out of range, class %s has %zu", method,
+                        a->cls.name ? a->cls.name : "(unnamed)", a->cls.nmethods);
+        goto out;
+    }
+    if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))) {
+        rc = hive__fail(HIVE_ESHUTDOWN, "hive_call: the engine is shutting down");
+        goto out;
+    }
     hive__task_t *t;
     if ((rc = hive__task_new(h, args, nargs, true, "hive_call", &t)) != HIVE_OK)
-        return rc;
+        goto out;
     t->actor = a;
     t->method = method;
     t->lane = hive__prio_lane(opts ? opts->priority : a->cls.methods[method].priority);
@@ -386,22 +622,29 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     unsigned lane = t->lane;             /* t belongs to the actor once pushed */
     hive__mpsc_push(&a->lane[lane], &t->job.node);
     kick(a, lane);
-    return HIVE_OK;
+out:
+    hive__rcu_unlock();
+    return rc;
 }
 
 int hive_actor_kill(hive_t *h, hive_actor_t actor)
 {
+    if (h == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_actor_kill: engine is NULL");
+    hive__rcu_lock();
     hive__actor_t *a;
     int rc = find_actor(h, actor, "hive_actor_kill", &a);
-    if (rc != HIVE_OK)
-        return rc;
-    /* seq_cst: ordered before kick's exchange, against the turn's final
-     * "scheduled = 0, then read dead" */
-    if (atomic_exchange_explicit(&a->dead, 1, memory_order_seq_cst) != 0)
-        return hive__fail(HIVE_EDEAD, "hive_actor_kill: actor %llu is dead already",
-                          (unsigned long long)actor.id);
-    kick(a, 0);                          /* a turn fails what is queued and runs fini */
-    return HIVE_OK;
+    /* seq_cst: ordered before kick's read of sched, against the turn's
+     * final "clear RUNNING, then read dead" */
+    if (rc == HIVE_OK && atomic_exchange_explicit(&a->dead, 1, memory_order_seq_cst) != 0)
+        rc = hive__fail(HIVE_EDEAD, "hive_actor_kill: actor %llu is dead already",
+                        (unsigned long long)actor.id);
+    else if (rc == HIVE_OK) {
+        atomic_fetch_add_explicit(&h->actors.dying, 1, memory_order_relaxed);
+        kick(a, 0);                      /* a turn fails what is queued and retires it */
+    }
+    hive__rcu_unlock();
+    return rc;
 }
 
 int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out)
@@ -410,10 +653,10 @@ int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out)
         return hive__fail(HIVE_EINVAL, "hive_actor_lookup: %s is NULL",
                           h == NULL ? "engine" : name == NULL ? "name" : "out");
     pthread_mutex_lock(&h->actors.lock);
-    hive__actor_t *a = by_name(&h->actors, name);
-    uint64_t id = a ? a->handle->id : 0;
+    name_t *n = by_name(&h->actors, name);
+    uint64_t id = n ? n->id : 0;
     pthread_mutex_unlock(&h->actors.lock);
-    if (a == NULL)
+    if (n == NULL)
         return hive__fail(HIVE_ENOENT, "hive_actor_lookup: no actor is named \"%s\"", name);
     out->id = id;
     return HIVE_OK;
@@ -423,14 +666,23 @@ void hive__actors_shutdown(struct hive *h)
 {
     hive__actors_t *r = &h->actors;
     pthread_mutex_lock(&r->lock);
-    hive__actor_t *a = r->all;
-    r->all = NULL;
+    hive__actor_t *a = r->live;
+    r->live = NULL;
+    name_t *n = r->names;
+    r->names = NULL;
     pthread_mutex_unlock(&r->lock);
+    while (n != NULL) {
+        name_t *next = n->next;
+        free(n);
+        n = next;
+    }
+    /* no worker runs and every token was dropped: only the living
+     * reference is left on each of these (their handles go with the store) */
     while (a != NULL) {
         hive__actor_t *next = a->next;
-        fail_queued(a, HIVE_ESHUTDOWN);  /* no worker runs: we are the only consumer */
+        fail_queued(a, HIVE_ESHUTDOWN);
         finalize(a);
-        free_actor(a);
+        free_record(a);
         a = next;
     }
     pthread_mutex_destroy(&r->lock);

@@ -6,13 +6,15 @@
  * a freed block merges with free neighbours on both sides in O(1). Free
  * blocks sit in 64 lists by floor(log2(size)); alloc scans its own list
  * first-fit and takes the first block of any larger list, splitting off the
- * rest. All of it under the region's mutex.
+ * rest - always, so a block is exactly what was asked (a rest of one header
+ * is a free block that only coalescing can use). All of it under the
+ * region's mutex.
  *
- * Small allocator: slabs cut from the class's own address range with one
- * atomic add, carved into cells; per-thread caches and lock-free batch
- * rings (ds/batch.h). A cell stays with its class forever (resident memory
- * of a class is its high-water mark), which is why each class has a range
- * of its own: no history of small objects can block a large one.
+ * Small allocator: slabs cut from the node's small area with one atomic
+ * add, carved into cells; per-thread caches and lock-free batch rings
+ * (ds/batch.h). A cell stays with its class forever (resident memory of a
+ * class is its high-water mark); once the small area is spent, small
+ * payloads fall back to large blocks (arena.h).
  *
  * Per-thread caches belong to one arena at a time (one cache per node and
  * class): the thread-local cache names the arena by its process-unique id. A thread that moves to
@@ -21,6 +23,7 @@
  * never writes into an arena that was closed (its cells are then simply
  * forgotten with the memory).
  */
+#include "util/fault.h"
 #include "arena.h"
 #include "ds/batch.h"
 #include "util/error.h"
@@ -31,12 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ large blocks */
 
 #define HDR         64u
-#define MIN_BLOCK   128u
 #define FREE_BIT    ((size_t)1)
 #define LMAGIC      0x686976656c626b21ull    /* "hivelbk!" */
 
@@ -61,7 +64,7 @@ static inline unsigned log2_floor(size_t x)
 static inline lblk_t *phys_next(hive__region_t *r, lblk_t *b)
 {
     char *n = (char *)b + bsize(b);
-    return n < r->base + r->large_size ? (lblk_t *)(void *)n : NULL;
+    return n < r->small ? (lblk_t *)(void *)n : NULL;
 }
 
 static inline lblk_t *phys_prev(lblk_t *b)
@@ -101,13 +104,18 @@ static void set_prev_size_of_next(hive__region_t *r, lblk_t *b)
         n->prev_size = bsize(b);
 }
 
-/* A payload of n bytes from the large allocator, or NULL if no free block
- * is big enough. */
-static void *large_alloc(hive__region_t *r, size_t n)
+/* The whole block a payload of n bytes takes in the large area: the payload
+ * rounded up to 64 bytes (at least 64) plus the header; n <= 2^47. */
+static inline size_t large_block(size_t n)
 {
-    size_t need = HDR + ((n + 63) & ~(size_t)63);
-    if (need < MIN_BLOCK)
-        need = MIN_BLOCK;
+    size_t payload = (n + 63) & ~(size_t)63;
+    return HDR + (payload ? payload : 64);
+}
+
+/* A block of need bytes (large_block()) from the large allocator, or NULL
+ * if no free block is big enough. */
+static void *large_alloc(hive__region_t *r, size_t need)
+{
     pthread_mutex_lock(&r->lock);
     lblk_t *b = NULL;
     for (unsigned i = log2_floor(need); i < 64 && b == NULL; i++)
@@ -122,7 +130,7 @@ static void *large_alloc(hive__region_t *r, size_t n)
     }
     bin_remove(r, b);
     size_t have = bsize(b);
-    if (have - need >= MIN_BLOCK) {
+    if (have > need) {                 /* multiples of 64: the rest holds a header */
         lblk_t *rest = (lblk_t *)(void *)((char *)b + need);
         rest->size = have - need;
         rest->prev_size = need;
@@ -136,12 +144,14 @@ static void *large_alloc(hive__region_t *r, size_t n)
     return (char *)b + HDR;
 }
 
-static void large_free(hive__region_t *r, void *p)
+/* Free the block of payload p; returns its size (what it counted in used). */
+static size_t large_free(hive__region_t *r, void *p)
 {
     lblk_t *b = (lblk_t *)(void *)((char *)p - HDR);
     pthread_mutex_lock(&r->lock);
     if (b->magic != LMAGIC || bfree(b))
         HIVE_DIE("arena: freeing %p, which is not a live large block", p);
+    size_t freed = bsize(b);
     lblk_t *n = phys_next(r, b);
     if (n && bfree(n)) {
         bin_remove(r, n);
@@ -158,27 +168,62 @@ static void large_free(hive__region_t *r, void *p)
     set_prev_size_of_next(r, b);
     bin_insert(r, b);
     pthread_mutex_unlock(&r->lock);
+    return freed;
 }
 
 /* ------------------------------------------------------------ small cells */
 
+/* Classes 0..3 are 64, 128, 192, 256; above, four per doubling: for
+ * 2^k < size <= 2^(k+1) (k >= 8) the cells are 2^k + j * 2^(k-2), j = 1..4,
+ * all multiples of 64. A cell exceeds its payload by less than a quarter of
+ * 2^k < size, and by at most 63 bytes up to 256. */
 static inline unsigned class_of(size_t size)
 {
-    unsigned c = 0;
-    for (size_t s = 64; s < size; s <<= 1)
-        c++;
-    return c;
+    if (size <= 256)
+        return size == 0 ? 0 : (unsigned)((size - 1) >> 6);
+    unsigned k = log2_floor(size - 1);
+    unsigned j = (unsigned)((size - 1 - ((size_t)1 << k)) >> (k - 2));
+    return 4 + (k - 8) * 4 + j;
 }
 
 static inline size_t class_size(unsigned c)
 {
-    return (size_t)64 << c;
+    if (c < 4)
+        return (size_t)64 * (c + 1);
+    unsigned k = 8 + (c - 4) / 4, j = (c - 4) % 4 + 1;
+    return ((size_t)1 << k) + ((size_t)j << (k - 2));
 }
 
+_Static_assert(HIVE_ARENA_NCLASSES == 4 + 4 * (15 - 8), "classes up to 2^15");
+
+/* A slab holds a whole number of cells: at least 8 and at least 64 KiB. */
 static inline size_t slab_bytes(unsigned c)
 {
-    size_t s = 8 * class_size(c);
-    return s < 65536 ? 65536 : s;
+    size_t cell = class_size(c), n = (65536 + cell - 1) / cell;
+    return cell * (n < 8 ? 8 : n);
+}
+
+/* The class's batch list on r, made on first use; NULL only if that
+ * allocation fails. */
+static hive__batchlist_t *class_list(hive__region_t *r, unsigned c)
+{
+    /* acquire: pairs with the release of the CAS that published the list,
+     * so its initialisation is visible */
+    hive__batchlist_t *l = atomic_load_explicit(&r->lists[c], memory_order_acquire);
+    if (likely(l != NULL))
+        return l;
+    hive__batchlist_t *mine;
+    if (hive__posix_memalign((void **)&mine, HIVE_PAD, sizeof *mine) != 0)
+        return NULL;
+    hive__batchlist_init(mine);
+    /* acq_rel: release publishes our initialisation; acquire (on failure)
+     * makes the winner's visible */
+    if (atomic_compare_exchange_strong_explicit(&r->lists[c], &l, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    hive__batchlist_destroy(mine);
+    free(mine);
+    return l;
 }
 
 typedef struct tcache {
@@ -217,7 +262,11 @@ static void tc_release(void)
         for (unsigned n = 0; n < tc.arena->nnodes; n++)
             for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
                 hive__fcache_t *k = &tc.cls[n * HIVE_ARENA_NCLASSES + c];
-                hive__fcache_flush(k, &tc.arena->regions[n].batches[c]);
+                /* cells exist only in classes whose list was made; acquire
+                 * pairs with the release that published it */
+                if (k->head != NULL)
+                    hive__fcache_flush(k, atomic_load_explicit(&tc.arena->regions[n].lists[c],
+                                                               memory_order_acquire));
             }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -245,7 +294,7 @@ static bool tc_switch(hive__arena_t *a)
         tc_registered = true;
     }
     tc_release();
-    tc.cls = calloc((size_t)a->nnodes * HIVE_ARENA_NCLASSES, sizeof *tc.cls);
+    tc.cls = hive__calloc((size_t)a->nnodes * HIVE_ARENA_NCLASSES, sizeof *tc.cls);
     if (tc.cls == NULL)
         return false;
     tc.arena = a;
@@ -264,76 +313,129 @@ void hive__arena_flush_thread(hive__arena_t *a)
         tc_release();
 }
 
-static void *small_alloc(hive__arena_t *a, size_t size, unsigned node)
+/* Fill the empty cache k of class c on r: a batch from the class's list,
+ * else a new slab from the small area. False if the small area is spent. */
+static bool small_refill(hive__region_t *r, size_t small_size, unsigned c, hive__fcache_t *k)
+{
+    hive__batchlist_t *l = class_list(r, c);
+    if (l == NULL)
+        return false;
+    if (hive__fcache_refill(k, l))
+        return true;
+    size_t sb = slab_bytes(c);
+    /* relaxed: the area is only ever cut, never handed back; the load keeps
+     * a spent area's counter from growing on every miss */
+    if (atomic_load_explicit(&r->small_cut, memory_order_relaxed) + sb > small_size)
+        return false;
+    size_t off = atomic_fetch_add_explicit(&r->small_cut, sb, memory_order_relaxed);
+    if (off + sb > small_size)
+        return false;
+    hive__fcache_carve(k, r->small + off, sb, class_size(c), l);
+    return true;
+}
+
+static void *small_alloc(hive__arena_t *a, unsigned c, unsigned node)
 {
     if (unlikely(!tc_is(a)) && !tc_switch(a))
         return NULL;
-    unsigned c = class_of(size);
     hive__fcache_t *k = &tc.cls[node * HIVE_ARENA_NCLASSES + c];
-    if (unlikely(k->head == NULL)) {
-        hive__region_t *r = &a->regions[node];
-        if (!hive__fcache_refill(k, &r->batches[c])) {
-            size_t sb = slab_bytes(c);
-            /* relaxed: the range is only ever cut, never handed back */
-            size_t off = atomic_fetch_add_explicit(&r->class_used[c], sb, memory_order_relaxed);
-            if (off + sb > r->class_area)
-                return NULL;
-            hive__fcache_carve(k, r->class_base[c] + off, sb, class_size(c), &r->batches[c]);
-        }
-    }
+    if (unlikely(k->head == NULL) && !small_refill(&a->regions[node], a->small_size, c, k))
+        return NULL;
     return hive__fcache_pop(k, class_size(c));
 }
 
-static void small_free(hive__arena_t *a, void *p, size_t size, unsigned node)
+static void small_free(hive__arena_t *a, void *p, unsigned c, unsigned node)
 {
+    /* the list exists: the slab of this cell was cut after it was made;
+     * acquire pairs with the release that published it */
+    hive__batchlist_t *l = atomic_load_explicit(&a->regions[node].lists[c], memory_order_acquire);
     if (unlikely(!tc_is(a)) && !tc_switch(a)) {
         /* no memory for a cache: hand the cell over as a batch of one */
         hive__fblock_t *b = p;
         atomic_init(&b->next, NULL);
-        hive__batch_give(&a->regions[node].batches[class_of(size)], b);
+        hive__batch_give(l, b);
         return;
     }
-    unsigned c = class_of(size);
-    hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c),
-                      &a->regions[node].batches[c]);
+    hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c), l);
 }
 
 /* ------------------------------------------------------------ the arena */
 
+size_t hive__arena_charge(size_t size)
+{
+    if (size <= HIVE_ARENA_SMALL_MAX)
+        return class_size(class_of(size));
+    if (size > SIZE_MAX - 2 * HDR)
+        return SIZE_MAX;
+    return large_block(size);
+}
+
+static inline bool in_small_area(const hive__arena_t *a, const void *p, unsigned node)
+{
+    return (uintptr_t)p >= (uintptr_t)a->regions[node].small;
+}
+
+size_t hive__arena_charge_of(const hive__arena_t *a, const void *p, size_t size)
+{
+    unsigned node = hive__arena_node_of(a, p);
+    return in_small_area(a, p, node) ? class_size(class_of(size)) : large_block(size);
+}
+
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p)
 {
-    for (unsigned i = 0; i < a->nnodes; i++) {
-        const hive__region_t *r = &a->regions[i];
-        if ((const char *)p >= r->base && (const char *)p < r->base + r->vsize)
-            return i;
-    }
-    return 0;
+    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+    return off < a->vsize ? (unsigned)(off / a->region_size) : 0;
+}
+
+/* Count charge bytes against the capacity; false with HIVE_EFULL if they
+ * do not fit. */
+static bool take_capacity(hive__arena_t *a, size_t size, size_t charge, int *err)
+{
+    /* relaxed: a pure counter; nothing is published through it */
+    size_t was = atomic_fetch_add_explicit(&a->used, charge, memory_order_relaxed);
+    if (likely(was + charge <= a->capacity))
+        return true;
+    atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
+    *err = hive__fail(HIVE_EFULL, "object store full: asked %zu bytes (taking %zu), %zu of %zu in use",
+                      size, charge, was, a->capacity);
+    return false;
+}
+
+static inline void give_capacity(hive__arena_t *a, size_t charge)
+{
+    /* relaxed: a pure counter, as in take_capacity */
+    atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
 }
 
 void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
 {
     if (node >= a->nnodes)
         node = 0;
-    size_t charge = hive__arena_charge(size);
     if (unlikely(size > a->capacity)) {
         *err = hive__fail(HIVE_EFULL, "object store full: asked %zu bytes, capacity is %zu",
                           size, a->capacity);
         return NULL;
     }
-    /* relaxed: a pure counter; nothing is published through it */
-    size_t was = atomic_fetch_add_explicit(&a->used, charge, memory_order_relaxed);
-    if (unlikely(was + charge > a->capacity)) {
-        atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
-        *err = hive__fail(HIVE_EFULL, "object store full: asked %zu bytes, %zu of %zu in use",
-                          size, was, a->capacity);
-        return NULL;
+    if (size <= HIVE_ARENA_SMALL_MAX) {
+        unsigned c = class_of(size);
+        if (!take_capacity(a, size, class_size(c), err))
+            return NULL;
+        void *p = small_alloc(a, c, node);
+        if (likely(p != NULL))
+            return p;
+        /* the small area is spent (or a cache could not be had): a large block */
+        give_capacity(a, class_size(c));
     }
-    void *p = charge <= HIVE_ARENA_SMALL_MAX ? small_alloc(a, charge, node)
-                                             : large_alloc(&a->regions[node], charge);
+    size_t need = large_block(size);
+    if (!take_capacity(a, size, need, err))
+        return NULL;
+    void *p = large_alloc(&a->regions[node], need);
     if (unlikely(p == NULL)) {
-        atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
+        give_capacity(a, need);
+        /* relaxed: a number for the sentence */
         *err = hive__fail(HIVE_ENOMEM, "object store: no free block of %zu bytes on node %u "
-                          "(%zu of %zu in use)", size, node, was, a->capacity);
+                          "(%zu of %zu in use)", need, node,
+                          atomic_load_explicit(&a->used, memory_order_relaxed), a->capacity);
         return NULL;
     }
     return p;
@@ -341,115 +443,151 @@ void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
 
 void hive__arena_free(hive__arena_t *a, void *p, size_t size)
 {
-    size_t charge = hive__arena_charge(size);
     unsigned node = hive__arena_node_of(a, p);
-    if (charge <= HIVE_ARENA_SMALL_MAX)
-        small_free(a, p, charge, node);
-    else
-        large_free(&a->regions[node], p);
-    atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
+    size_t charge;
+    if (in_small_area(a, p, node)) {
+        unsigned c = class_of(size);
+        charge = class_size(c);
+        small_free(a, p, c, node);
+    } else {
+        charge = large_free(&a->regions[node], p);
+    }
+    give_capacity(a, charge);
 }
 
-static int open_region(hive__region_t *r, unsigned node, size_t large_size, size_t class_area,
-                       const hive__topo_t *topo)
+/* ------------------------------------------------------------ address space */
+
+#define AREA_ALIGN  ((size_t)2 << 20)      /* areas start on huge-page boundaries */
+#define SMALL_SLACK ((size_t)64 << 20)     /* cells cached by threads, beyond 2 x capacity */
+
+typedef struct layout {
+    size_t large, small, region, total;
+} layout_t;
+
+/* The most this process can map: the 47-bit user half of x86-64 (and
+ * 4-level arm64), or less under RLIMIT_AS. */
+static size_t address_limit(void)
 {
-    size_t vsize = large_size + HIVE_ARENA_NCLASSES * class_area;
-    memset(r, 0, sizeof *r);
-    r->node = node;
-    r->large_size = large_size;
-    r->class_area = class_area;
-    r->memfd = memfd_create("hive-arena", MFD_CLOEXEC);
-    if (r->memfd < 0)
-        return hive__fail(HIVE_ENOMEM, "arena: memfd_create for node %u failed: %s", node, strerror(errno));
-    if (ftruncate(r->memfd, (off_t)vsize) != 0) {
-        int e = errno;
-        close(r->memfd);
-        return hive__fail(HIVE_ENOMEM, "arena: cannot size node %u's region to %zu bytes: %s",
-                          node, vsize, strerror(e));
-    }
-    void *base = mmap(NULL, vsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, r->memfd, 0);
-    if (base == MAP_FAILED) {
-        int e = errno;
-        close(r->memfd);
-        return hive__fail(HIVE_ENOMEM, "arena: cannot map %zu bytes for node %u: %s", vsize, node, strerror(e));
-    }
-    r->base = base;
-    r->vsize = vsize;
-    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
-        r->class_base[c] = (char *)base + large_size + c * class_area;
-        atomic_init(&r->class_used[c], 0);
-    }
-    madvise(base, large_size, MADV_HUGEPAGE);   /* advice only: ignored where THP for shmem is off */
+    size_t lim = (size_t)1 << 47;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
+        lim = (size_t)rl.rlim_cur;
+    return lim;
+}
+
+/* x rounded up to a multiple of to (a power of two); false on overflow. */
+static bool round_up(size_t x, size_t to, size_t *out)
+{
+    if (__builtin_add_overflow(x, to - 1, out))
+        return false;
+    *out &= ~(to - 1);
+    return true;
+}
+
+/* Sizes of the areas for capacity over nnodes; false if they overflow. */
+static bool layout_of(size_t capacity, unsigned nnodes, layout_t *l)
+{
+    size_t twice;
+    return !__builtin_mul_overflow(capacity, (size_t)2, &twice) &&
+           round_up(twice, AREA_ALIGN, &l->large) &&
+           !__builtin_add_overflow(l->large, SMALL_SLACK, &l->small) &&
+           !__builtin_add_overflow(l->large, l->small, &l->region) &&
+           !__builtin_mul_overflow(l->region, (size_t)nnodes, &l->total);
+}
+
+int hive__arena_check(size_t capacity, unsigned nnodes)
+{
+    layout_t l;
+    size_t lim = address_limit();
+    if (!layout_of(capacity, nnodes, &l))
+        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu needs 4 x %zu + 64 MiB of address "
+                          "space per node x %u nodes, more than 2^64, let alone the %zu this process "
+                          "can map", capacity, capacity, nnodes, lim);
+    if (l.total > lim)
+        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu needs %zu bytes of address space "
+                          "per node (4 x capacity + 64 MiB) x %u nodes = %zu, more than the %zu this "
+                          "process can map", capacity, l.region, nnodes, l.total, lim);
+    return HIVE_OK;
+}
+
+/* Region i of the mapping: its large allocator holds one free block. */
+static void init_region(hive__arena_t *a, unsigned i, const hive__topo_t *topo)
+{
+    hive__region_t *r = &a->regions[i];
+    r->node = i;
+    r->base = a->base + (size_t)i * a->region_size;
+    r->small = r->base + a->large_size;
+    atomic_init(&r->small_cut, 0);
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+        atomic_init(&r->lists[c], NULL);
+    pthread_mutex_init(&r->lock, NULL);
+    madvise(r->base, a->large_size, MADV_HUGEPAGE);  /* advice only: ignored where THP for shmem is off */
     if (!topo->synthetic) {
         /* place every page of this region on its node; on a single-node
          * machine this is a formality that must still succeed */
         hwloc_nodeset_t ns = hwloc_bitmap_alloc();
-        hwloc_bitmap_only(ns, (unsigned)topo->node_os[node]);
-        r->bound = hwloc_set_area_membind(topo->hw, base, vsize, ns, HWLOC_MEMBIND_BIND,
+        hwloc_bitmap_only(ns, (unsigned)topo->node_os[i]);
+        r->bound = hwloc_set_area_membind(topo->hw, r->base, a->region_size, ns, HWLOC_MEMBIND_BIND,
                                           HWLOC_MEMBIND_BYNODESET) == 0;
         hwloc_bitmap_free(ns);
     }
-    pthread_mutex_init(&r->lock, NULL);
-    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
-        hive__batchlist_init(&r->batches[c]);
-    lblk_t *b = (lblk_t *)base;
-    b->size = large_size & ~(size_t)63;
+    lblk_t *b = (lblk_t *)(void *)r->base;
+    b->size = a->large_size;
     b->prev_size = 0;
     b->magic = LMAGIC;
     bin_insert(r, b);
+}
+
+static void close_region(hive__arena_t *a, hive__region_t *r)
+{
+    /* ASan keeps poison across munmap: clear what the cells poisoned.
+     * Relaxed and acquire loads: the engine is stopped, every thread that
+     * cut or made a list was joined (which orders it before us) */
+    size_t cut = atomic_load_explicit(&r->small_cut, memory_order_relaxed);
+    HIVE_UNPOISON(r->small, cut < a->small_size ? cut : a->small_size);
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
+        hive__batchlist_t *l = atomic_load_explicit(&r->lists[c], memory_order_acquire);
+        if (l != NULL) {
+            hive__batchlist_destroy(l);
+            free(l);
+        }
+    }
+    pthread_mutex_destroy(&r->lock);
+}
+
+/* One memfd and one mapping for every node's region. */
+static int map_store(hive__arena_t *a, const layout_t *l)
+{
+    a->memfd = hive__fault() ? -1 : memfd_create("hive-arena", MFD_CLOEXEC);
+    if (a->memfd < 0)
+        return hive__fail(HIVE_ENOMEM, "arena: memfd_create failed: %s", strerror(errno));
+    if (ftruncate(a->memfd, (off_t)l->total) != 0) {
+        int e = errno;
+        close(a->memfd);
+        return hive__fail(HIVE_ENOMEM, "arena: cannot size the store's memfd to %zu bytes: %s",
+                          l->total, strerror(e));
+    }
+    void *base = hive__fault() ? MAP_FAILED : mmap(NULL, l->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, a->memfd, 0);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        close(a->memfd);
+        return hive__fail(HIVE_ENOMEM, "arena: cannot map %zu bytes of address space (%zu per node "
+                          "x %u nodes for store_bytes = %zu): %s", l->total, l->region, a->nnodes,
+                          a->capacity, strerror(e));
+    }
+    a->base = base;
+    a->vsize = l->total;
     return HIVE_OK;
 }
 
-static void close_region(hive__region_t *r)
+static int registry_add(hive__arena_t *a)
 {
-    if (r->base == NULL)
-        return;
-    /* ASan keeps poison across munmap: clear what the cells poisoned */
-    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
-        size_t used = atomic_load_explicit(&r->class_used[c], memory_order_relaxed);
-        HIVE_UNPOISON(r->class_base[c], used < r->class_area ? used : r->class_area);
-    }
-    munmap(r->base, r->vsize);
-    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
-        hive__batchlist_destroy(&r->batches[c]);
-    close(r->memfd);
-    pthread_mutex_destroy(&r->lock);
-    r->base = NULL;
-}
-
-int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo)
-{
-    memset(a, 0, sizeof *a);
-    a->capacity = capacity;
-    a->nnodes = topo->nnodes;
-    a->id = atomic_fetch_add(&next_arena_id, 1);
-    /* address space (see arena.h): 2x capacity for large blocks, capacity
-     * plus slack for cells kept in caches for every small class */
-    size_t page = 2u << 20;
-    size_t large_size = (2 * capacity + page - 1) & ~(page - 1);
-    size_t class_area = (capacity + (64u << 20) + page - 1) & ~(page - 1);
-    if (posix_memalign((void **)&a->regions, HIVE_PAD, a->nnodes * sizeof *a->regions) != 0)
-        return hive__fail(HIVE_ENOMEM, "arena: cannot allocate %u regions", a->nnodes);
-    memset(a->regions, 0, a->nnodes * sizeof *a->regions);
-    for (unsigned i = 0; i < a->nnodes; i++) {
-        int rc = open_region(&a->regions[i], i, large_size, class_area, topo);
-        if (rc != HIVE_OK) {
-            for (unsigned j = 0; j < i; j++)
-                close_region(&a->regions[j]);
-            free(a->regions);
-            a->regions = NULL;
-            return rc;
-        }
-    }
     pthread_mutex_lock(&registry_lock);
     if (registry_len == registry_cap) {
         size_t cap = registry_cap ? 2 * registry_cap : 8;
-        hive__arena_t **n = realloc(registry, cap * sizeof *n);
+        hive__arena_t **n = hive__realloc(registry, cap * sizeof *n);
         if (n == NULL) {
             pthread_mutex_unlock(&registry_lock);
-            for (unsigned j = 0; j < a->nnodes; j++)
-                close_region(&a->regions[j]);
-            free(a->regions);
             return hive__fail(HIVE_ENOMEM, "arena: cannot grow the registry to %zu", cap);
         }
         registry = n;
@@ -458,6 +596,48 @@ int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo
     registry[registry_len++] = a;
     pthread_mutex_unlock(&registry_lock);
     return HIVE_OK;
+}
+
+static void unmap_store(hive__arena_t *a)
+{
+    for (unsigned i = 0; i < a->nnodes; i++)
+        close_region(a, &a->regions[i]);
+    munmap(a->base, a->vsize);
+    close(a->memfd);
+    free(a->regions);
+    a->regions = NULL;
+    a->base = NULL;
+}
+
+int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo)
+{
+    memset(a, 0, sizeof *a);
+    a->capacity = capacity;
+    a->nnodes = topo->nnodes;
+    a->id = atomic_fetch_add(&next_arena_id, 1);
+    int rc = hive__arena_check(capacity, a->nnodes);
+    if (rc != HIVE_OK)
+        return rc;
+    layout_t l = { 0 };
+    layout_of(capacity, a->nnodes, &l);      /* cannot overflow: checked */
+    a->large_size = l.large;
+    a->small_size = l.small;
+    a->region_size = l.region;
+    if (hive__posix_memalign((void **)&a->regions, HIVE_PAD, a->nnodes * sizeof *a->regions) != 0)
+        return hive__fail(HIVE_ENOMEM, "arena: cannot allocate %u regions", a->nnodes);
+    memset(a->regions, 0, a->nnodes * sizeof *a->regions);
+    rc = map_store(a, &l);
+    if (rc != HIVE_OK) {
+        free(a->regions);
+        a->regions = NULL;
+        return rc;
+    }
+    for (unsigned i = 0; i < a->nnodes; i++)
+        init_region(a, i, topo);
+    rc = registry_add(a);
+    if (rc != HIVE_OK)
+        unmap_store(a);
+    return rc;
 }
 
 void hive__arena_close(hive__arena_t *a)
@@ -478,8 +658,5 @@ void hive__arena_close(hive__arena_t *a)
         free(tc.cls);
         memset(&tc, 0, sizeof tc);
     }
-    for (unsigned i = 0; i < a->nnodes; i++)
-        close_region(&a->regions[i]);
-    free(a->regions);
-    a->regions = NULL;
+    unmap_store(a);
 }

@@ -1,27 +1,41 @@
 /*
  * arena.h - where object payloads live.
  *
- * One region per NUMA node: a memfd (so another process could map it later)
- * mapped MAP_SHARED, bound to its node with hwloc, MADV_HUGEPAGE. Inside a
- * region:
- *  - large payloads (> HIVE_ARENA_SMALL_MAX) come from a boundary-tag
- *    allocator with size-segregated free lists that coalesces neighbours on
- *    free; it is guarded by a per-region mutex (a large put copies at least
- *    32 KiB, which dwarfs an uncontended lock);
- *  - small payloads come in size classes 64 B .. 32 KiB, through per-thread
- *    caches: alloc and free are a pointer pop/push on the fast path, no lock,
- *    no system call. Caches exchange batches with a lock-free per-class ring
- *    (ds/batch.h). Each class owns an address range of its own, from which
- *    slabs are cut with one atomic add; its cells never leave the class.
+ * One memfd (so another process could map it later), mapped MAP_SHARED once
+ * for the whole store and cut into one region per NUMA node, each bound to
+ * its node with hwloc. A region has two areas:
+ *  - the large area, twice the capacity: payloads over HIVE_ARENA_SMALL_MAX
+ *    come from a boundary-tag allocator with size-segregated free lists that
+ *    coalesces neighbours on free, under a per-region mutex (a large put
+ *    copies at least 32 KiB, which dwarfs an uncontended lock);
+ *    MADV_HUGEPAGE;
+ *  - the small area, twice the capacity plus 64 MiB: payloads up to 32 KiB
+ *    come in 32 size classes, four per doubling in multiples of 64 bytes
+ *    (64, 128, 192, 256, 320, 384, 448, 512, 640, 768, ..., 28672, 32768),
+ *    through per-thread caches: alloc and free are a pointer pop/push on the
+ *    fast path, no lock, no system call. Caches exchange batches with a
+ *    lock-free per-class ring (ds/batch.h, made at the class's first slab on
+ *    the node). Classes cut slabs from the node's small area with one atomic
+ *    add; a cell never leaves its class.
+ * A class keeps the cells it has cut, so a history of many sizes can spend
+ * the small area on cells nobody needs any more. From then on a small
+ * payload whose class has no free cell takes a block of the large allocator
+ * instead (its mutex, its header): slower, but in an area of twice the
+ * capacity, where only fragmentation could refuse it. Large payloads never
+ * live in the small area, so cells kept by classes never take address
+ * space from a large one.
  *
- * Capacity is counted exactly in one atomic: every payload counts its size
- * rounded up to 64 bytes; beyond the capacity alloc fails with HIVE_EFULL and
- * the numbers. Address space is what makes that promise hold whatever the
- * history: the large allocator gets twice the capacity (fragmentation can
- * never turn free capacity into a failed large put) and every small class
- * gets the capacity plus slack (cells kept by one class never starve another
- * or the large allocator). Only touched pages cost memory; the reservation is
- * sparse (memfd, MAP_NORESERVE).
+ * Capacity is counted exactly in one atomic, `used`: what live payloads
+ * take from the store. A payload in a cell counts the cell (under 25% more
+ * than a payload over 256 bytes, at most 63 bytes more below); a payload in
+ * the large area counts its block, the payload rounded up to 64 bytes plus
+ * a 64-byte header. Beyond the capacity alloc fails with HIVE_EFULL and the
+ * numbers, so the memory live payloads hold never exceeds the capacity.
+ *
+ * Address space: 4 x capacity + 64 MiB per node (rounded to 2 MiB), times
+ * the nodes; only touched pages cost memory (memfd, MAP_NORESERVE). What
+ * cannot fit below 2^47 or RLIMIT_AS is refused before mapping, with the
+ * arithmetic (hive__arena_check).
  */
 #ifndef HIVE_ARENA_H
 #define HIVE_ARENA_H
@@ -36,33 +50,37 @@
 #include "util/common.h"
 
 #define HIVE_ARENA_SMALL_MAX (32u * 1024u)
-#define HIVE_ARENA_NCLASSES  10               /* 64 .. 32768 */
+#define HIVE_ARENA_NCLASSES  32               /* 64 .. 32768, four per doubling */
 
 struct hive__lblk;
 
 typedef struct hive__region {
-    char          *base;
-    size_t         vsize;
-    size_t         large_size;                 /* [base, base + large_size): the large allocator */
-    size_t         class_area;                 /* bytes of address space per small class */
-    char          *class_base[HIVE_ARENA_NCLASSES];
-    _Atomic size_t class_used[HIVE_ARENA_NCLASSES];   /* bump offset of cut slabs */
-    int            memfd;
+    char          *base;                       /* [base, small): the large allocator */
+    char          *small;                      /* [small, small + small_size): slabs of cells */
     unsigned       node;
     int            bound;                      /* memory bound to its node */
     pthread_mutex_t lock;                      /* the large allocator */
     struct hive__lblk *bins[64];               /* free blocks by floor(log2(size)) */
     size_t         large_free;                 /* bytes in free large blocks (stats) */
-    HIVE_ALIGNED hive__batchlist_t batches[HIVE_ARENA_NCLASSES];  /* lock-free batch lists */
+    _Atomic(hive__batchlist_t *) lists[HIVE_ARENA_NCLASSES];  /* lock-free batch lists */
+    HIVE_ALIGNED _Atomic size_t small_cut;     /* bump offset of cut slabs */
 } hive__region_t;
 
 typedef struct hive__arena {
     uint64_t        id;                        /* process-unique, never reused */
     size_t          capacity;
     unsigned        nnodes;
+    char           *base;                      /* the one mapping, region i at base + i * region_size */
+    size_t          vsize;
+    size_t          region_size, large_size, small_size;
+    int             memfd;
     hive__region_t *regions;
-    HIVE_ALIGNED _Atomic size_t used;          /* bytes counted against capacity */
+    HIVE_ALIGNED _Atomic size_t used;          /* bytes live payloads take (see above) */
 } hive__arena_t;
+
+/* HIVE_OK if a store of capacity bytes over nnodes nodes fits in the
+ * address space this process can map; else HIVE_EINVAL with the arithmetic. */
+int  hive__arena_check(size_t capacity, unsigned nnodes);
 
 int  hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo);
 void hive__arena_close(hive__arena_t *a);
@@ -76,11 +94,14 @@ void  hive__arena_free(hive__arena_t *a, void *p, size_t size);
 /* The node a payload lives on. */
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p);
 
-/* The bytes counted for a payload of size bytes. */
-static inline size_t hive__arena_charge(size_t size)
-{
-    return size == 0 ? 64 : (size + 63) & ~(size_t)63;
-}
+/* The bytes a payload of size bytes counts in `used` when it gets its usual
+ * place: its class's cell up to HIVE_ARENA_SMALL_MAX, else its large block
+ * (SIZE_MAX if that overflows). */
+size_t hive__arena_charge(size_t size);
+
+/* What the live payload p of size bytes counts in `used`: its charge, or,
+ * for a small payload that had to take a large block, that block. */
+size_t hive__arena_charge_of(const hive__arena_t *a, const void *p, size_t size);
 
 /* Give back whatever the calling thread caches for this arena (tests use it
  * to check that every block returns). */

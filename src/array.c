@@ -55,15 +55,24 @@ int hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape
         return hive__fail(HIVE_EINVAL, "hive_array_new: ndim %d outside 0..%d", ndim, HIVE_MAX_DIMS);
     if (ndim > 0 && shape == NULL)
         return hive__fail(HIVE_EINVAL, "hive_array_new: shape is NULL for ndim %d", ndim);
-    size_t bytes = isz;
+    /* numpy's rule: the item size times the nonzero extents must fit in
+     * int64_t, whatever the order of the extents. Then every stride of the
+     * view (the item size times the extents to its right, a zero counted
+     * as 1) and every offset a view or slice computes fits too. */
+    int64_t span = (int64_t)isz;
+    bool empty = false;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return hive__fail(HIVE_EINVAL, "hive_array_new: shape[%d] = %lld is negative", d,
                               (long long)shape[d]);
-        if (__builtin_mul_overflow(bytes, (size_t)shape[d], &bytes) || bytes > (size_t)INT64_MAX)
-            return hive__fail(HIVE_EINVAL, "hive_array_new: %d-d shape overflows a byte size at "
-                              "dimension %d (extent %lld)", ndim, d, (long long)shape[d]);
+        if (shape[d] == 0)
+            empty = true;
+        else if (__builtin_mul_overflow(span, shape[d], &span))
+            return hive__fail(HIVE_EINVAL, "hive_array_new: %d-d shape overflows: the item size "
+                              "(%zu) times the nonzero extents passes %lld at dimension %d (extent "
+                              "%lld)", ndim, isz, (long long)INT64_MAX, d, (long long)shape[d]);
     }
+    size_t bytes = empty ? 0 : (size_t)span;
     hive__obj_t *o;
     int rc = hive__obj_new(h, HIVE__ARRAY, bytes, true, &o);
     if (rc != HIVE_OK)
@@ -89,14 +98,15 @@ int hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out)
     if (o == NULL)
         return HIVE_ENOENT;
     if (o->kind != HIVE__ARRAY)
-        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is a%s, not an array",
-                          (unsigned long long)ref.id, o->kind == HIVE__CELL ? " cell"
-                          : o->kind == HIVE__ACTOR ? "n actor handle" : " blob");
+        return hive__fail(HIVE_ESTATE, "hive_array_view: object %llu is %s, not an array",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     hive_array_t v;
     memset(&v, 0, sizeof v);
     v.data = o->data;
     v.dtype = (hive_dtype_t)o->u.arr.dtype;
     v.ndim = o->u.arr.ndim;
+    /* no overflow: hive_array_new checked the item size times the nonzero
+     * extents, which bounds every stride and the last product */
     int64_t stride = (int64_t)hive_dtype_size(v.dtype);
     for (int d = v.ndim - 1; d >= 0; d--) {
         v.shape[d] = o->u.arr.shape[d];
@@ -115,7 +125,12 @@ int64_t hive_array_numel(const hive_array_t *a)
         return -1;
     int64_t n = 1;
     for (int d = 0; d < a->ndim && d < HIVE_MAX_DIMS; d++)
-        n *= a->shape[d];
+        if (a->shape[d] < 0 || __builtin_mul_overflow(n, a->shape[d], &n)) {
+            hive__fail(HIVE_EINVAL, "hive_array_numel: not a valid view (extent %lld in dimension "
+                       "%d %s)", (long long)a->shape[d], d,
+                       a->shape[d] < 0 ? "is negative" : "overflows the element count");
+            return -1;
+        }
     return n;
 }
 
@@ -161,10 +176,13 @@ int hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop
         return hive__fail(HIVE_EINVAL, "hive_array_slice: out is NULL");
     if (dim < 0 || dim >= a->ndim)
         return hive__fail(HIVE_EINVAL, "hive_array_slice: dimension %d outside 0..%d", dim, a->ndim - 1);
-    if (step == 0 || step == INT64_MIN)
-        return hive__fail(HIVE_EINVAL, "hive_array_slice: step %lld is not allowed", (long long)step);
-    /* Python's slice.indices(n) */
+    if (step == 0)
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: step 0 is not allowed");
     int64_t n = a->shape[dim];
+    if (n < 0)
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: not a valid view (extent %lld in "
+                          "dimension %d)", (long long)n, dim);
+    /* Python's slice.indices(n); every sum below stays within -1 .. n */
     int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
     if (start < 0)
         start = start < -n ? lower : start + n;
@@ -178,16 +196,32 @@ int hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t stop
         start = lower;
     if (stop < lower)
         stop = lower;
+    /* |step| as unsigned: -INT64_MIN does not fit int64_t */
+    uint64_t mag = step > 0 ? (uint64_t)step : -(uint64_t)step;
     int64_t len;
     if (step > 0)
-        len = stop > start ? (stop - start - 1) / step + 1 : 0;
+        len = stop > start ? (int64_t)((uint64_t)(stop - start - 1) / mag) + 1 : 0;
     else
-        len = start > stop ? (start - stop - 1) / (-step) + 1 : 0;
+        len = start > stop ? (int64_t)((uint64_t)(start - stop - 1) / mag) + 1 : 0;
+    /* In a view made by hive_array_view or a slice, element len - 1 lies
+     * inside the array, so with two elements or more neither product
+     * overflows; with one, the stride is never used, and when stride * step
+     * does not fit (numpy's would wrap) the old stride is kept. */
+    int64_t offset = 0, stride;
+    if (len > 0 && __builtin_mul_overflow(start, a->strides[dim], &offset))
+        return hive__fail(HIVE_EINVAL, "hive_array_slice: not a valid view (offset %lld * stride "
+                          "%lld overflows)", (long long)start, (long long)a->strides[dim]);
+    if (__builtin_mul_overflow(a->strides[dim], step, &stride)) {
+        if (len > 1)
+            return hive__fail(HIVE_EINVAL, "hive_array_slice: not a valid view (stride %lld * step "
+                              "%lld overflows with %lld elements)", (long long)a->strides[dim],
+                              (long long)step, (long long)len);
+        stride = a->strides[dim];
+    }
     hive_array_t v = *a;
-    if (len > 0)
-        v.data = (char *)a->data + start * a->strides[dim];
+    v.data = (char *)a->data + offset;
     v.shape[dim] = len;
-    v.strides[dim] = a->strides[dim] * step;
+    v.strides[dim] = stride;
     *out = v;
     return HIVE_OK;
 }
@@ -198,6 +232,8 @@ static void *flat_at(const hive_array_t *a, int64_t flat_index, const char *fn)
     if (!view_ok(a, fn))
         return NULL;
     int64_t numel = hive_array_numel(a);
+    if (numel < 0)
+        return NULL;                        /* hive_array_numel said why */
     if (flat_index < 0 || flat_index >= numel) {
         hive__fail(HIVE_EINVAL, "%s: flat index %lld out of range 0..%lld", fn,
                    (long long)flat_index, (long long)numel - 1);
@@ -366,9 +402,15 @@ int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
         return hive__fail(HIVE_EINVAL, "hive_array_read: dst is NULL");
     size_t isz = hive_dtype_size(a->dtype);
     int64_t numel = hive_array_numel(a);
-    if ((size_t)numel * isz > dst_size)
+    size_t need;
+    if (numel < 0)
+        return HIVE_EINVAL;                 /* hive_array_numel said why */
+    if (__builtin_mul_overflow((size_t)numel, isz, &need))
+        return hive__fail(HIVE_EINVAL, "hive_array_read: not a valid view (%lld elements of %zu "
+                          "bytes overflow a size)", (long long)numel, isz);
+    if (need > dst_size)
         return hive__fail(HIVE_EINVAL, "hive_array_read: dst holds %zu bytes, the view needs %zu",
-                          dst_size, (size_t)numel * isz);
+                          dst_size, need);
     if (numel == 0)
         return HIVE_OK;
     for (;;) {
@@ -402,8 +444,8 @@ static int find_cell(hive_t *h, hive_ref_t cell, const char *fn, hive__obj_t **o
     if (c == NULL)
         return HIVE_ENOENT;
     if (c->kind != HIVE__CELL)
-        return hive__fail(HIVE_ESTATE, "%s: object %llu is a%s, not a cell", fn,
-                          (unsigned long long)cell.id, c->kind == HIVE__ARRAY ? "n array" : " blob");
+        return hive__fail(HIVE_ESTATE, "%s: object %llu is %s, not a cell", fn,
+                          (unsigned long long)cell.id, hive__kind_name(c->kind));
     *out = c;
     return HIVE_OK;
 }
@@ -417,9 +459,8 @@ static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj
     if (v == NULL)
         rc = version.id ? HIVE_ENOENT : hive__fail(HIVE_ENOENT, "%s: version ref {0} names no object", fn);
     else if (v->kind == HIVE__CELL || v->kind == HIVE__ACTOR)
-        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is a%s and cannot be a version", fn,
-                        (unsigned long long)version.id,
-                        v->kind == HIVE__CELL ? " cell" : "n actor handle");
+        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is %s and cannot be a version", fn,
+                        (unsigned long long)version.id, hive__kind_name(v->kind));
     else if (!hive__obj_retain_live(v))
         rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
                         (unsigned long long)version.id);

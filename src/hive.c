@@ -1,6 +1,7 @@
 /*
  * hive.c - the engine: configuration, init and shutdown, placement queries.
  */
+#include "util/fault.h"
 #include "hive_impl.h"
 #include "util/common.h"
 #include "util/error.h"
@@ -27,9 +28,9 @@ static int check_config(const hive_config_t *cfg)
     if (cfg->store_bytes != 0 && cfg->store_bytes < 4096)
         return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu is below the minimum of 4096",
                           cfg->store_bytes);
-    if (cfg->store_bytes > ((size_t)1 << 46))
-        return hive__fail(HIVE_EINVAL, "hive_init: store_bytes = %zu exceeds the limit of %zu",
-                          cfg->store_bytes, (size_t)1 << 46);
+    /* what cannot map even on one node; the arena checks again per node */
+    if (cfg->store_bytes != 0 && hive__arena_check(cfg->store_bytes, 1) != HIVE_OK)
+        return HIVE_EINVAL;
     if (cfg->trace_path != NULL)
         return hive__fail(HIVE_EINVAL, "hive_init: trace_path \"%s\" given, but this build "
                           "has no timeline recorder yet", cfg->trace_path);
@@ -48,7 +49,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         return rc;
 
     hive_t *h;
-    if (posix_memalign((void **)&h, HIVE_PAD, sizeof *h) != 0)
+    if (hive__posix_memalign((void **)&h, HIVE_PAD, sizeof *h) != 0)
         return hive__fail(HIVE_ENOMEM, "hive_init: cannot allocate the engine (%zu bytes)", sizeof *h);
     memset(h, 0, sizeof *h);
 
@@ -95,13 +96,20 @@ int hive_shutdown(hive_t *h)
     if (hive__self != NULL && hive__self->sched == &h->sched)
         return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
                           hive__self->index);
-    /* running tasks finish, queued ones fail with HIVE_ESHUTDOWN ... */
-    hive__sched_stop(&h->sched);
-    /* actors: queued calls fail, fini runs for every live one */
-    hive__actors_shutdown(h);
-    /* ... and so does everything still pending, which ends the tasks that
-     * were waiting for it */
+    /* 1. no job starts from now on; every object still pending fails with
+     *    HIVE_ESHUTDOWN, so every waiter - a task inside hive_get, an actor
+     *    waiting for a call's argument, a user thread - returns */
+    hive__sched_begin_stop(&h->sched);
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
+    /* 2. running jobs end; queued ones are dropped (their results fail) and
+     *    the workers are joined */
+    hive__sched_stop(&h->sched);
+    /* 3. actors: queued calls fail, fini runs for every live one */
+    hive__actors_shutdown(h);
+    /* 4. whatever the last jobs created, and then nobody may still be
+     *    inside a get or a wait when the records go */
+    hive__store_fail_pending(h, HIVE_ESHUTDOWN);
+    hive__store_wait_sleepers(h);
     hive__store_close(h);
     hive__locals_destroy(&h->locals);
     hive__arena_close(&h->arena);

@@ -12,6 +12,7 @@
  * the same one. The arrays grow on first use of a key or depth (a slow
  * path), never on later calls.
  */
+#include "util/fault.h"
 #include "local.h"
 #include "hive_impl.h"
 #include "task.h"
@@ -78,13 +79,13 @@ static lslot_t *slot_of(hive__worker_t *w, unsigned depth, uint32_t key)
 {
     wlocals_t *wl = w->locals;
     if (wl == NULL) {
-        if ((wl = calloc(1, sizeof *wl)) == NULL)
+        if ((wl = hive__calloc(1, sizeof *wl)) == NULL)
             return NULL;
         w->locals = wl;
     }
     if (depth >= wl->depths) {
         unsigned nd = depth + 1;
-        level_t *lv = realloc(wl->level, nd * sizeof *lv);
+        level_t *lv = hive__realloc(wl->level, nd * sizeof *lv);
         if (lv == NULL)
             return NULL;
         memset(lv + wl->depths, 0, (nd - wl->depths) * sizeof *lv);
@@ -96,7 +97,7 @@ static lslot_t *slot_of(hive__worker_t *w, unsigned depth, uint32_t key)
         uint32_t cap = lv->cap ? lv->cap : 8;
         while (cap <= key)
             cap *= 2;
-        lslot_t *s = realloc(lv->slots, cap * sizeof *s);
+        lslot_t *s = hive__realloc(lv->slots, cap * sizeof *s);
         if (s == NULL)
             return NULL;
         memset(s + lv->cap, 0, (cap - lv->cap) * sizeof *s);

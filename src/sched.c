@@ -24,6 +24,7 @@
  * parked worker (and wakes one parked worker, preferring the job's node), or
  * the worker sees the job. A busy engine never pays a system call.
  */
+#include "util/fault.h"
 #include "sched.h"
 #include "hive_impl.h"
 #include "util/clock.h"
@@ -45,6 +46,7 @@ __thread hive__worker_t *hive__self;
  * microseconds), short enough that an idle engine costs nothing. */
 #define IDLE_SPIN_NS   20000u
 #define IDLE_YIELDS    4
+#define MAINT_EVERY    256            /* jobs between looks at the object table's shape */
 
 /* Conservative: true if any queue w could take from might hold a job. */
 static bool has_work(hive__worker_t *w)
@@ -123,8 +125,121 @@ static inline void run_job(hive__worker_t *w, hive__job_t *job)
     job->fn(job, w);
 }
 
-bool hive__sched_help(hive__worker_t *w)
+/* ------------------------------------------------------------ deep nesting
+ *
+ * A job that waits inside a job (hive_get in a task) helps: it runs other
+ * jobs nested on its own stack, so fork-join never stalls and one worker is
+ * enough. Recursive submit-and-get nests one job per level, so a worker's
+ * stack bounds how deep a program may recurse. Two measures:
+ *
+ *  - Workers get large stacks (WORKER_STACK, virtual: only touched pages
+ *    cost memory), and helping is bounded by the stack actually left, not
+ *    by a count: nesting stops while hive__stack_reserve bytes (8 MiB, as
+ *    much as a default thread has in all) remain for the job at the top.
+ *  - When the stack is that deep and the wait is still not over, the worker
+ *    hands itself to a spare thread: a fresh thread (fresh stack) that
+ *    becomes the same worker - same deques, inbox, worker-local values at
+ *    the next depth - and runs its jobs until the wait is over (or the
+ *    engine stops). The waiting thread blocks in pthread_join meanwhile, so
+ *    the two never run the worker's owner side at once; thread creation and
+ *    join give the happens-before both ways. A spare can itself get deep
+ *    and hand over to another one, so depth is limited by memory only.
+ *
+ * Why not a spare thread at every blocking wait (as some runtimes do)? A
+ * thread per wait costs a system call and a stack on a path that nesting
+ * serves for free: spares are only for waits deeper than a whole stack.
+ * The one limit left: a waiter resumes only after the jobs nested above it
+ * (on its stack or its spare's) have returned, as in every help-first
+ * scheduler (TBB's included).
+ */
+#if defined(__SANITIZE_THREAD__)
+/* TSan maps its own areas at fixed addresses; many 64 MiB stacks (spares
+ * nest) crowd them out. Smaller stacks there: spares come sooner. */
+#define WORKER_STACK  ((size_t)8 << 20)
+size_t hive__stack_reserve = (size_t)2 << 20;
+#else
+#define WORKER_STACK  ((size_t)64 << 20)
+size_t hive__stack_reserve = (size_t)8 << 20;
+#endif
+
+static __thread char *stack_floor;        /* below this, nest no further */
+
+/* Note where the calling thread's stack ends, less the reserve. */
+static void note_stack(void)
 {
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+    stack_floor = NULL;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+        size_t keep = hive__stack_reserve;
+        if (keep > size - ((size_t)256 << 10))
+            keep = size - ((size_t)256 << 10);   /* nest in at least 256 KiB */
+        stack_floor = (char *)lo + keep;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static bool stack_deep(void)
+{
+    return (char *)__builtin_frame_address(0) < stack_floor;
+}
+
+struct spare {
+    hive__worker_t *w;
+    bool          (*done)(void *arg);
+    void           *arg;
+};
+
+static void *spare_main(void *arg)
+{
+    struct spare *sp = arg;
+    hive__worker_t *w = sp->w;
+    hive__self = w;
+    note_stack();
+    /* its jobs are nested inside the waiter's: a depth of their own */
+    w->depth++;
+    while (!sp->done(sp->arg) && !atomic_load_explicit(&w->sched->stopping, memory_order_acquire)) {
+        if (!hive__sched_help(w, sp->done, sp->arg))
+            hive__sleep_ns(20000);         /* nothing to run: look again soon */
+    }
+    w->depth--;
+    hive__self = NULL;
+    return NULL;
+}
+
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e == 0 && (e = pthread_attr_setstacksize(&attr, WORKER_STACK)) == 0)
+        e = hive__fault() ? EAGAIN : pthread_create(t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (e == EAGAIN || e == ENOMEM || e == EINVAL)
+        e = hive__fault() ? EAGAIN : pthread_create(t, NULL, fn, arg);   /* no room for a large stack: the default one */
+    return e;
+}
+
+/* Run the worker on a spare thread until done(arg); false if none could
+ * be started (the waiter then naps and tries again). */
+static bool hand_to_spare(hive__worker_t *w, bool (*done)(void *), void *arg)
+{
+    struct spare sp = { .w = w, .done = done, .arg = arg };
+    pthread_t t;
+    if (start_thread(&t, spare_main, &sp) != 0)
+        return false;
+    /* relaxed: a statistic */
+    atomic_fetch_add_explicit(&w->spares, 1, memory_order_relaxed);
+    pthread_join(t, NULL);
+    return true;
+}
+
+bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
+{
+    if (unlikely(stack_deep()))
+        return done != NULL && !done(arg) && hand_to_spare(w, done, arg);
     hive__job_t *job = find_job(w);
     if (job == NULL)
         return false;
@@ -184,10 +299,16 @@ static void run_jobs(hive__worker_t *w)
         if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed)))
             return;
         hive__job_t *job = find_job(w);
-        if (job != NULL)
+        if (job != NULL) {
             run_job(w, job);
-        else
+            if (unlikely(++w->maint == MAINT_EVERY)) {
+                w->maint = 0;
+                hive__store_maintain(s->h);
+            }
+        } else {
+            hive__store_maintain(s->h);
             park(w);
+        }
     }
 }
 
@@ -196,6 +317,7 @@ static void *worker_main(void *arg)
     hive__worker_t *w = arg;
     hive__sched_t *s = w->sched;
     hive__self = w;
+    note_stack();
     int rc = HIVE_OK;
     if (s->pin) {
         rc = hive__topo_bind_self(&s->h->topo, w->slot);
@@ -279,11 +401,46 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         wake_one(s, target);
 }
 
+/* Start-up: every worker's first job, posted before its thread starts. It
+ * parks the worker as park()'s second half does (same flags, counters and
+ * wake-up), without park()'s spin first: workers that start early sleep
+ * instead of spinning in has_work() while later ones are created (4096
+ * workers on 2 cores took 39 s to start). It counts the worker in started a
+ * second time once it is counted in nparked, and hive__sched_start returns
+ * only after that: nothing but a stop or a post to this inbox can make work
+ * before then (nobody has the engine yet), and any spawn after then sees
+ * the worker in nparked and wakes a parked worker. So checking stopping and
+ * the inbox is enough here, where park() must scan every queue. */
+static void start_parked(hive__job_t *job, hive__worker_t *w)
+{
+    (void)job;
+    if (w == NULL)
+        return;                          /* dropped at a failed start: nothing to undo */
+    hive__sched_t *s = w->sched;
+    /* relaxed: a statistic; this job is not work */
+    atomic_fetch_sub_explicit(&w->jobs, 1, memory_order_relaxed);
+    /* seq_cst store and RMW: the worker's halves of both handshakes (see top) */
+    atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
+    /* release: orders the above before hive__sched_start's acquire of started */
+    atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
+    hive__futex_wake(&s->started, 1);
+    /* seq_cst loads: after our parked store in the total order, as in park() */
+    if (atomic_load_explicit(&s->stopping, memory_order_seq_cst) || !hive__mpsc_empty(&w->inbox)) {
+        atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst);
+    } else {
+        /* acquire: pairs with the waker's exchange, as in park() */
+        while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
+            hive__futex_wait(&w->parked, 1, -1);
+    }
+    atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+}
+
 static void free_tables(hive__sched_t *s, unsigned n)
 {
-    for (unsigned i = 0; i < n && s->w; i++)
-        for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
-            free(s->w[i].deque[lane]);
+    if (n > 0 && s->w)
+        free(s->w[0].deque[0]);          /* one block holds every deque */
     for (unsigned node = 0; node < s->nnodes && s->nodes; node++) {
         free(s->nodes[node].workers);
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
@@ -301,14 +458,27 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     memset(s, 0, sizeof *s);
     s->h = h;
     s->pin = pin;
-    if (posix_memalign((void **)&s->w, HIVE_PAD, (size_t)n * sizeof *s->w) != 0)
+    /* the workers, then their start-up jobs, in one block (free(s->w)) */
+    size_t wbytes, jbytes, total;
+    if (__builtin_mul_overflow((size_t)n, sizeof *s->w, &wbytes) ||
+        __builtin_mul_overflow((size_t)n, sizeof(hive__job_t), &jbytes) ||
+        __builtin_add_overflow(wbytes, jbytes, &total) ||
+        hive__posix_memalign((void **)&s->w, HIVE_PAD, total ? total : HIVE_PAD) != 0)
         return hive__fail(HIVE_ENOMEM, "cannot allocate %u workers of %zu bytes", n, sizeof *s->w);
-    memset(s->w, 0, (size_t)n * sizeof *s->w);
+    memset(s->w, 0, total);
+    hive__job_t *start_jobs = (hive__job_t *)(void *)((char *)s->w + wbytes);
     s->nnodes = topo->nnodes;
-    s->nodes = calloc(s->nnodes, sizeof *s->nodes);
-    if (s->nodes == NULL) {
+    s->nodes = hive__calloc(s->nnodes, sizeof *s->nodes);
+    /* every deque in one block: large enough to be mapped lazily, so a
+     * deque's slots cost no page until used */
+    hive__deque_t *deques = NULL;
+    size_t dbytes;
+    if (s->nodes == NULL || __builtin_mul_overflow((size_t)n * HIVE_NPRIO, sizeof *deques, &dbytes) ||
+        hive__posix_memalign((void **)&deques, HIVE_PAD, dbytes ? dbytes : HIVE_PAD) != 0) {
+        free(s->nodes);
         free(s->w);
-        return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues", s->nnodes);
+        return hive__fail(HIVE_ENOMEM, "cannot allocate %u node queues and %u workers' deques",
+                          s->nnodes, n);
     }
     for (unsigned i = 0; i < n; i++) {
         hive__worker_t *w = &s->w[i];
@@ -318,38 +488,43 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         w->slot = hive__topo_slot(topo, i);
         w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
-            if (posix_memalign((void **)&w->deque[lane], HIVE_PAD, sizeof *w->deque[lane]) != 0) {
-                free_tables(s, n);
-                return hive__fail(HIVE_ENOMEM, "cannot allocate the deques of worker %u", i);
-            }
+            w->deque[lane] = &deques[(size_t)i * HIVE_NPRIO + lane];
             hive__deque_init(w->deque[lane]);
         }
         s->nodes[w->slot->node].nworkers++;
     }
+    /* HIVE_RING_SLOTS per ring up to 16 nodes; beyond, the 16 nodes' total
+     * shared out (at least 256): 3000 synthetic nodes would otherwise fill
+     * and touch 2.3 GB of rings. A full ring overflows into inboxes. */
+    size_t ring_slots = HIVE_RING_SLOTS;
+    while (ring_slots > 256 && (size_t)s->nnodes * ring_slots > 16u * HIVE_RING_SLOTS)
+        ring_slots /= 2;
     for (unsigned node = 0; node < s->nnodes; node++) {
         hive__nodeq_t *nq = &s->nodes[node];
-        nq->workers = calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
+        nq->workers = hive__calloc(nq->nworkers ? nq->nworkers : 1, sizeof *nq->workers);
         nq->nworkers = 0;
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
-            hive__rslot_t *slots = malloc(HIVE_RING_SLOTS * sizeof *slots);
+            hive__rslot_t *slots = hive__malloc(ring_slots * sizeof *slots);
             if (nq->workers == NULL || slots == NULL) {
                 free(slots);
                 free_tables(s, n);
                 return hive__fail(HIVE_ENOMEM, "cannot allocate the queues of node %u", node);
             }
-            hive__ring_init(&nq->ring[lane], slots, HIVE_RING_SLOTS);
+            hive__ring_init(&nq->ring[lane], slots, ring_slots);
         }
     }
     for (unsigned i = 0; i < n; i++) {
         hive__nodeq_t *nq = &s->nodes[s->w[i].slot->node];
         nq->workers[nq->nworkers++] = i;
+        start_jobs[i].fn = start_parked;
+        hive__sched_post(s, i, &start_jobs[i]);
     }
     unsigned created = 0;
     int rc = HIVE_OK;
     /* every worker's tables exist before any thread starts looking at them */
     s->n = n;
     for (; created < n; created++) {
-        int e = pthread_create(&s->w[created].thread, NULL, worker_main, &s->w[created]);
+        int e = start_thread(&s->w[created].thread, worker_main, &s->w[created]);
         if (e != 0) {
             rc = hive__fail(e == EAGAIN ? HIVE_ENOMEM : HIVE_ETOPO,
                             "cannot start worker %u of %u: %s", created, n, strerror(e));
@@ -357,10 +532,11 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         }
     }
     s->nthreads = created;
-    /* wait until every created worker has bound itself (or failed to);
-     * acquire pairs with the workers' release increment */
+    /* wait until every created worker has bound itself (or failed to) and
+     * parked in its start-up job: two counts each, as nothing stops them
+     * before; acquire pairs with the workers' release increments */
     uint32_t seen;
-    while ((seen = atomic_load_explicit(&s->started, memory_order_acquire)) < created)
+    while ((seen = atomic_load_explicit(&s->started, memory_order_acquire)) < 2 * created)
         hive__futex_wait(&s->started, seen, -1);
     if (rc == HIVE_OK && atomic_load(&s->start_rc) != HIVE_OK)
         rc = hive__fail(atomic_load(&s->start_rc), "%s", s->start_msg);
@@ -373,12 +549,18 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     return rc;
 }
 
-void hive__sched_stop(hive__sched_t *s)
+void hive__sched_begin_stop(hive__sched_t *s)
 {
-    /* seq_cst: the stop flag plays the job's role in the handshake */
+    /* seq_cst: the stop flag plays the job's role in the parking handshake,
+     * and the store half of the waiters' handshake (store.c) */
     atomic_store_explicit(&s->stopping, 1, memory_order_seq_cst);
     for (unsigned i = 0; i < s->n; i++)
         wake(s, &s->w[i]);
+}
+
+void hive__sched_stop(hive__sched_t *s)
+{
+    hive__sched_begin_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++)
         pthread_join(s->w[i].thread, NULL);
     /* nobody runs anymore: hand back what was still queued (a dropped job

@@ -61,6 +61,7 @@ typedef struct hive__worker {
     pthread_t           thread;
     hive__deque_t      *deque[HIVE_NPRIO];
     unsigned            depth;                /* nesting of jobs run while waiting in a job */
+    unsigned            maint;                /* jobs since the last hive__store_maintain */
     uint64_t            task_seq;             /* tasks started on this worker (local.c resets) */
     uint64_t            rng;                  /* victim choice */
     void               *locals;               /* worker-local values (local.c) */
@@ -68,6 +69,7 @@ typedef struct hive__worker {
     _Atomic uint64_t    jobs;                 /* jobs it ran */
     _Atomic uint64_t    steals;               /* jobs it took from another worker's deque */
     _Atomic uint64_t    remote_steals;        /* ... of a worker on another node */
+    _Atomic uint64_t    spares;               /* spare threads it handed itself to (deep waits) */
 } hive__worker_t;
 
 typedef struct hive__nodeq {
@@ -94,6 +96,10 @@ typedef struct hive__sched {
     char              start_msg[256];
 } hive__sched_t;
 
+/* Stack a nesting worker keeps free for the job at the top (8 MiB). Tests
+ * raise it to make spare threads come early; read at thread start. */
+extern size_t hive__stack_reserve;
+
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
 
@@ -109,6 +115,9 @@ static inline hive__worker_t *hive__self_in(const hive__sched_t *s)
  * first failure is this thread's last error. */
 int  hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo,
                        unsigned n, bool pin);
+/* Raise the stop flag and wake every parked worker; no job starts after
+ * the worker sees it. Idempotent; hive__sched_stop does it too. */
+void hive__sched_begin_stop(hive__sched_t *s);
 /* Stop: running jobs finish, queued ones are dropped (fn(job, NULL)), all
  * threads are joined and the tables are freed. Not from a worker. */
 void hive__sched_stop(hive__sched_t *s);
@@ -123,7 +132,9 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
 
 /* Run one job that w can find (its queues, its node, then steal), nested
  * inside the job w is running; false if there was none. For waits inside a
- * job: the worker keeps the engine moving instead of blocking its core. */
-bool hive__sched_help(hive__worker_t *w);
+ * job: the worker keeps the engine moving instead of blocking its core.
+ * done(arg) tells when the wait is over: past a stack's depth the worker
+ * runs on a spare thread until then (sched.c, "deep nesting"). */
+bool hive__sched_help(hive__worker_t *w, bool (*done)(void *arg), void *arg);
 
 #endif

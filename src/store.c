@@ -3,6 +3,7 @@
  * waiting; and the public blob functions (put, create, seal, get, retain,
  * release, wait, stats). See store.h for the life of a record.
  */
+#include "util/fault.h"
 #include "store.h"
 #include "arena.h"
 #include "ds/pool.h"
@@ -73,15 +74,47 @@ unsigned hive__current_node(struct hive *h)
 
 static char zero_payload[64] __attribute__((aligned(64)));
 
+#define TABLE_MIN ((unsigned long)1 << 12)
+
 int hive__store_open(hive__store_t *s)
 {
     memset(s, 0, sizeof *s);
     hive__rcu_thread();
-    s->ht = cds_lfht_new_flavor(1 << 12, 1 << 12, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
-                                &hive__rcu_flavor, NULL);
+    /* no automatic resize: liburcu would run it on its worker thread and
+     * wake that thread (a futex) from inside hive_put; workers resize
+     * between jobs instead (hive__store_maintain) */
+    s->ht = cds_lfht_new_flavor(TABLE_MIN, TABLE_MIN, 0, 0, &hive__rcu_flavor, NULL);
+    atomic_init(&s->buckets, TABLE_MIN);
     if (s->ht == NULL)
         return hive__fail(HIVE_ENOMEM, "store: cannot create the object table");
     return HIVE_OK;
+}
+
+/* The table grew past 2 objects per bucket: ask a worker to resize it (a
+ * job posted to worker 0, which wakes it if it sleeps - once per doubling,
+ * the only cost on this path). The flag keeps one request in flight. */
+static void resize_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__store_t *s = HIVE_CONTAINER_OF(job, hive__store_t, resize_job);
+    struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
+    if (w != NULL)
+        hive__store_maintain(h);
+    /* release: a later requester sees the table this resize made */
+    atomic_store_explicit(&s->resize_asked, 0, memory_order_release);
+}
+
+static void request_resize(struct hive *h)
+{
+    hive__store_t *s = &h->store;
+    /* acquire: pairs with resize_job's release */
+    if (atomic_exchange_explicit(&s->resize_asked, 1, memory_order_acquire) != 0)
+        return;
+    if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed) || h->sched.n == 0) {
+        atomic_store_explicit(&s->resize_asked, 0, memory_order_relaxed);
+        return;
+    }
+    s->resize_job.fn = resize_job;
+    hive__sched_post(&h->sched, 0, &s->resize_job);
 }
 
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
@@ -113,17 +146,19 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     cds_lfht_node_init(&o->lf);
     o->id = new_id();
     atomic_init(&o->state, HIVE__PENDING);
-    o->fail_code = 0;
     atomic_init(&o->refs, 1);
     o->kind = kind;
     atomic_init(&o->run, HIVE__RUN_NONE);
-    atomic_init(&o->cancel, 0);
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
     o->h = h;
-    /* relaxed: a statistic */
-    atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+    /* relaxed: a statistic. Actor handles are not store objects: they go
+     * with their actor (actor.c) */
+    if (kind != HIVE__ACTOR &&
+        unlikely(atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed) >=
+                 2 * (uint64_t)atomic_load_explicit(&h->store.buckets, memory_order_relaxed)))
+        request_resize(h);
     *out = o;
     return HIVE_OK;
 }
@@ -132,7 +167,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
 {
     if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
-    atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
+    if (o->kind != HIVE__ACTOR)
+        atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
     hive__pool_free(o, sizeof *o);
 }
 
@@ -152,12 +188,27 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o)
     hive__rcu_unlock();
 }
 
+void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
+{
+    hive__rcu_lock();
+    cds_lfht_del(h->store.ht, &o->lf);
+    hive__rcu_unlock();
+}
+
 static hive__obj_t *lookup(struct hive *h, uint64_t id)
 {
     struct cds_lfht_iter it;
     cds_lfht_lookup(h->store.ht, hash_id(id), match_id, &id, &it);
     struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
     return n ? caa_container_of(n, hive__obj_t, lf) : NULL;
+}
+
+hive__obj_t *hive__obj_lookup(struct hive *h, uint64_t id)
+{
+    hive__obj_t *o = lookup(h, id);
+    if (o != NULL)
+        (void)hive__obj_state(o);    /* acquire: pairs with publish's release */
+    return o;
 }
 
 hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
@@ -232,6 +283,34 @@ static void free_cb(struct rcu_head *head)
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
 }
 
+/* Keep the table between 1/8 and 2 objects per bucket. Called by workers
+ * between jobs and before parking, never inside a read-side section: a
+ * resize takes liburcu's resize mutex and waits for grace periods, which
+ * is why it stays off the put/submit paths. Whichever worker sees the
+ * table out of shape first does it; others go on. */
+void hive__store_maintain(struct hive *h)
+{
+    hive__store_t *s = &h->store;
+    /* relaxed: statistics; a stale view only delays a resize */
+    uint64_t n = atomic_load_explicit(&s->objects, memory_order_relaxed);
+    unsigned long cur = atomic_load_explicit(&s->buckets, memory_order_relaxed);
+    if (likely(n <= 2 * (uint64_t)cur && (n >= cur / 8 || cur == TABLE_MIN)))
+        return;
+    /* acquire/release: one resizer at a time; the next sees its size */
+    if (atomic_exchange_explicit(&s->resizing, 1, memory_order_acquire))
+        return;
+    unsigned long want = TABLE_MIN;
+    while (want < n && want < ((unsigned long)1 << 40))
+        want <<= 1;
+    if (want != cur) {
+        hive__rcu_thread();
+        cds_lfht_resize(s->ht, want);
+        atomic_store_explicit(&s->buckets, want, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->resizes, 1, memory_order_relaxed);
+    }
+    atomic_store_explicit(&s->resizing, 0, memory_order_release);
+}
+
 void hive__store_drain(struct hive *h)
 {
     hive__rcu_thread();
@@ -252,6 +331,10 @@ void hive__store_fail_pending(struct hive *h, int code)
             hive__obj_fail(h, o, code);
     }
     hive__rcu_unlock();
+    /* hive_wait sleepers whose objects had all finished before still look
+     * at stopping once more */
+    atomic_fetch_add_explicit(&h->store.epoch, 1, memory_order_seq_cst);
+    hive__futex_wake(&h->store.epoch, INT_MAX);
 }
 
 void hive__store_close(struct hive *h)
@@ -306,22 +389,41 @@ bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
     return true;
 }
 
-/* Tell the waiting deps, once; later add_dep calls see CLOSED. */
+/* Tell the waiting deps, once; later add_dep calls see CLOSED.
+ *
+ * A dep's ready() may finish another object (a task that cannot run fails
+ * its result, whose deps are other tasks, ...): calling it directly would
+ * recurse once per link of a dependency chain and overflow the stack on a
+ * long one. So deps go on a per-thread worklist, and only the outermost
+ * run_deps on a thread drains it: a chain of any length fails in a loop. */
+static __thread hive__dep_t *deps_todo;
+static __thread bool deps_draining;
+
 static void run_deps(hive__obj_t *o, bool failed)
 {
     /* acq_rel: acquire the pushed deps; release so that a later add_dep that
      * sees CLOSED also sees the final state */
     hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
     while (d != NULL && d != HIVE__DEPS_CLOSED) {
-        hive__dep_t *next = d->next;         /* read before ready() may free d */
-        d->ready(d, failed);
+        hive__dep_t *next = d->next;
+        d->failed = failed;
+        d->next = deps_todo;
+        deps_todo = d;
         d = next;
     }
+    if (deps_draining)
+        return;                          /* an outer run_deps on this thread drains it */
+    deps_draining = true;
+    while ((d = deps_todo) != NULL) {
+        deps_todo = d->next;             /* taken before ready() may free d */
+        d->ready(d, d->failed);
+    }
+    deps_draining = false;
 }
 
 /* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
- * release for the payload (or fail_code), and the store half of both
- * handshakes (WAITERS bit here, epoch_waiters in wake_epoch). */
+ * release for the payload, and the store half of both handshakes (WAITERS
+ * bit here, epoch_waiters in wake_epoch). */
 static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
 {
     uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
@@ -333,7 +435,7 @@ static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
     if (v & HIVE__WAITERS)
         hive__futex_wake(&o->state, INT_MAX);
     wake_epoch(&h->store);
-    run_deps(o, to == HIVE__FAILED);
+    run_deps(o, (to & HIVE__STATE_MASK) == HIVE__FAILED);
     return true;
 }
 
@@ -348,14 +450,29 @@ int hive__obj_seal(struct hive *h, hive__obj_t *o)
 
 void hive__obj_fail(struct hive *h, hive__obj_t *o, int code)
 {
-    o->fail_code = code;           /* published by finish's release */
-    finish(h, o, HIVE__FAILED);
+    finish(h, o, HIVE__FAILED | ((uint32_t)-code << HIVE__CODE_SHIFT));
 }
 
 /* Spin this long before sleeping: a seal that is microseconds away costs no
  * system call on either side. */
 #define GET_SPIN_NS 20000u
 #define WAIT_HELP_BURST 256          /* jobs a waiting worker runs between rescans */
+
+/* Shutdown's half of every waiter's handshake: stopping is set (seq_cst)
+ * before the sweep fails every pending object. A waiter that sets its
+ * WAITERS bit (or registers as an epoch waiter) and then reads stopping
+ * (both seq_cst) either sees stopping and returns, or comes before the
+ * sweep in the total order - and the sweep then finds its object pending
+ * and wakes it. So no waiter sleeps through a shutdown. */
+static inline bool engine_stopping(struct hive *h)
+{
+    return atomic_load_explicit(&h->sched.stopping, memory_order_seq_cst) != 0;
+}
+
+static bool obj_done(void *arg)
+{
+    return hive__obj_state(arg) != HIVE__PENDING;
+}
 
 /* Wait for o to leave PENDING by sleeping on its state word. On a worker
  * (helping), run other jobs first, so nested gets never stall the engine
@@ -373,13 +490,16 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
         if (now >= deadline)
             return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
                               (unsigned long long)o->id, (long long)timeout_ns);
-        if (helping && h->store.help(h))
+        if (helping && h->store.help(h, obj_done, o))
             continue;
         /* seq_cst: the waiter's half of the handshake with finish() */
         if (!(v & HIVE__WAITERS) &&
             !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,
                                                      memory_order_seq_cst, memory_order_relaxed))
             continue;
+        if (unlikely(engine_stopping(h)))
+            return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down and object %llu "
+                              "is still pending", fn, (unsigned long long)o->id);
         int64_t left = deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now);
         if (helping && (left < 0 || left > HELP_NAP_NS))
             left = HELP_NAP_NS;
@@ -412,6 +532,34 @@ int hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const cha
     if (hive__obj_state(o) != HIVE__PENDING)
         return HIVE_OK;
     return wait_state(h, o, timeout_ns, fn);
+}
+
+/* A thread that may block in get or wait counts itself in sleepers first, so
+ * that shutdown does not free the records (or the engine) under it. seq_cst
+ * increment: before the waiter's read of stopping, against shutdown's store
+ * of stopping before its read of sleepers - either shutdown waits for us,
+ * or we see stopping (in the loops above) and leave. */
+static inline void sleeper_enter(struct hive *h)
+{
+    atomic_fetch_add_explicit(&h->store.sleepers, 1, memory_order_seq_cst);
+}
+
+/* The last touch of the engine by a sleeper. release: every read of a record
+ * before it happens-before shutdown's acquire load that sees the count 0. */
+static inline void sleeper_leave(struct hive *h)
+{
+    atomic_fetch_sub_explicit(&h->store.sleepers, 1, memory_order_release);
+}
+
+void hive__store_wait_sleepers(struct hive *h)
+{
+    /* every pending object is failed by now and the epoch bumped: sleepers
+     * are on their way out; a short nap between looks (shutdown only) */
+    while (atomic_load_explicit(&h->store.sleepers, memory_order_acquire) != 0) {
+        atomic_fetch_add_explicit(&h->store.epoch, 1, memory_order_seq_cst);
+        hive__futex_wake(&h->store.epoch, INT_MAX);
+        hive__sleep_ns(20000);
+    }
 }
 
 /* ------------------------------------------------------------------ API */
@@ -459,10 +607,24 @@ int hive_seal(hive_t *h, hive_ref_t ref)
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
     if (unlikely(o->kind != HIVE__BLOB))
-        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is an %s, not a blob",
-                          (unsigned long long)ref.id, o->kind == HIVE__ARRAY ? "array"
-                          : o->kind == HIVE__CELL ? "cell" : "actor handle");
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is %s, not a blob",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
+    if (unlikely(atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_NONE))
+        return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is the result of a task or actor "
+                          "call; only its task seals it", (unsigned long long)ref.id);
     return hive__obj_seal(h, o);
+}
+
+/* What a get of a finished object gives. */
+static int get_result(hive__obj_t *o, uint32_t st, const void **data, size_t *size)
+{
+    if (unlikely(st == HIVE__FAILED))
+        return hive__fail(hive__obj_fail_code(o), "hive_get: object %llu failed: %s",
+                          (unsigned long long)o->id, hive_strerror(hive__obj_fail_code(o)));
+    *data = o->size ? o->data : zero_payload;
+    if (size)
+        *size = o->size;
+    return HIVE_OK;
 }
 
 int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
@@ -477,19 +639,14 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
         return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s", (unsigned long long)ref.id,
                           o->kind == HIVE__CELL ? "a cell; use hive_cell_acquire" : "an actor handle");
     uint32_t st = hive__obj_state(o);
-    if (st == HIVE__PENDING) {
-        int rc = wait_state(h, o, timeout_ns, "hive_get");
-        if (rc != HIVE_OK)
-            return rc;
-        st = hive__obj_state(o);
-    }
-    if (unlikely(st == HIVE__FAILED))
-        return hive__fail(o->fail_code, "hive_get: object %llu failed: %s",
-                          (unsigned long long)ref.id, hive_strerror(o->fail_code));
-    *data = o->size ? o->data : zero_payload;
-    if (size)
-        *size = o->size;
-    return HIVE_OK;
+    if (likely(st != HIVE__PENDING))
+        return get_result(o, st, data, size);
+    sleeper_enter(h);
+    int rc = wait_state(h, o, timeout_ns, "hive_get");
+    if (rc == HIVE_OK)
+        rc = get_result(o, hive__obj_state(o), data, size);
+    sleeper_leave(h);
+    return rc;
 }
 
 int hive_retain(hive_t *h, hive_ref_t ref)
@@ -526,6 +683,20 @@ int hive_release(hive_t *h, hive_ref_t ref)
     return HIVE_OK;
 }
 
+struct wait_set {
+    hive__obj_t **objs;
+    size_t        n, num_ready;
+};
+
+static bool wait_set_done(void *arg)
+{
+    const struct wait_set *ws = arg;
+    size_t count = 0;
+    for (size_t i = 0; i < ws->n && count < ws->num_ready; i++)
+        count += hive__obj_state(ws->objs[i]) != HIVE__PENDING;
+    return count >= ws->num_ready;
+}
+
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready)
 {
@@ -537,7 +708,11 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     /* the caller holds counts, so the records stay while we look at them */
     hive__obj_t *stack_objs[64];
     hive__obj_t **objs = stack_objs;
-    if (n > 64 && (objs = malloc(n * sizeof *objs)) == NULL)
+    size_t slot_bytes;
+    if (unlikely(__builtin_mul_overflow(n, sizeof *objs, &slot_bytes)))
+        return hive__fail(HIVE_EINVAL, "hive_wait: %zu refs: their table of %zu-byte slots "
+                          "overflows a size", n, sizeof *objs);
+    if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
     for (size_t i = 0; i < n; i++)
@@ -546,6 +721,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             goto out;
         }
     hive__store_t *s = &h->store;
+    sleeper_enter(h);
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     bool on_worker = s->help != NULL && hive__self_in(&h->sched) != NULL;
@@ -574,7 +750,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             /* keep the engine moving: run ready jobs in a burst (rescanning
              * the refs after every single job would cost O(n) per job) */
             unsigned ran = 0;
-            while (ran < WAIT_HELP_BURST && s->help(h))
+            struct wait_set ws = { objs, n, num_ready };
+            while (ran < WAIT_HELP_BURST && s->help(h, wait_set_done, &ws))
                 ran++;
             if (ran != 0)
                 continue;
@@ -589,6 +766,11 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             registered = true;
             continue;
         }
+        if (unlikely(engine_stopping(h))) {
+            rc = hive__fail(HIVE_ESHUTDOWN, "hive_wait: the engine is shutting down with %zu of "
+                            "%zu ready, %zu wanted", count, n, num_ready);
+            break;
+        }
         uint64_t left = deadline - now;
         if (on_worker && left > HELP_NAP_NS)
             left = HELP_NAP_NS;             /* look for work to help with again soon */
@@ -596,6 +778,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     }
     if (registered)
         atomic_fetch_sub_explicit(&s->epoch_waiters, 1, memory_order_relaxed);
+    sleeper_leave(h);
 out:
     if (objs != stack_objs)
         free(objs);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "hive.h"
+#include "sched.h"
 #include "util/rcu.h"
 
 enum {
@@ -28,12 +29,26 @@ enum {
     HIVE__FAILED  = 2,
     HIVE__STATE_MASK = 3,
     HIVE__WAITERS = 4,               /* someone sleeps on the state word */
+    HIVE__CODE_SHIFT = 8,            /* FAILED: bits 8.. hold -code (see hive__obj_fail_code) */
 };
 
 enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3, HIVE__ACTOR = 4 };
 
+/* The kind with its article, for sentences: "object 7 is an actor handle". */
+static inline const char *hive__kind_name(unsigned kind)
+{
+    switch (kind) {
+    case HIVE__BLOB:  return "a blob";
+    case HIVE__ARRAY: return "an array";
+    case HIVE__CELL:  return "a cell";
+    case HIVE__ACTOR: return "an actor handle";
+    default:          return "an object of unknown kind";
+    }
+}
+
 /* Task results only: where the producing task is (task.c). */
-enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED };
+enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED,
+       HIVE__RUN_CANCEL_ASKED };     /* running, and hive_cancel asked it to stop */
 
 /* Someone waiting for an object to finish (a task's pending argument). The
  * store calls ready(dep, failed) once, from whichever thread seals or fails
@@ -41,6 +56,7 @@ enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, 
 typedef struct hive__dep {
     struct hive__dep *next;
     void (*ready)(struct hive__dep *dep, bool failed);
+    bool failed;                     /* store.c's worklist: the outcome to deliver */
 } hive__dep_t;
 
 #define HIVE__DEPS_CLOSED ((hive__dep_t *)1)
@@ -50,12 +66,10 @@ struct hive__cell_slot;
 typedef struct hive__obj {
     struct cds_lfht_node lf;         /* hash table linkage */
     uint64_t          id;
-    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS */
-    int32_t           fail_code;     /* valid once FAILED is visible */
+    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
     _Atomic int64_t   refs;
     uint8_t           kind;
     _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
-    _Atomic uint32_t  cancel;        /* cancel asked while running */
     _Atomic(hive__dep_t *) deps;     /* waiting tasks; HIVE__DEPS_CLOSED once finished */
     size_t            size;          /* payload bytes */
     void             *data;          /* payload (64-byte aligned) */
@@ -81,16 +95,28 @@ typedef struct hive__store {
     struct cds_lfht *ht;
     /* A waiter on a worker of the engine calls this instead of sleeping:
      * it runs one other job and returns true, or returns false (then the
-     * waiter sleeps a little). Set by the engine (task.c). Read-mostly:
+     * waiter sleeps a little). done(arg) says when the wait is over (a
+     * worker whose stack is too deep to nest another job hands its queues
+     * to a spare thread until then). Set by the engine (task.c). Read-mostly:
      * it shares no line with the counters below, which every put, call
      * and release writes. */
-    bool (*help)(struct hive *h);
+    bool (*help)(struct hive *h, bool (*done)(void *arg), void *arg);
     HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats): written by new and free */
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
     HIVE_ALIGNED _Atomic uint32_t epoch;
     _Atomic uint32_t  epoch_waiters;
+    /* Threads inside a blocking hive_get / hive_wait: shutdown fails what is
+     * pending, then waits for this to drop to 0 before it frees anything
+     * they may still touch. */
+    HIVE_ALIGNED _Atomic uint32_t sleepers;
+    /* the table's bucket count, kept by hive__store_maintain */
+    HIVE_ALIGNED _Atomic unsigned long buckets;
+    _Atomic uint32_t  resizing;
+    _Atomic uint64_t  resizes;
+    _Atomic uint32_t  resize_asked;            /* resize_job is posted */
+    hive__job_t       resize_job;
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
@@ -99,6 +125,10 @@ void hive__store_close(struct hive *h);
 
 /* The NUMA node new objects of the calling thread go to. */
 unsigned hive__current_node(struct hive *h);
+
+/* Resize the table to the number of objects if it is out of shape (a
+ * worker between jobs: it may sleep and make system calls). */
+void hive__store_maintain(struct hive *h);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
@@ -109,6 +139,9 @@ int  hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload
 /* Make it findable by id (release: the record's fields are visible to
  * whoever finds it). */
 void hive__obj_publish(struct hive *h, hive__obj_t *o);
+/* Make a record unfindable again (an actor's handle when it dies); free it
+ * with hive__obj_discard after a grace period. */
+void hive__obj_unpublish(struct hive *h, hive__obj_t *o);
 /* Drop a record that was never published (error paths). */
 void hive__obj_discard(struct hive *h, hive__obj_t *o);
 
@@ -116,12 +149,18 @@ void hive__obj_discard(struct hive *h, hive__obj_t *o);
  * caller must hold a count, or be inside hive__rcu_lock(). */
 hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn);
 
+/* Inside hive__rcu_lock(): the record of id, or NULL (no sentence). */
+hive__obj_t *hive__obj_lookup(struct hive *h, uint64_t id);
+
 /* Register dep to be told when o finishes. False if o had finished already
  * (then dep is not called; look at the state). */
 bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep);
 
-/* Fail every object still pending with code (shutdown). */
+/* Fail every object still pending with code (shutdown), then wake every
+ * hive_wait sleeper. */
 void hive__store_fail_pending(struct hive *h, int code);
+/* Shutdown: wait until no thread is inside a blocking get or wait. */
+void hive__store_wait_sleepers(struct hive *h);
 
 /* Wait until o is no longer pending (on a worker: running other jobs
  * meanwhile). HIVE_ETIMEDOUT after timeout_ns (< 0: never). */
@@ -145,6 +184,16 @@ static inline uint32_t hive__obj_state(const hive__obj_t *o)
     /* acquire: pairs with the release in seal/fail/publish, so the payload
      * and fail_code written before are visible */
     return atomic_load_explicit(&o->state, memory_order_acquire) & HIVE__STATE_MASK;
+}
+
+/* The code a FAILED object failed with. The code travels in the state word
+ * itself, so the one finisher that wins the PENDING -> FAILED exchange also
+ * decides the code: two failers (a cancel and the shutdown sweep, say)
+ * never race on a separate field. */
+static inline int hive__obj_fail_code(const hive__obj_t *o)
+{
+    /* acquire: as hive__obj_state */
+    return -(int)(atomic_load_explicit(&o->state, memory_order_acquire) >> HIVE__CODE_SHIFT);
 }
 
 #endif

@@ -20,14 +20,14 @@
  * on the same worker, nested on its stack. This keeps every core busy and
  * makes nested gets deadlock-free with one worker for the patterns of
  * fork-join and pipelines: the awaited task is either queued (then some
- * worker, maybe this one, runs it) or running on another worker. Limits,
- * said plainly: nesting deepens the stack (bounded by HELP_MAX_DEPTH; past
- * it the worker naps on the object instead), and a task that waits for a
- * task suspended *below it on the same worker* cannot make progress until
- * that one resumes - e.g. a child that itself blocks on its parent's result.
- * The alternative, a spare thread taking the core, would lift that limit at
- * the cost of a thread per blocked worker; see the README.
+ * worker, maybe this one, runs it) or running on another worker. Nesting
+ * deepens the stack; past a stack's worth the worker moves to a spare
+ * thread (sched.c, "deep nesting"), so recursion depth is bounded by memory.
+ * The limit, said plainly: a task that waits for a task suspended *below it
+ * on the same worker* cannot make progress until that one resumes - e.g. a
+ * child that itself blocks on its parent's result.
  */
+#include "util/fault.h"
 #include "task.h"
 #include "arena.h"
 #include "ds/pool.h"
@@ -36,8 +36,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define HELP_MAX_DEPTH 64
 
 static char zero_arg[64] __attribute__((aligned(64)));
 
@@ -80,10 +78,10 @@ static void complete_without_running(hive__task_t *t, int code)
 static void task_ready(hive__task_t *t)
 {
     struct hive *h = t->h;
-    if (atomic_load_explicit(&t->dep_failed, memory_order_acquire))
-        complete_without_running(t, HIVE_ETASK);
-    else if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
+    if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
         complete_without_running(t, HIVE_ESHUTDOWN);
+    else if (atomic_load_explicit(&t->dep_failed, memory_order_acquire))
+        complete_without_running(t, HIVE_ETASK);
     else
         hive__sched_spawn(&h->sched, &t->job, t->lane, t->node);
 }
@@ -122,8 +120,15 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
 {
     if (unlikely(args == NULL && nargs != 0))
         return hive__fail(HIVE_EINVAL, "%s: args is NULL for %zu arguments", fn, nargs);
-    /* the inline area starts 16-byte aligned (max_align_t, as malloc) */
-    size_t bytes = align16(sizeof(hive__task_t) + nargs * sizeof(hive__targ_t));
+    /* the inline area starts 16-byte aligned (max_align_t, as malloc); the
+     * table is checked against 1 << 40 bytes so that align16 cannot wrap */
+    size_t bytes;
+    if (unlikely(__builtin_mul_overflow(nargs, sizeof(hive__targ_t), &bytes) ||
+                 __builtin_add_overflow(bytes, sizeof(hive__task_t), &bytes) ||
+                 bytes > ((size_t)1 << 40)))
+        return hive__fail(HIVE_EINVAL, "%s: %zu arguments are too many: their table of %zu-byte "
+                          "entries passes 2^40 bytes", fn, nargs, sizeof(hive__targ_t));
+    bytes = align16(bytes);
     for (size_t i = 0; i < nargs; i++) {
         if (args[i].ref.id != 0)
             continue;
@@ -135,7 +140,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             return hive__fail(HIVE_EINVAL, "%s: argument %zu of %zu bytes is too large "
                               "to copy; pass it by ref", fn, i, args[i].size);
     }
-    hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : malloc(bytes);
+    hive__task_t *t = bytes <= HIVE_POOL_MAX ? hive__pool_alloc(bytes) : hive__malloc(bytes);
     if (unlikely(t == NULL))
         return hive__fail(HIVE_ENOMEM, "%s: cannot allocate a record of %zu bytes", fn, bytes);
     t->bytes = bytes;
@@ -251,10 +256,19 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     cleanup(t);
 }
 
+/* Seal or fail the result of a task that ran. A cancel that reached the
+ * running task decides its outcome, whatever the function returned (as
+ * Ray's TaskCancelledError): HIVE_ECANCELED. The exchange and hive_cancel's
+ * CAS on the same word order the two: a cancel either lands before (and
+ * the result fails) or finds RUN_DONE (and says the task has finished). */
 void hive__task_finish(hive__task_t *t, int code)
 {
     hive__obj_t *r = t->result;
-    atomic_store_explicit(&r->run, HIVE__RUN_DONE, memory_order_release);
+    /* acq_rel: release publishes the result's fields to a hive_cancel that
+     * reads DONE; acquire pairs with its CAS */
+    if (atomic_exchange_explicit(&r->run, HIVE__RUN_DONE, memory_order_acq_rel) ==
+        HIVE__RUN_CANCEL_ASKED)
+        code = HIVE_ECANCELED;
     if (code != HIVE_OK) {
         if (r->data != NULL) {        /* a result written before failing is dropped */
             hive__arena_free(&t->h->arena, r->data, r->size);
@@ -289,12 +303,10 @@ static void task_job(hive__job_t *job, hive__worker_t *w)
         run_task(t, w);
 }
 
-bool hive__task_help(struct hive *h)
+bool hive__task_help(struct hive *h, bool (*done)(void *arg), void *arg)
 {
     hive__worker_t *w = hive__self_in(&h->sched);
-    if (w == NULL || w->depth >= HELP_MAX_DEPTH)
-        return false;
-    return hive__sched_help(w);
+    return w != NULL && hive__sched_help(w, done, arg);
 }
 
 int hive_cancel(hive_t *h, hive_ref_t ref)
@@ -318,9 +330,11 @@ int hive_cancel(hive_t *h, hive_ref_t ref)
             }
             continue;
         case HIVE__RUN_RUNNING:
-            /* relaxed: a flag the task polls; nothing is published with it */
-            atomic_store_explicit(&o->cancel, 1, memory_order_relaxed);
-            return HIVE_OK;
+            /* acq_rel: against the exchange in hive__task_finish */
+            if (atomic_compare_exchange_weak_explicit(&o->run, &st, HIVE__RUN_CANCEL_ASKED,
+                                                      memory_order_acq_rel, memory_order_acquire))
+                return HIVE_OK;
+            continue;
         default:
             return hive__fail(HIVE_ESTATE, "hive_cancel: the task of object %llu has %s",
                               (unsigned long long)ref.id,
@@ -409,5 +423,8 @@ int hive_return(hive_ctx_t *ctx, const void *data, size_t size)
 
 int hive_cancelled(hive_ctx_t *ctx)
 {
-    return ctx && ctx->result && atomic_load_explicit(&ctx->result->cancel, memory_order_relaxed);
+    /* relaxed: a flag the task polls; the outcome is decided in
+     * hive__task_finish by the exchange on the same word */
+    return ctx && ctx->result &&
+           atomic_load_explicit(&ctx->result->run, memory_order_relaxed) == HIVE__RUN_CANCEL_ASKED;
 }

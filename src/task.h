@@ -54,7 +54,7 @@ struct hive_ctx {
 };
 
 /* The engine's help hook for waits inside jobs (store.h). */
-bool hive__task_help(struct hive *h);
+bool hive__task_help(struct hive *h, bool (*done)(void *arg), void *arg);
 
 /* For actor.c, which sends calls through the same records. */
 int  hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool with_result,

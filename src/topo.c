@@ -2,27 +2,51 @@
  * topo.c - hwloc topology: discovery, worker order, binding.
  *
  * All placement decisions read the slot table built here once at init; after
- * that nothing touches hwloc on a hot path.
+ * that nothing touches hwloc on a hot path. Building it is linear in the
+ * processing units (plus nodes per hyperthread round): thousands of nodes
+ * take milliseconds.
  */
+#include "util/fault.h"
 #include "topo.h"
 #include "util/common.h"
 #include "util/error.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 int hive__topo_fail_bind;
 
-/* The NUMA node (logical index) whose cpuset holds this PU; 0 if none does
- * (hwloc 2 keeps NUMA nodes as memory children, not ancestors, of cores). */
-static unsigned node_index_of(hwloc_topology_t hw, unsigned pu_os)
+/* pu_node[os index] = the NUMA node (logical index) whose cpuset holds the
+ * PU, the first such in logical order; 0 where none does (hwloc 2 keeps
+ * NUMA nodes as memory children, not ancestors, of cores). One pass over
+ * the nodes' cpusets. */
+static int map_pu_nodes(hive__topo_t *t)
 {
+    hwloc_const_cpuset_t all = hwloc_topology_get_complete_cpuset(t->hw);
+    int last = all ? hwloc_bitmap_last(all) : -1;
+    t->npu_index = last >= 0 ? (unsigned)last + 1 : 1;
+    t->pu_node = hive__malloc(t->npu_index * sizeof *t->pu_node);
+    if (t->pu_node == NULL)
+        return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %u processing units",
+                          t->npu_index);
+    for (unsigned i = 0; i < t->npu_index; i++)
+        t->pu_node[i] = UINT_MAX;
     hwloc_obj_t n = NULL;
-    while ((n = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, n)) != NULL)
-        if (n->cpuset && hwloc_bitmap_isset(n->cpuset, pu_os))
-            return n->logical_index;
-    return 0;
+    while ((n = hwloc_get_next_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, n)) != NULL) {
+        unsigned id;
+        if (n->cpuset == NULL)
+            continue;
+        hwloc_bitmap_foreach_begin(id, n->cpuset) {
+            if (id < t->npu_index && t->pu_node[id] == UINT_MAX)
+                t->pu_node[id] = n->logical_index;
+        } hwloc_bitmap_foreach_end();
+    }
+    for (unsigned i = 0; i < t->npu_index; i++)
+        if (t->pu_node[i] == UINT_MAX)
+            t->pu_node[i] = 0;
+    return HIVE_OK;
 }
 
 /* The usable PUs: the process's cpuset on a real machine, everything on a
@@ -42,81 +66,125 @@ static hwloc_bitmap_t usable_cpuset(hive__topo_t *t)
     return set;
 }
 
+/* Every core's usable PUs in ascending order: core c's are
+ * pus[first[c] .. first[c + 1]). */
+typedef struct core_pus {
+    int       ncores;
+    unsigned *first;     /* ncores + 1 entries */
+    int      *pus;
+} core_pus_t;
+
+static int list_core_pus(hwloc_topology_t hw, hwloc_obj_type_t ctype, int ncores, int npu,
+                         hwloc_const_bitmap_t usable, core_pus_t *cp)
+{
+    cp->ncores = ncores;
+    cp->first = hive__malloc(((size_t)ncores + 1) * sizeof *cp->first);
+    cp->pus = hive__malloc((size_t)(npu > 0 ? npu : 1) * sizeof *cp->pus);
+    if (cp->first == NULL || cp->pus == NULL)
+        return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d cores", ncores);
+    unsigned n = 0;
+    for (int c = 0; c < ncores; c++) {
+        cp->first[c] = n;
+        hwloc_obj_t core = hwloc_get_obj_by_type(hw, ctype, (unsigned)c);
+        if (core == NULL || core->cpuset == NULL)
+            continue;
+        unsigned id;
+        hwloc_bitmap_foreach_begin(id, core->cpuset) {
+            if (hwloc_bitmap_isset(usable, id) && n < (unsigned)npu)
+                cp->pus[n++] = (int)id;
+        } hwloc_bitmap_foreach_end();
+    }
+    cp->first[ncores] = n;
+    return HIVE_OK;
+}
+
+/* Round r takes the r-th usable PU of every core that has one, ordered by
+ * the node of that PU, then by core (a stable counting sort by node); core
+ * indices are given in the order cores first get a slot, so they too run
+ * node by node. Linear in PUs, plus nodes per round. */
+static int order_slots(hive__topo_t *t, const core_pus_t *cp)
+{
+    unsigned *active = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *active);
+    unsigned *sorted = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *sorted);
+    unsigned *start = hive__malloc(((size_t)t->nnodes + 1) * sizeof *start);
+    int *core_idx = hive__malloc((size_t)(cp->ncores > 0 ? cp->ncores : 1) * sizeof *core_idx);
+    int rc = HIVE_OK;
+    if (active == NULL || sorted == NULL || start == NULL || core_idx == NULL) {
+        rc = hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d cores", cp->ncores);
+        goto out;
+    }
+    unsigned nactive = 0, nslots = 0, ncores = 0;
+    for (int c = 0; c < cp->ncores; c++) {
+        core_idx[c] = -1;
+        if (cp->first[c + 1] > cp->first[c])
+            active[nactive++] = (unsigned)c;
+    }
+    for (unsigned round = 0; nactive > 0; round++) {
+        memset(start, 0, ((size_t)t->nnodes + 1) * sizeof *start);
+        for (unsigned k = 0; k < nactive; k++)
+            start[t->pu_node[cp->pus[cp->first[active[k]] + round]] + 1]++;
+        for (unsigned node = 0; node < t->nnodes; node++)
+            start[node + 1] += start[node];
+        for (unsigned k = 0; k < nactive; k++)
+            sorted[start[t->pu_node[cp->pus[cp->first[active[k]] + round]]]++] = active[k];
+        for (unsigned k = 0; k < nactive; k++) {
+            unsigned c = sorted[k];
+            int pu = cp->pus[cp->first[c] + round];
+            if (core_idx[c] < 0)
+                core_idx[c] = (int)ncores++;
+            t->slots[nslots++] = (hive__slot_t){ .pu = pu, .core = (unsigned)core_idx[c],
+                                                 .node = t->pu_node[pu] };
+        }
+        /* cores with a next PU, still in core order (the sort is stable) */
+        unsigned still = 0;
+        for (unsigned k = 0; k < nactive; k++)
+            if (cp->first[active[k]] + round + 1 < cp->first[active[k] + 1])
+                active[still++] = active[k];
+        nactive = still;
+    }
+    t->nslots = nslots;
+    t->ncores = ncores;
+out:
+    free(active);
+    free(sorted);
+    free(start);
+    free(core_idx);
+    return rc;
+}
 static int build_slots(hive__topo_t *t)
 {
     hwloc_topology_t hw = t->hw;
-    hwloc_bitmap_t usable = usable_cpuset(t);
-    if (usable == NULL)
-        return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a cpuset");
-
     int npu = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PU);
     int ncore_objs = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE);
     t->nnodes = (unsigned)hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
     if (t->nnodes == 0)
         t->nnodes = 1;
-    t->slots = calloc((size_t)(npu > 0 ? npu : 1), sizeof *t->slots);
-    t->node_os = calloc(t->nnodes, sizeof *t->node_os);
-    if (t->slots == NULL || t->node_os == NULL) {
-        hwloc_bitmap_free(usable);
+    t->slots = hive__calloc((size_t)(npu > 0 ? npu : 1), sizeof *t->slots);
+    t->node_os = hive__calloc(t->nnodes, sizeof *t->node_os);
+    if (t->slots == NULL || t->node_os == NULL)
         return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d processing units", npu);
-    }
     for (unsigned i = 0; i < t->nnodes; i++) {
         hwloc_obj_t n = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, i);
         t->node_os[i] = n ? (int)n->os_index : 0;
     }
-
+    int rc = map_pu_nodes(t);
+    if (rc != HIVE_OK)
+        return rc;
+    hwloc_bitmap_t usable = usable_cpuset(t);
+    if (usable == NULL)
+        return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a cpuset");
     /* A "core" is a CORE object, or each PU where the description has none. */
-    hwloc_obj_type_t ctype = ncore_objs > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-    int ncores_all = ncore_objs > 0 ? ncore_objs : npu;
-
-    /* Round r takes the r-th usable PU of every core; within a round, cores
-     * go node by node. Core indices are given in the order cores first get a
-     * slot, so they too run node by node. */
-    int *core_idx = malloc((size_t)ncores_all * sizeof *core_idx);
-    if (core_idx == NULL) {
-        hwloc_bitmap_free(usable);
-        return hive__fail(HIVE_ENOMEM, "topology: cannot allocate a table of %d cores", ncores_all);
-    }
-    for (int i = 0; i < ncores_all; i++)
-        core_idx[i] = -1;
-
-    unsigned nslots = 0, ncores = 0;
-    for (int round = 0; nslots < (unsigned)npu; round++) {
-        unsigned before = nslots;
-        for (unsigned node = 0; node < t->nnodes; node++) {
-            for (int c = 0; c < ncores_all; c++) {
-                hwloc_obj_t core = hwloc_get_obj_by_type(hw, ctype, (unsigned)c);
-                if (core == NULL || core->cpuset == NULL)
-                    continue;
-                /* the round-th usable PU of this core */
-                int pu = -1, seen = 0;
-                unsigned id;
-                hwloc_bitmap_foreach_begin(id, core->cpuset) {
-                    if (hwloc_bitmap_isset(usable, id)) {
-                        if (seen++ == round) {
-                            pu = (int)id;
-                            break;
-                        }
-                    }
-                } hwloc_bitmap_foreach_end();
-                if (pu < 0 || node_index_of(hw, (unsigned)pu) != node)
-                    continue;
-                if (core_idx[c] < 0)
-                    core_idx[c] = (int)ncores++;
-                t->slots[nslots++] = (hive__slot_t){ .pu = pu, .core = (unsigned)core_idx[c],
-                                                     .node = node };
-            }
-        }
-        if (nslots == before)
-            break;                       /* no core has a round-th usable PU */
-    }
-    free(core_idx);
+    core_pus_t cp = { 0 };
+    rc = list_core_pus(hw, ncore_objs > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU,
+                       ncore_objs > 0 ? ncore_objs : npu, npu, usable, &cp);
+    if (rc == HIVE_OK)
+        rc = order_slots(t, &cp);
+    free(cp.first);
+    free(cp.pus);
     hwloc_bitmap_free(usable);
-    if (nslots == 0)
-        return hive__fail(HIVE_ETOPO, "topology: no usable processing unit among %d in this process's cpuset", npu);
-    t->nslots = nslots;
-    t->ncores = ncores;
-    return HIVE_OK;
+    if (rc == HIVE_OK && t->nslots == 0)
+        rc = hive__fail(HIVE_ETOPO, "topology: no usable processing unit among %d in this process's cpuset", npu);
+    return rc;
 }
 
 int hive__topo_open(hive__topo_t *t, const char *synthetic)
@@ -147,6 +215,7 @@ int hive__topo_open(hive__topo_t *t, const char *synthetic)
 void hive__topo_close(hive__topo_t *t)
 {
     free(t->slots);
+    free(t->pu_node);
     free(t->node_os);
     if (t->hw)
         hwloc_topology_destroy(t->hw);
@@ -173,8 +242,5 @@ int hive__topo_bind_self(const hive__topo_t *t, const hive__slot_t *s)
 
 unsigned hive__topo_node_of_pu(const hive__topo_t *t, int pu)
 {
-    for (unsigned i = 0; i < t->nslots; i++)
-        if (t->slots[i].pu == pu)
-            return t->slots[i].node;
-    return 0;
+    return pu >= 0 && (unsigned)pu < t->npu_index ? t->pu_node[pu] : 0;
 }

@@ -29,6 +29,8 @@ typedef struct hive__topo {
     unsigned      nslots;    /* usable processing units, = length of slots */
     hive__slot_t *slots;     /* in worker order */
     int          *node_os;   /* OS index of each NUMA node, for memory binding */
+    unsigned      npu_index; /* 1 + the highest PU OS index */
+    unsigned     *pu_node;   /* NUMA node of each PU OS index (0 if in none) */
 } hive__topo_t;
 
 /* Discover the machine (synthetic == NULL) or build the synthetic topology.
@@ -47,7 +49,7 @@ static inline const hive__slot_t *hive__topo_slot(const hive__topo_t *t, unsigne
 int hive__topo_bind_self(const hive__topo_t *t, const hive__slot_t *s);
 extern int hive__topo_fail_bind;
 
-/* The NUMA node index of the processing unit with OS index pu, or 0. */
+/* The NUMA node index of the processing unit with OS index pu, or 0. O(1). */
 unsigned hive__topo_node_of_pu(const hive__topo_t *t, int pu);
 
 #endif

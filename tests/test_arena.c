@@ -1,5 +1,7 @@
 /* test_arena.c - the payload allocator: alignment, exact capacity,
- * coalescing of large blocks, small cells across threads, NUMA regions. */
+ * coalescing of large blocks, small cells across threads, NUMA regions,
+ * what a payload is charged, fills of every size, the small area's
+ * fallback, and the address space check. */
 #include "testutil.h"
 #include "arena.h"
 
@@ -53,7 +55,7 @@ static void test_large_blocks_coalesce(void **state)
     memset(a, 1, 4 * M);
     memset(b, 2, 4 * M);
     memset(c, 3, 4 * M);
-    assert_int_equal(atomic_load(&arena.used), 12 * M);
+    assert_int_equal(atomic_load(&arena.used), 12 * M + 3 * 64);   /* three 64-byte headers */
     /* free the middle, then the first: they merge into one 8 MiB hole */
     hive__arena_free(&arena, b, 4 * M);
     hive__arena_free(&arena, a, 4 * M);
@@ -63,25 +65,27 @@ static void test_large_blocks_coalesce(void **state)
     hive__arena_free(&arena, d, 8 * M);
     hive__arena_free(&arena, c, 4 * M);
     assert_int_equal(atomic_load(&arena.used), 0);
-    /* all merged back: the largest possible block is available again */
-    char *all = hive__arena_alloc(&arena, 64u << 20, 0, &err);
+    /* all merged back: the largest possible block (with its header,
+     * exactly the capacity) is available again */
+    char *all = hive__arena_alloc(&arena, (64u << 20) - 64, 0, &err);
     assert_non_null(all);
-    hive__arena_free(&arena, all, 64u << 20);
+    assert_int_equal(atomic_load(&arena.used), 64u << 20);
+    hive__arena_free(&arena, all, (64u << 20) - 64);
 }
 
 static void test_capacity_exact(void **state)
 {
     (void)state;
     int err = 0;
-    void *a = hive__arena_alloc(&arena, (64u << 20) - 64, 1, &err);
+    void *a = hive__arena_alloc(&arena, (64u << 20) - 128, 1, &err);   /* + its header */
     assert_non_null(a);
-    void *b = hive__arena_alloc(&arena, 1, 1, &err);   /* charged 64: exactly full */
+    void *b = hive__arena_alloc(&arena, 1, 1, &err);   /* a 64-byte cell: exactly full */
     assert_non_null(b);
     assert_null(hive__arena_alloc(&arena, 1, 0, &err));
     assert_int_equal(err, HIVE_EFULL);
-    assert_non_null(strstr(hive_last_error(), "asked 1 bytes, 67108864 of 67108864 in use"));
+    assert_non_null(strstr(hive_last_error(), "asked 1 bytes (taking 64), 67108864 of 67108864 in use"));
     hive__arena_free(&arena, b, 1);
-    hive__arena_free(&arena, a, (64u << 20) - 64);
+    hive__arena_free(&arena, a, (64u << 20) - 128);
     assert_int_equal(atomic_load(&arena.used), 0);
 }
 
@@ -117,12 +121,169 @@ static void test_small_cells_across_threads(void **state)
     }
     pthread_join(t, NULL);
     assert_int_equal(atomic_load(&arena.used), 0);
-    /* the cells come back: a second round maps no new slab space */
-    size_t before = arena.regions[0].large_free;
+    /* the cells come back: a second round cuts no new slab */
+    size_t before = atomic_load(&arena.regions[0].small_cut);
     void *p = hive__arena_alloc(&arena, 200, 0, &err);
-    assert_int_equal(arena.regions[0].large_free, before);
+    assert_int_equal(atomic_load(&arena.regions[0].small_cut), before);
     hive__arena_free(&arena, p, 200);
     hive__arena_flush_thread(&arena);
+}
+
+/* ------------------------------------------------ what a payload is charged */
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static hive__arena_t fresh;
+
+static void open_fresh(size_t cap)
+{
+    if (hive__arena_open(&fresh, cap, &topo) != HIVE_OK)
+        fail_msg("an arena of %zu bytes: %s", cap, hive_last_error());
+}
+
+static size_t round64(size_t n)
+{
+    return n == 0 ? 64 : (n + 63) & ~(size_t)63;
+}
+
+/* A charge is a multiple of 64 that holds the payload and wastes at most a
+ * quarter of it (of 64 bytes, the payload alignment, below 256). */
+static void check_charge_bound(size_t size, size_t charge)
+{
+    if (charge < size || charge % 64 != 0 || charge * 4 > round64(size) * 5 ||
+        (size > 256 && charge * 4 >= size * 5))
+        fail_msg("a payload of %zu bytes is charged %zu", size, charge);
+}
+
+/* Payload sizes 0 .. 1 MiB: every 64 bytes and one more up to 64 KiB + 64,
+ * then powers of two and one either side; step widens under sanitizers
+ * (it stays a multiple of 64, so every 2^k + 1 is still met). */
+static size_t next_size(size_t s)
+{
+    if (s < 64 * KiB + 64)
+        return s % 64 == 0 ? s + 1 : s - 1 + 64 * TEST_SCALE;
+    size_t p = (size_t)1 << (64 - __builtin_clzll((unsigned long long)s));   /* next power of two above */
+    if (s + 1 < p - 1)
+        return p - 1;
+    return s + 1;
+}
+
+/* used grows by exactly the charge, and the charge is the room the payload
+ * really takes: two payloads of a size allocated in a fresh arena lie one
+ * charge apart (neighbouring cells of one slab, or neighbouring blocks). */
+static void test_charge_is_the_room_taken(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s <= MiB + 1; s = next_size(s)) {
+        size_t charge = hive__arena_charge(s);
+        open_fresh(4 * charge);
+        int err;
+        check_charge_bound(s, charge);
+        char *p = hive__arena_alloc(&fresh, s, 0, &err);
+        char *q = hive__arena_alloc(&fresh, s, 0, &err);
+        assert_non_null(p);
+        assert_non_null(q);
+        if ((size_t)(q - p) != charge)
+            fail_msg("size %zu: charged %zu, but payloads lie %td bytes apart", s, charge, q - p);
+        assert_int_equal(atomic_load(&fresh.used), 2 * charge);
+        assert_int_equal(hive__arena_charge_of(&fresh, p, s), charge);
+        hive__arena_free(&fresh, q, s);
+        hive__arena_free(&fresh, p, s);
+        assert_int_equal(atomic_load(&fresh.used), 0);
+        hive__arena_close(&fresh);
+    }
+}
+
+/* Fill a fresh arena with payloads of one size until it refuses: it must
+ * say HIVE_EFULL (never ENOMEM), past 95% of the capacity, with used the
+ * exact sum of the charges. The capacity is 20 charges or more. */
+static void fill_until_full(size_t size, size_t cap)
+{
+    open_fresh(cap);
+    size_t charge = hive__arena_charge(size), n = 0;
+    int err = 0;
+    while (hive__arena_alloc(&fresh, size, 0, &err) != NULL)
+        n++;
+    size_t used = atomic_load(&fresh.used);
+    if (err != HIVE_EFULL)
+        fail_msg("size %zu, capacity %zu: %s after %zu payloads (%zu bytes in use): %s", size, cap,
+                 hive_strerror(err), n, used, hive_last_error());
+    if (used != n * charge || used + charge <= cap || used * 20 < cap * 19)
+        fail_msg("size %zu, capacity %zu: full with %zu payloads, %zu bytes in use, charge %zu",
+                 size, cap, n, used, charge);
+    hive__arena_close(&fresh);
+}
+
+static void test_every_size_fills_the_store(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s <= MiB + 1; s = next_size(s)) {
+        size_t cap = (24 * hive__arena_charge(s) + 64 * KiB - 1) & ~(64 * KiB - 1);
+        fill_until_full(s, cap);
+    }
+}
+
+/* The issue's case: 4160-byte payloads take 5120-byte cells, charged as
+ * such, and fill a 128 MiB store (they once ran out of address at 76%). */
+static void test_fill_beyond_the_slack(void **state)
+{
+    (void)state;
+    fill_until_full(4160, 128 * MiB);
+    fill_until_full(4097, 128 * MiB);
+}
+
+/* A history of every class filling the store in turn spends the small area
+ * (cells stay with their class): later small payloads take large blocks,
+ * the store still fills, and everything comes back. */
+static void test_spent_small_area_falls_back_to_blocks(void **state)
+{
+    (void)state;
+    const size_t cap = 8 * MiB;
+    open_fresh(cap);
+    static void *held[8 * MiB / 64 + 1];
+    size_t fell_back = 0;
+    for (size_t s = 64; s <= HIVE_ARENA_SMALL_MAX; s = hive__arena_charge(s) + 1) {
+        size_t n = 0;
+        int err = 0;
+        while ((held[n] = hive__arena_alloc(&fresh, s, 0, &err)) != NULL)
+            n++;
+        size_t used = atomic_load(&fresh.used), sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t c = hive__arena_charge_of(&fresh, held[i], s);
+            fell_back += c != hive__arena_charge(s);
+            sum += c;
+        }
+        if (err != HIVE_EFULL || used != sum || used * 20 < cap * 19)
+            fail_msg("size %zu: %s after %zu payloads, %zu in use (charges sum to %zu): %s", s,
+                     hive_strerror(err), n, used, sum, hive_last_error());
+        for (size_t i = 0; i < n; i++)
+            hive__arena_free(&fresh, held[i], s);
+        hive__arena_flush_thread(&fresh);
+        assert_int_equal(atomic_load(&fresh.used), 0);
+    }
+    assert_true(fell_back > 0);          /* 32 classes x 8 MiB do not fit 80 MiB of cells */
+    int err;
+    void *big = hive__arena_alloc(&fresh, cap - 64, 0, &err);   /* the whole capacity, in one */
+    if (big == NULL)
+        fail_msg("after the history, the capacity in one block failed: %s", hive_last_error());
+    hive__arena_free(&fresh, big, cap - 64);
+    hive__arena_close(&fresh);
+}
+
+/* ------------------------------------------------------------ address space */
+
+static void test_address_space_is_checked_up_front(void **state)
+{
+    (void)state;
+    assert_int_equal(hive__arena_check(64 * MiB, 3000), HIVE_OK);
+    ASSERT_FAILS_WITH(hive__arena_check((size_t)1 << 45, 1), HIVE_EINVAL,
+                      "store_bytes = 35184372088832 needs 140737555464192 bytes of address space per node");
+    ASSERT_FAILS_WITH(hive__arena_check((size_t)1 << 40, 200), HIVE_EINVAL, "x 200 nodes = ");
+    ASSERT_FAILS_WITH(hive__arena_check(SIZE_MAX / 3, 2), HIVE_EINVAL, "more than 2^64");
+    /* refused before anything is mapped, with the same sentence */
+    hive__arena_t a;
+    ASSERT_FAILS_WITH(hive__arena_open(&a, (size_t)1 << 45, &topo), HIVE_EINVAL, "x 2 nodes");
 }
 
 int main(void)
@@ -132,6 +293,11 @@ int main(void)
         cmocka_unit_test(test_large_blocks_coalesce),
         cmocka_unit_test(test_capacity_exact),
         cmocka_unit_test(test_small_cells_across_threads),
+        cmocka_unit_test(test_charge_is_the_room_taken),
+        cmocka_unit_test(test_every_size_fills_the_store),
+        cmocka_unit_test(test_fill_beyond_the_slack),
+        cmocka_unit_test(test_spent_small_area_falls_back_to_blocks),
+        cmocka_unit_test(test_address_space_is_checked_up_front),
     };
     return cmocka_run_group_tests_name("arena", tests, setup, teardown);
 }

@@ -300,6 +300,160 @@ static void test_cells(void **state)
     finish(h);
 }
 
+/* Every nonzero step is valid, INT64_MIN and INT64_MAX included: a step
+ * that jumps past the end leaves one element, and a stride * step that does
+ * not fit int64_t (UB before) leaves the stride as it was. */
+static void test_slice_extreme_steps(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    int64_t shape[2] = { 3, 5 };
+    hive_ref_t r;
+    hive_array_t a, s, t;
+    assert_int_equal(hive_array_new(h, HIVE_I32, 2, shape, &r), HIVE_OK);
+    assert_int_equal(hive_array_view(h, r, &a), HIVE_OK);
+    for (int32_t i = 0; i < 15; i++)
+        ((int32_t *)a.data)[i] = i;
+    int32_t out[5];
+    /* [::INT64_MAX] along the columns: column 0 of every row */
+    assert_int_equal(hive_array_slice(&a, 1, 0, INT64_MAX, INT64_MAX, &s), HIVE_OK);
+    assert_int_equal(s.shape[1], 1);
+    assert_int_equal(s.strides[1], 4);              /* 4 * INT64_MAX does not fit: kept */
+    assert_int_equal(hive_array_read(&s, out, sizeof out), HIVE_OK);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 5);
+    assert_int_equal(out[2], 10);
+    /* [::INT64_MIN]: from the end, one element (column 4) */
+    assert_int_equal(hive_array_slice(&a, 1, INT64_MAX, INT64_MIN, INT64_MIN, &s), HIVE_OK);
+    assert_int_equal(s.shape[1], 1);
+    assert_int_equal(s.strides[1], 4);
+    assert_int_equal(hive_array_read(&s, out, sizeof out), HIVE_OK);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 9);
+    assert_int_equal(out[2], 14);
+    /* INT64_MIN as start and stop: clipped as numpy does */
+    assert_int_equal(hive_array_slice(&a, 0, INT64_MIN, INT64_MAX, -INT64_MAX, &s), HIVE_OK);
+    assert_int_equal(s.shape[0], 0);                /* [-inf:+inf:-big] is empty */
+    assert_int_equal(hive_array_slice(&a, 0, INT64_MIN, INT64_MIN, 1, &s), HIVE_OK);
+    assert_int_equal(s.shape[0], 0);
+    assert_int_equal(hive_array_slice(&a, 0, INT64_MAX, INT64_MIN, -INT64_MAX, &s), HIVE_OK);
+    assert_int_equal(s.shape[0], 1);                /* row 2 */
+    int64_t idx[2] = { 0, 3 };
+    assert_int_equal(*(int32_t *)hive_array_at(&s, idx), 13);
+    /* a slice of such a slice still works, and a step whose product fits
+     * takes that product */
+    assert_int_equal(hive_array_slice(&s, 1, INT64_MIN, INT64_MAX, 2, &t), HIVE_OK);
+    assert_int_equal(t.shape[1], 3);
+    assert_int_equal(t.strides[1], 8);
+    assert_int_equal(hive_array_read(&t, out, sizeof out), HIVE_OK);
+    assert_int_equal(out[0], 10);
+    assert_int_equal(out[1], 12);
+    assert_int_equal(out[2], 14);
+    /* a made-up view whose extents overflow is refused, never computed */
+    hive_array_t bogus = a;
+    bogus.shape[0] = INT64_MAX;
+    bogus.shape[1] = 4;
+    assert_int_equal(hive_array_numel(&bogus), -1);
+    assert_non_null(strstr(hive_last_error(), "overflows the element count"));
+    ASSERT_FAILS_WITH(hive_array_read(&bogus, out, sizeof out), HIVE_EINVAL, "not a valid view");
+    assert_int_equal(hive_array_add_i64(&bogus, 0, 1), 0);
+    assert_non_null(strstr(hive_last_error(), "not a valid view"));
+    bogus = a;
+    bogus.shape[1] = -1;
+    ASSERT_FAILS_WITH(hive_array_slice(&bogus, 1, 0, 1, 1, &s), HIVE_EINVAL, "extent -1");
+    hive_release(h, r);
+    finish(h);
+}
+
+/* numpy's rule for shapes with a zero extent: the item size times the
+ * nonzero extents must fit int64_t, whatever the order, so the strides of
+ * the view can be computed (F64 {0, 2^62} was accepted and its view
+ * overflowed; {2^62, 0} was refused). */
+static void test_zero_extent_shapes(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    const int64_t big = (int64_t)1 << 62;
+    int64_t zero_big[2] = { 0, big }, big_zero[2] = { big, 0 };
+    hive_ref_t r = { 5 };
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_F64, 2, zero_big, &r), HIVE_EINVAL, "dimension 1");
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_F64, 2, big_zero, &r), HIVE_EINVAL, "dimension 0");
+    int64_t i32[3] = { 0, (int64_t)1 << 61, 0 };    /* 4 * 2^61 = 2^63 */
+    ASSERT_FAILS_WITH(hive_array_new(h, HIVE_I32, 3, i32, &r), HIVE_EINVAL, "overflows");
+    assert_int_equal(r.id, 5);
+    /* as U8 both fit: empty arrays with computable strides */
+    hive_array_t a;
+    assert_int_equal(hive_array_new(h, HIVE_U8, 2, zero_big, &r), HIVE_OK);
+    assert_int_equal(hive_array_view(h, r, &a), HIVE_OK);
+    assert_int_equal(a.strides[0], big);
+    assert_int_equal(a.strides[1], 1);
+    assert_int_equal(hive_array_numel(&a), 0);
+    unsigned char none;
+    assert_int_equal(hive_array_read(&a, &none, 0), HIVE_OK);
+    hive_array_t s;                                 /* slicing its long dimension */
+    assert_int_equal(hive_array_slice(&a, 1, 0, INT64_MAX, big / 2, &s), HIVE_OK);
+    assert_int_equal(s.shape[1], 2);
+    assert_int_equal(s.strides[1], big / 2);
+    hive_release(h, r);
+    assert_int_equal(hive_array_new(h, HIVE_U8, 2, big_zero, &r), HIVE_OK);
+    assert_int_equal(hive_array_view(h, r, &a), HIVE_OK);
+    assert_int_equal(a.strides[0], 1);
+    assert_int_equal(a.strides[1], 1);
+    assert_int_equal(hive_array_numel(&a), 0);
+    hive_release(h, r);
+    finish(h);
+}
+
+static const hive_actor_class_t empty_class = { .name = "Empty" };
+
+/* Every kind-mismatch sentence names the kind the object really is. */
+static void test_kind_sentences(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_ref_t blob, arr, cell, got;
+    hive_actor_t act;
+    int64_t shape[1] = { 4 };
+    assert_int_equal(hive_put(h, "blob", 5, &blob), HIVE_OK);
+    assert_int_equal(hive_array_new(h, HIVE_U8, 1, shape, &arr), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, blob, &cell), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &empty_class, NULL, 0, NULL, &act), HIVE_OK);
+    hive_ref_t actor = { act.id };
+    hive_array_t v;
+    const void *p;
+    char want[96];
+    /* an actor handle where a cell is wanted (said "blob" before) */
+    snprintf(want, sizeof want, "object %llu is an actor handle, not a cell", (unsigned long long)act.id);
+    ASSERT_FAILS_WITH(hive_cell_publish(h, actor, blob), HIVE_ESTATE, want);
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, actor, &got, NULL), HIVE_ESTATE, want);
+    ASSERT_FAILS_WITH(hive_cell_publish(h, arr, blob), HIVE_ESTATE, "is an array, not a cell");
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, blob, &got, NULL), HIVE_ESTATE, "is a blob, not a cell");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, actor), HIVE_ESTATE,
+                      "is an actor handle and cannot be a version");
+    ASSERT_FAILS_WITH(hive_cell_publish(h, cell, cell), HIVE_ESTATE, "is a cell and cannot be a version");
+    /* where an array is wanted */
+    ASSERT_FAILS_WITH(hive_array_view(h, actor, &v), HIVE_ESTATE, "is an actor handle, not an array");
+    ASSERT_FAILS_WITH(hive_array_view(h, cell, &v), HIVE_ESTATE, "is a cell, not an array");
+    ASSERT_FAILS_WITH(hive_array_view(h, blob, &v), HIVE_ESTATE, "is a blob, not an array");
+    /* where a blob is wanted ("an cell" before) */
+    ASSERT_FAILS_WITH(hive_seal(h, cell), HIVE_ESTATE, "is a cell, not a blob");
+    ASSERT_FAILS_WITH(hive_seal(h, actor), HIVE_ESTATE, "is an actor handle, not a blob");
+    ASSERT_FAILS_WITH(hive_seal(h, arr), HIVE_ESTATE, "is an array, not a blob");
+    ASSERT_FAILS_WITH(hive_get(h, actor, 0, &p, NULL), HIVE_ESTATE, "is an actor handle");
+    ASSERT_FAILS_WITH(hive_get(h, cell, 0, &p, NULL), HIVE_ESTATE, "is a cell");
+    /* where an actor is wanted (said "does not exist" before) */
+    hive_ref_t res;
+    ASSERT_FAILS_WITH(hive_call(h, (hive_actor_t){ blob.id }, 0, NULL, 0, NULL, &res), HIVE_ENOENT,
+                      "is a blob, not an actor");
+    ASSERT_FAILS_WITH(hive_call(h, (hive_actor_t){ cell.id }, 0, NULL, 0, NULL, &res), HIVE_ENOENT,
+                      "is a cell, not an actor");
+    assert_int_equal(hive_actor_kill(h, act), HIVE_OK);
+    hive_release(h, cell);
+    hive_release(h, arr);
+    hive_release(h, blob);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +464,9 @@ int main(void)
         cmocka_unit_test(test_write_section_and_read),
         cmocka_unit_test(test_bad_arrays),
         cmocka_unit_test(test_cells),
+        cmocka_unit_test(test_slice_extreme_steps),
+        cmocka_unit_test(test_zero_extent_shapes),
+        cmocka_unit_test(test_kind_sentences),
     };
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * limiter, and every bad input. */
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -501,6 +502,101 @@ static void test_rate_limiter_timeouts(void **state)
 
 /* ------------------------------------------------------------------ bad input */
 
+/* No priority may make the sum tree non-finite (issue 9): an alpha that
+ * overflows ordinary priorities is refused at creation, a priority whose
+ * power is infinite or above DBL_MAX / (2 capacity) at update, and a
+ * refused update changes nothing. Before, 1e300 with alpha 2 made the total
+ * inf for good (NaN once set back) and alpha 2000 made every weight NaN. */
+static void expect_finite_weights(hive_replay_t *rb, size_t batch)
+{
+    double w[8];
+    uint64_t k[8];
+    assert_true(batch <= 8);
+    for (int round = 0; round < 50; round++) {
+        assert_int_equal(hive_replay_sample(rb, batch, NULL, NULL, k, w, 0), HIVE_OK);
+        for (size_t i = 0; i < batch; i++)
+            if (!(isfinite(w[i]) && w[i] >= 0 && w[i] <= 1))
+                fail_msg("weight %zu of key %llu is %g", i, (unsigned long long)k[i], w[i]);
+    }
+}
+
+static void test_priority_limits(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = (hive_replay_t *)(uintptr_t)0x1234;
+    hive_replay_config_t cfg = { .capacity = 4, .item_size = 8, .prioritized = 1, .alpha = 2000 };
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "alpha = 2000 is above 16");
+    cfg.alpha = 16.5;
+    ASSERT_FAILS_WITH(hive_replay_new(h, &cfg, &rb), HIVE_EINVAL, "alpha = 16.5 is above 16");
+    assert_ptr_equal(rb, (hive_replay_t *)(uintptr_t)0x1234);
+
+    /* alpha 2: 1e300^2 is inf; refused, and nothing changes */
+    rb = make(h, 4, 1, 2.0, 0.4, 7);
+    push_n(rb, 0, 4);
+    uint64_t keys[4] = { 0, 1, 2, 3 };
+    double prio[4] = { 1e300, 1, 1, 1 };
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(rb, keys, prio, 4), HIVE_EINVAL,
+                      "priority 0 is 1e+300, and 1e+300^alpha (alpha 2) = inf is above");
+    assert_non_null(strstr(hive_last_error(), "over 4 items finite; nothing was changed"));
+    hive_replay_stats_t st;
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(st.total_priority == 4.0);
+    assert_true(st.max_priority == 1.0);
+    /* the biggest one is named wherever it is in the batch */
+    double late[4] = { 1, 2, 1e200, 3 };
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(rb, keys, late, 4), HIVE_EINVAL, "priority 2 is 1e+200");
+    /* the buffer still samples by priority: 1, 4, 9, 16 out of 30 */
+    double ok[4] = { 1, 2, 3, 4 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, ok, 4), 4);
+    const double want[4] = { 1 / 30.0, 4 / 30.0, 9 / 30.0, 16 / 30.0 };
+    check_freqs(rb, 4, want, 4);
+    expect_finite_weights(rb, 4);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* alpha 1: each priority finite, but four of 1e308 would sum to inf;
+     * the bound is DBL_MAX / (2 * 4), and exactly that is allowed */
+    rb = make(h, 4, 1, 1.0, 0.4, 7);
+    push_n(rb, 0, 4);
+    double big[4] = { 1e308, 1e308, 1e308, 1e308 };
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(rb, keys, big, 4), HIVE_EINVAL, "is above");
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(st.total_priority == 4.0);
+    double edge[4] = { DBL_MAX / 8, DBL_MAX / 8, DBL_MAX / 8, DBL_MAX / 8 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, edge, 4), 4);
+    double above = nextafter(DBL_MAX / 8, INFINITY);
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(rb, keys, &above, 1), HIVE_EINVAL, "is above");
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(isfinite(st.total_priority) && st.total_priority > DBL_MAX / 4);
+    expect_finite_weights(rb, 4);
+    /* new pushes take the largest priority: the total stays finite through
+     * a full lap of pushes and batches */
+    push_n(rb, 4, 4);
+    uint64_t items[8] = { 0 };
+    assert_int_equal(hive_replay_push_batch(rb, items, 8), HIVE_OK);
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(isfinite(st.total_priority));
+    double one = 1, tiny = 1e-300;
+    uint64_t k12 = 12, k13 = 13;
+    assert_int_equal(hive_replay_update_priorities(rb, &k12, &one, 1), 1);
+    assert_int_equal(hive_replay_update_priorities(rb, &k13, &tiny, 1), 1);
+    expect_finite_weights(rb, 4);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* alpha 16, the largest: ordinary priorities work, 1e20^16 does not */
+    rb = make(h, 4, 1, 16.0, 1.0, 7);
+    push_n(rb, 0, 4);
+    double mid[4] = { 2, 0.5, 1e18, 0 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys, mid, 4), 4);
+    expect_finite_weights(rb, 4);
+    double huge = 1e20;
+    ASSERT_FAILS_WITH(hive_replay_update_priorities(rb, keys, &huge, 1), HIVE_EINVAL, "alpha 16");
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(isfinite(st.total_priority) && st.max_priority == 1e18);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -554,6 +650,15 @@ static void test_bad_input(void **state)
     ASSERT_FAILS_WITH(hive_replay_push(good, NULL), HIVE_EINVAL, "item is NULL");
     ASSERT_FAILS_WITH(hive_replay_push_batch(NULL, &v, 1), HIVE_EINVAL, "buffer is NULL");
     ASSERT_FAILS_WITH(hive_replay_push_batch(good, NULL, 1), HIVE_EINVAL, "items is NULL");
+    /* counts whose bytes wrap size_t (to 8) or pass PTRDIFF_MAX: refused,
+     * nothing is claimed or read */
+    ASSERT_FAILS_WITH(hive_replay_push_batch(good, &v, SIZE_MAX / 8 + 2), HIVE_EINVAL,
+                      "more than any buffer can hold; nothing was pushed");
+    ASSERT_FAILS_WITH(hive_replay_push_batch(good, &v, (size_t)PTRDIFF_MAX / 8 + 1), HIVE_EINVAL,
+                      "items of 8 bytes");
+    hive_replay_stats_t st0;
+    assert_int_equal(hive_replay_stats(good, &st0), HIVE_OK);
+    assert_int_equal(st0.inserts, 0);
     /* batch larger than the fill, and batch 0 */
     ASSERT_FAILS_WITH(hive_replay_sample(good, 1, NULL, &out, NULL, NULL, 0), HIVE_EINVAL,
                       "batch 1 is larger than the 0 items held");
@@ -614,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_rate_limiter_timeouts),
         cmocka_unit_test(test_every_sleeper_wakes),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_priority_limits),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

@@ -177,10 +177,11 @@ static void test_capacity_is_exact(void **state)
     hive_t *h = engine(1 * MiB, 1, NULL);
     void *d;
     hive_ref_t a, b;
+    /* a large payload takes its size rounded to 64 plus a 64-byte header */
     assert_int_equal(hive_create(h, 600 * 1024, &d, &a), HIVE_OK);
     ASSERT_FAILS_WITH(hive_create(h, 600 * 1024, &d, &b), HIVE_EFULL,
-                      "asked 614400 bytes, 614400 of 1048576 in use");
-    assert_int_equal(hive_create(h, 1 * MiB - 600 * 1024, &d, &b), HIVE_OK);   /* exactly full */
+                      "asked 614400 bytes (taking 614464), 614464 of 1048576 in use");
+    assert_int_equal(hive_create(h, 1 * MiB - 614464 - 64, &d, &b), HIVE_OK);   /* exactly full */
     ASSERT_FAILS_WITH(hive_put(h, "x", 1, &b), HIVE_EFULL, "1048576 of 1048576 in use");
     hive_release(h, a);
     hive__store_drain(h);
@@ -282,6 +283,45 @@ static void test_small_classes_never_starve_large(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* Filling a store with objects of one size, without releasing any, ends
+ * with HIVE_EFULL (never ENOMEM) past 95% of the capacity, and used is the
+ * sum of what the objects take. */
+static void fill_store(size_t cap, size_t size)
+{
+    hive_t *h = engine(cap, 1, NULL);
+    size_t max = cap / (size ? size : 1) + 1, n = 0;
+    hive_ref_t *refs = malloc(max * sizeof *refs);
+    assert_non_null(refs);
+    void *d;
+    int rc = HIVE_OK;
+    while (n < max && (rc = hive_create(h, size, &d, &refs[n])) == HIVE_OK) {
+        if (size)
+            ((char *)d)[size - 1] = 1;
+        n++;
+    }
+    hive_store_stats_t st;
+    assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+    if (rc != HIVE_EFULL || st.used != n * hive__arena_charge(size) || st.used * 20 < cap * 19)
+        fail_msg("store of %zu, objects of %zu: %s after %zu objects, %zu bytes in use: %s", cap, size,
+                 hive_strerror(rc), n, st.used, hive_last_error());
+    for (size_t i = 0; i < n; i++)
+        hive_release(h, refs[i]);
+    free(refs);
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_fill_ends_full_at_every_size(void **state)
+{
+    (void)state;
+    for (unsigned k = 10; k <= 20; k++) {
+        size_t p = (size_t)1 << k, sizes[] = { p - 1, p, p + 1, p + 64 };
+        for (unsigned i = 0; i < 4; i++)
+            fill_store(k <= 18 ? 8 * MiB : 32 * MiB, sizes[i]);
+    }
+    fill_store(128 * MiB, 4160);         /* issue 9: once ENOMEM at 76% */
+}
+
 static void test_wait(void **state)
 {
     (void)state;
@@ -309,6 +349,27 @@ static void test_wait(void **state)
     ASSERT_FAILS_WITH(hive_wait(h, refs, 3, 3, 20 * 1000000, ready), HIVE_ETIMEDOUT, "2 of 3 ready");
     for (int i = 0; i < 3; i++)
         hive_release(h, refs[i]);
+    assert_int_equal(used_after_drain(h), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* A count of refs so large that n * sizeof(pointer) wraps (to 8 here) is
+ * refused before anything is allocated or read; it used to get an 8-byte
+ * table and write past it. */
+static void test_wait_huge_count(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t refs[2];
+    assert_int_equal(hive_put(h, "x", 2, &refs[0]), HIVE_OK);
+    refs[1] = (hive_ref_t){ 0 };
+    size_t n = SIZE_MAX / sizeof(void *) + 2;
+    char want[64];
+    snprintf(want, sizeof want, "hive_wait: %zu refs", n);
+    ASSERT_FAILS_WITH(hive_wait(h, refs, n, 1, 0, NULL), HIVE_EINVAL, want);
+    assert_non_null(strstr(hive_last_error(), "overflows a size"));
+    assert_int_equal(hive_wait(h, refs, 1, 1, 0, NULL), 1);   /* unharmed */
+    hive_release(h, refs[0]);
     assert_int_equal(used_after_drain(h), 0);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
@@ -376,7 +437,9 @@ int main(void)
         cmocka_unit_test(test_capacity_is_exact),
         cmocka_unit_test(test_half_capacity_after_churn),
         cmocka_unit_test(test_small_classes_never_starve_large),
+        cmocka_unit_test(test_fill_ends_full_at_every_size),
         cmocka_unit_test(test_wait),
+        cmocka_unit_test(test_wait_huge_count),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
     };

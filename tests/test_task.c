@@ -730,6 +730,7 @@ static void test_cancel_queued(void **state)
 
 static _Atomic int until_cancel_started;
 
+static _Atomic int until_cancel_saw;
 static int until_cancelled(hive_ctx_t *ctx)
 {
     int saw[2] = { hive_cancelled(ctx), 0 };
@@ -738,7 +739,9 @@ static int until_cancelled(hive_ctx_t *ctx)
     while (!hive_cancelled(ctx) && test_now_ns() < deadline)
         sched_yield();
     saw[1] = hive_cancelled(ctx);
-    return hive_return(ctx, saw, sizeof saw);
+    atomic_store(&until_cancel_saw, saw[0] * 2 + saw[1]);
+    hive_return(ctx, saw, sizeof saw);
+    return saw[1] ? 1 : 0;           /* fails when cancelled: must read ECANCELED, not ETASK */
 }
 
 static void test_cancel_running_and_bad_cancels(void **state)
@@ -751,13 +754,13 @@ static void test_cancel_running_and_bad_cancels(void **state)
     WAIT_UNTIL(atomic_load(&until_cancel_started), DEADLINE_MS);
     assert_int_equal(hive_cancel(h, r), HIVE_OK);
     const int *saw;
-    size_t n;
-    get_ok(h, r, (const void **)&saw, &n);         /* it returned 0: sealed, not cancelled */
-    assert_int_equal(n, 2 * sizeof(int));
-    assert_int_equal(saw[0], 0);
-    assert_int_equal(saw[1], 1);
+    /* it saw the cancel and returned: cancelled, whatever it returned (as
+     * Ray's TaskCancelledError), never HIVE_ETASK */
+    ASSERT_FAILS_WITH(hive_get(h, r, HIVE_FOREVER, (const void **)&saw, NULL), HIVE_ECANCELED,
+                      "cancelled");
+    assert_int_equal(atomic_load(&until_cancel_saw), 1);   /* not cancelled at start, then yes */
     ASSERT_FAILS_WITH(hive_cancel(h, r), HIVE_ESTATE, "finished");
-    get_ok(h, r, (const void **)&saw, &n);         /* the result is untouched */
+    ASSERT_FAILS_WITH(hive_get(h, r, 0, (const void **)&saw, NULL), HIVE_ECANCELED, "cancelled");
 
     hive_ref_t obj;
     assert_int_equal(hive_put(h, "plain", 6, &obj), HIVE_OK);
@@ -1102,6 +1105,10 @@ static void test_submit_bad_input(void **state)
     /* a ref that never existed, after a good ref whose count must be given back */
     hive_arg_t ghost[3] = { HIVE_REF(keep), HIVE_VAL(one), HIVE_REF(((hive_ref_t){ (uint64_t)1 << 61 })) };
     ASSERT_FAILS_WITH(hive_submit(h, count_task, ghost, 3, NULL, &r), HIVE_ENOENT, "does not exist");
+    /* so many arguments that nargs * the entry size wraps (any entry of 2
+     * bytes or more): refused before the record is sized or args read */
+    ASSERT_FAILS_WITH(hive_submit(h, count_task, null_data, SIZE_MAX / 2 + 2, NULL, &r), HIVE_EINVAL,
+                      "arguments are too many");
     assert_int_equal(r.id, 777);                    /* untouched every time */
 
     hive__store_drain(h);

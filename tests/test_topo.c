@@ -143,6 +143,43 @@ static void test_worker_info_bad_input(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* 3000 NUMA nodes (grouped in 60 packages: hwloc's own loading is
+ * quadratic in siblings): the slot table is built in linear time (it was
+ * cubic: 130 s of CPU for this one) and an engine over it starts, serves
+ * and stops. */
+static void test_thousands_of_nodes(void **state)
+{
+    (void)state;
+    const char *desc = "pack:60 numa:50 core:1 pu:1";
+    hive__topo_t t;
+    assert_int_equal(hive__topo_open(&t, desc), HIVE_OK);
+    assert_int_equal(t.nnodes, 3000);
+    assert_int_equal(t.ncores, 3000);
+    assert_int_equal(t.nslots, 3000);
+    for (unsigned i = 0; i < 3000; i++) {
+        const hive__slot_t *s = hive__topo_slot(&t, i);
+        if (s->pu != (int)i || s->core != i || s->node != i || hive__topo_node_of_pu(&t, (int)i) != i)
+            fail_msg("slot %u: pu %d core %u node %u", i, s->pu, s->core, s->node);
+    }
+    hive__topo_close(&t);
+
+    /* every node gets a region and queues; fewer workers under sanitizers */
+    unsigned workers = TEST_SCALE == 1 ? 0 : 300;
+    hive_t *h = test_engine(4u << 20, workers, desc);
+    assert_int_equal(hive_num_nodes(h), 3000);
+    assert_int_equal(hive_num_workers(h), workers ? workers : 3000);
+    expect_worker(h, hive_num_workers(h) - 1, hive_num_workers(h) - 1, hive_num_workers(h) - 1,
+                  (int)hive_num_workers(h) - 1);
+    hive_ref_t r;
+    assert_int_equal(hive_put(h, "x", 1, &r), HIVE_OK);
+    const void *p;
+    test_get_ok(h, r, 0, &p, NULL);
+    assert_int_equal(*(const char *)p, 'x');
+    hive_release(h, r);
+    test_expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_bad_topology),
         cmocka_unit_test(test_binding_failure),
         cmocka_unit_test(test_worker_info_bad_input),
+        cmocka_unit_test(test_thousands_of_nodes),
     };
     return cmocka_run_group_tests_name("topo", tests, NULL, NULL);
 }

@@ -30,6 +30,21 @@
  * the same row: a sampler that picks a row being written waits for that
  * write, and a push that laps a slower push of its row (one that started a
  * whole capacity of pushes earlier and has not finished) waits for it.
+ *
+ * Limits of priorities. The buffer keeps priority^alpha per item and their
+ * sums, and none of these may become infinite or NaN (an infinite total
+ * would stay so forever and turn sampling and weights into noise). So
+ *   - alpha is at most 16 (hive_replay_new);
+ *   - every priority set must be finite, >= 0, and have priority^alpha at
+ *     most DBL_MAX / (2 * capacity), so that the sum over all items stays
+ *     finite; with alpha <= 16 that admits every priority up to 1e18 at any
+ *     capacity (with alpha 2 and capacity 1e6, every priority up to 9e150).
+ *     hive_replay_update_priorities refuses anything else with HIVE_EINVAL
+ *     and the numbers, and changes nothing.
+ * Pushes take no priority of their own (they get the largest set so far),
+ * so they never break the bound. Importance weights are always finite, in
+ * [0, 1]. Priorities so small that priority^alpha underflows to 0 count as
+ * 0 (never sampled while another item has mass).
  */
 #ifndef HIVE_REPLAY_H
 #define HIVE_REPLAY_H
@@ -46,7 +61,7 @@ typedef struct hive_replay_config {
     uint64_t capacity;            /* items held; > 0 */
     size_t   item_size;           /* bytes per item; > 0 */
     int      prioritized;         /* 0: uniform sampling; nonzero: proportional to priority^alpha */
-    double   alpha;               /* priority exponent (prioritized only), >= 0; 0 is uniform */
+    double   alpha;               /* priority exponent (prioritized only), 0 .. 16; 0 is uniform */
     double   beta;                /* importance-weight exponent (prioritized only), >= 0 */
     double   samples_per_insert;  /* 0: no rate limit; > 0: the sample/insert ratio to hold */
     uint64_t min_size_to_sample;  /* sampling waits until this many items are held (<= capacity) */
@@ -64,8 +79,9 @@ typedef struct hive_replay_config {
  * memory, per-row sequence words and, when prioritized, one priority leaf
  * per row and a sum tree over blocks of 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments, a zero capacity or
  * item size, capacity * item_size overflowing, alpha, beta, error_buffer or
- * samples_per_insert negative or not finite, or min_size_to_sample above the
- * capacity; HIVE_EFULL if the store cannot hold the items; HIVE_ENOMEM.
+ * samples_per_insert negative or not finite, alpha above 16 (see "Limits of
+ * priorities" above), or min_size_to_sample above the capacity; HIVE_EFULL
+ * if the store cannot hold the items; HIVE_ENOMEM.
  */
 int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out);
 
@@ -103,7 +119,8 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
  * hive_replay_push_batch - push n items stored back to back (n * item_size
  * bytes) with one claim for the lot; their keys are consecutive. If n
  * exceeds the capacity only the last capacity items are kept (all n count as
- * inserts). n = 0 does nothing. HIVE_EINVAL for NULL arguments.
+ * inserts). n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n *
+ * item_size above PTRDIFF_MAX (no buffer is that large; nothing is pushed).
  */
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n);
 
@@ -144,15 +161,17 @@ int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, voi
  * hive_replay_update_priorities - set new priorities after learning.
  * @keys: n keys from hive_replay_sample.
  * @priorities: n priorities, finite and >= 0 (0: never sampled again while
- *              another item has a priority above 0).
+ *              another item has a priority above 0), with priority^alpha at
+ *              most DBL_MAX / (2 * capacity) (see "Limits of priorities").
  *
  * Every argument is checked before anything changes. A key whose item has
  * been overwritten since it was sampled is skipped. Lock-free against
  * sampling; it briefly holds the row's sequence lock so that a push landing
  * on the same row cannot interleave with it. Returns the number of
  * priorities applied (>= 0), HIVE_ESTATE if the buffer is not prioritized,
- * HIVE_EINVAL for NULL arguments, a NaN, infinite or negative priority or a
- * key never handed out.
+ * HIVE_EINVAL for NULL arguments, a NaN, infinite or negative priority, a
+ * priority whose priority^alpha is above the bound, or a key never handed
+ * out; nothing changes then.
  */
 int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const double *priorities,
                                   size_t n);

@@ -34,12 +34,14 @@ typedef struct hive__deque {
     _Atomic(void *) slot[HIVE_DEQUE_CAP];
 } hive__deque_t;
 
+/* The slots need no initialisation: only slots in [top, bottom) are ever
+ * read, and push writes a slot before it publishes it with bottom. Left
+ * alone, a fresh deque's 32 KiB cost no page until they are used (4096
+ * workers' deques once touched 400 MB at start). */
 static inline void hive__deque_init(hive__deque_t *d)
 {
     atomic_init(&d->top, 0);
     atomic_init(&d->bottom, 0);
-    for (int i = 0; i < HIVE_DEQUE_CAP; i++)
-        atomic_init(&d->slot[i], NULL);
 }
 
 /* Owner only. False if full. */

@@ -3,6 +3,7 @@
  * per size class, one cache per class per thread (see ds/batch.h). Chunks
  * are mapped when everything is empty and kept for the life of the process.
  */
+#include "util/fault.h"
 #include "ds/pool.h"
 #include "ds/batch.h"
 #include "util/common.h"
@@ -14,7 +15,8 @@
 #include <sys/mman.h>
 
 #define NCLASSES 7                       /* 64 .. 4096 */
-#define CHUNK    (256u * 1024u)          /* bytes mapped per refill when everything is empty */
+#define CHUNK_MIN ((size_t)256 << 10)    /* bytes mapped per refill when everything is empty ... */
+#define CHUNK_MAX ((size_t)64 << 20)     /* ... growing with what is mapped, up to this */
 
 static hive__batchlist_t shared[NCLASSES];
 static _Atomic size_t mapped_bytes;
@@ -65,11 +67,17 @@ static bool refill(unsigned c)
     hive__fcache_t *k = &caches[c];
     if (hive__fcache_refill(k, &shared[c]))
         return true;
-    char *chunk = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Chunks grow with the pool (half of what is mapped so far): a pool
+     * that must grow to its working set - frees come back a grace period
+     * late - maps O(log size) times, not once per 256 KiB, so a steady
+     * load soon makes no system call at all. relaxed: a statistic. */
+    size_t bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed) / 2;
+    bytes = bytes < CHUNK_MIN ? CHUNK_MIN : bytes > CHUNK_MAX ? CHUNK_MAX : bytes & ~(CHUNK_MIN - 1);
+    char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (chunk == MAP_FAILED)
         return false;
-    atomic_fetch_add_explicit(&mapped_bytes, CHUNK, memory_order_relaxed);
-    hive__fcache_carve(k, chunk, CHUNK, class_size(c), &shared[c]);
+    atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
+    hive__fcache_carve(k, chunk, bytes, class_size(c), &shared[c]);
     return true;
 }
 
@@ -93,6 +101,23 @@ void hive__pool_free(void *p, size_t size)
         register_thread();
     unsigned c = class_of(size);
     hive__fcache_push(&caches[c], p, class_size(c), &shared[c]);
+}
+
+int hive__pool_reserve(size_t size, size_t bytes)
+{
+    if (size == 0 || size > HIVE_POOL_MAX)
+        return -1;
+    pthread_once(&key_once, make_key);
+    unsigned c = class_of(size);
+    bytes = (bytes + CHUNK_MIN - 1) & ~(CHUNK_MIN - 1);
+    char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (chunk == MAP_FAILED)
+        return -1;
+    atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
+    hive__fcache_t tmp = { 0 };
+    hive__fcache_carve(&tmp, chunk, bytes, class_size(c), &shared[c]);
+    hive__fcache_flush(&tmp, &shared[c]);
+    return 0;
 }
 
 size_t hive__pool_mapped_bytes(void)

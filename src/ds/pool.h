@@ -24,6 +24,10 @@
 void *hive__pool_alloc(size_t size);
 void  hive__pool_free(void *p, size_t size);
 
+/* Map bytes of blocks of size's class ahead of need (tests and benches that
+ * must not see the pool grow); 0 or -1. */
+int hive__pool_reserve(size_t size, size_t bytes);
+
 /* Bytes mapped by the pool so far (for tests and benches). */
 size_t hive__pool_mapped_bytes(void);
 

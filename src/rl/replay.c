@@ -11,7 +11,11 @@
  *   data[row * item_size]  the array's payload, capacity rows.
  *   seq[row]               one 64-bit sequence word per row (below).
  *   leaf[row]              prioritized only: priority^alpha of the row's
- *                          item (0: never written).
+ *                          item (0: never written), never above leaf_max =
+ *                          DBL_MAX / (2 * capacity): so every sum in the
+ *                          tree, rounding included, stays finite, and so do
+ *                          the sampling targets and the importance weights
+ *                          (ratios of two finite leaves, at most 1).
  *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
  *                          nodes (P a power of two) are the sums of blocks
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
@@ -69,16 +73,19 @@
  * wakes) only when a sampler has asked for it, so pushes pay one extra load
  * and one system call per sleep, not per push.
  */
+#include "util/fault.h"
 #include <hive.h>
 #include "util/error.h"
 #include "util/seqlock.h"
 
+#include <float.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -93,6 +100,7 @@
 #define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
 #define TOP_NODES       256                 /* tree nodes whose sums a batch gathers first */
 #define TOP_MIN_BATCH   16                  /* batches at least this long gather them */
+#define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -107,6 +115,7 @@ struct hive_replay {
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
     double            alpha, beta, spi, error_buffer;
+    double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
     uint64_t          seed;
     bool              may_wait;     /* a sampler can ever wait: spi > 0 or min_size > 0 */
@@ -526,6 +535,10 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         if (!isfinite(reals[i].v) || reals[i].v < 0)
             return hive__fail(HIVE_EINVAL, "hive_replay_new: %s = %g (must be finite and >= 0)",
                               reals[i].name, reals[i].v);
+    if (cfg->alpha > MAX_ALPHA)
+        return hive__fail(HIVE_EINVAL, "hive_replay_new: alpha = %g is above %g: ordinary priorities "
+                          "raised to it overflow (2^alpha alone is %g)", cfg->alpha, MAX_ALPHA,
+                          pow(2, cfg->alpha));
     if (cfg->min_size_to_sample > cfg->capacity)
         return hive__fail(HIVE_EINVAL, "hive_replay_new: min_size_to_sample %llu is above the "
                           "capacity %llu: sampling could never start",
@@ -541,6 +554,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     rb->mask = (rb->cap & (rb->cap - 1)) == 0 ? rb->cap - 1 : 0;   /* cap 1: key % 1 = 0 too */
     rb->isz = cfg->item_size;
     rb->alpha = cfg->alpha;
+    rb->leaf_max = DBL_MAX / (2.0 * (double)rb->cap);
     rb->beta = cfg->beta;
     rb->spi = cfg->samples_per_insert;
     rb->error_buffer = cfg->error_buffer;
@@ -568,14 +582,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     }
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
-    rb->seq = calloc(rb->cap, sizeof *rb->seq);
+    rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
         while (rb->nodes < blocks)
             rb->nodes <<= 1;
-        rb->leaf = calloc(rb->cap, sizeof *rb->leaf);
-        rb->tree = calloc(2 * rb->nodes, sizeof *rb->tree);
+        rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
+        rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
     }
     if (rb->seq == NULL || (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
         uint64_t cap = rb->cap;
@@ -630,6 +644,12 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         return hive__fail(HIVE_EINVAL, "hive_replay_push_batch: %s is NULL", rb ? "items" : "buffer");
     if (n == 0)
         return HIVE_OK;
+    /* n items must fit in one object of the caller's memory; this also keeps
+     * the offsets i * item_size below from wrapping */
+    size_t bytes;
+    if (__builtin_mul_overflow(n, rb->isz, &bytes) || bytes > (size_t)PTRDIFF_MAX)
+        return hive__fail(HIVE_EINVAL, "hive_replay_push_batch: %zu items of %zu bytes are more "
+                          "than any buffer can hold; nothing was pushed", n, rb->isz);
     /* seq_cst: as in hive_replay_push */
     uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
     /* relaxed: see raise_to */
@@ -820,6 +840,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
      * it was published, so the cursor we read is above it */
     uint64_t cursor = atomic_load_explicit(&rb->cursor, memory_order_acquire);
     double pmax = 0;
+    size_t imax = 0;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(priorities[i]) || priorities[i] < 0)
             return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: priority %zu is %g (must "
@@ -828,9 +849,20 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
             return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: key %zu is %llu, but only "
                               "%llu keys were handed out; nothing was changed", i,
                               (unsigned long long)keys[i], (unsigned long long)cursor);
-        if (priorities[i] > pmax)
+        if (priorities[i] > pmax) {
             pmax = priorities[i];
+            imax = i;
+        }
     }
+    /* p^alpha grows with p: checking the largest checks them all (the
+     * leaves are clamped to its power below, in case pow's rounding is not
+     * monotonic) */
+    double lmax = pow(pmax, rb->alpha);
+    if (!(lmax <= rb->leaf_max))
+        return hive__fail(HIVE_EINVAL, "hive_replay_update_priorities: priority %zu is %g, and %g^alpha "
+                          "(alpha %g) = %g is above %g, the bound that keeps the sum over %llu items "
+                          "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
+                          rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
     double top[TOP_NODES], *gather = NULL;
     if (n >= TOP_MIN_BATCH) {
@@ -864,7 +896,8 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
         }
         if (!held)
             continue;
-        leaf_set(rb, row, pow(priorities[i], rb->alpha), gather);
+        double v = pow(priorities[i], rb->alpha);
+        leaf_set(rb, row, v < lmax ? v : lmax, gather);
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
         if (applied < INT_MAX)
@@ -873,7 +906,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
     if (gather != NULL)
         top_flush(rb, gather);
     raise_to(&rb->max_prio, pmax);
-    raise_to(&rb->max_leaf, pow(pmax, rb->alpha));
+    raise_to(&rb->max_leaf, lmax);
     return applied;
 }
 

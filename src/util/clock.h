@@ -12,4 +12,11 @@ static inline uint64_t hive__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleep about ns nanoseconds (slow paths only: a system call). */
+static inline void hive__sleep_ns(uint64_t ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
+    nanosleep(&ts, NULL);
+}
+
 #endif

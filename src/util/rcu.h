@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <urcu/urcu-memb.h>
+#include <urcu/call-rcu.h>
 #include <urcu/rculfhash.h>
 
 #include "util/common.h"

@@ -1,0 +1,234 @@
+/* test_syscalls.c - the hot paths make no system call.
+ *
+ * A user thread warms up (first-use registrations, caches, id blocks), then
+ * installs a seccomp filter on itself alone that lets process-private
+ * futex calls through (hive's documented sleeps and wakes: a get that
+ * waits, a submit that wakes a parked worker) and traps every other system
+ * call (a shared futex too: liburcu wakes its threads with those) into a SIGSYS handler
+ * that records its number. It then runs put/get/retain/release, create/
+ * seal, cell publish/acquire, submit/get, actor call/get and replay
+ * push/sample loops. Any trapped call fails the test, named by number.
+ *
+ * Seccomp filters cannot be removed, so the filtered thread ends by
+ * sleeping on a futex for good; the process exit takes it along.
+ *
+ * The sanitizer runtimes make system calls of their own on paths hive does
+ * not control (TSan's and ASan's allocators and shadow memory), so the
+ * filter runs in the normal build; the sanitizer builds run the same loops
+ * unfiltered, for their own checks. */
+#include "testutil.h"
+#include "ds/pool.h"
+#include "store.h"
+#include <urcu/static/urcu-common.h>
+extern struct urcu_gp urcu_memb_gp;   /* liburcu: the grace-period state */
+
+#include <linux/filter.h>
+#include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define MiB (1024u * 1024u)
+#define ROUNDS 20000
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define FILTERED 0
+#else
+#define FILTERED 1
+#endif
+
+static _Atomic int trapped;
+static _Atomic long trapped_nr[16];
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc_)
+{
+    (void)sig;
+    int i = atomic_fetch_add(&trapped, 1);
+    if (i < 16)
+        atomic_store(&trapped_nr[i], si->si_syscall);
+    ucontext_t *uc = uc_;
+    uc->uc_mcontext.gregs[REG_RAX] = -ENOSYS;   /* the call fails; the test fails anyway */
+}
+
+static int install_filter(void)
+{
+    /* Allow futex with FUTEX_PRIVATE_FLAG (hive's own sleeps and wakes),
+     * and liburcu's grace-period wake: a read-side unlock wakes a writer
+     * that sleeps waiting for this very reader (rare: a grace period must
+     * be waiting on us). Trap everything else - liburcu's call_rcu and
+     * workqueue wakes use shared futexes, so they are caught. */
+    uint64_t gp = (uint64_t)(uintptr_t)&urcu_memb_gp.futex;
+    struct sock_filter f[] = {
+        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_futex, 0, 7),
+        /* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        /* 3 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, FUTEX_PRIVATE_FLAG, 4, 0),
+        /* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        /* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)gp, 0, 3),
+        /* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 4),
+        /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(gp >> 32), 0, 1),
+        /* 8 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* 9 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+    };
+    struct sock_fprog prog = { .len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    /* no SECCOMP_FILTER_FLAG_TSYNC: this thread only */
+    return (int)syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+static int add_one(hive_ctx_t *ctx)
+{
+    uint64_t v;
+    memcpy(&v, hive_arg(ctx, 0, NULL), sizeof v);
+    v++;
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int inc_method(void *self, hive_ctx_t *ctx)
+{
+    uint64_t *n = self;
+    ++*n;
+    return hive_return(ctx, n, sizeof *n);
+}
+
+static const hive_method_t methods[] = { { "inc", inc_method, 0 } };
+static const hive_actor_class_t counter = { .name = "Counter", .size = sizeof(uint64_t),
+                                            .methods = methods, .nmethods = 1 };
+
+struct run {
+    hive_t         *h;
+    hive_actor_t    actor;
+    hive_ref_t      cell;
+    hive_replay_t  *rb;
+    int             filter_rc;
+    _Atomic int     done;
+    const char     *failed;            /* what went wrong (no assertion off the main thread) */
+};
+
+#define CHECK(cond, what) do { if (!(cond)) { r->failed = (what); return; } } while (0)
+
+/* One round of every hot path. */
+static void round_of_everything(struct run *r, uint64_t i)
+{
+    hive_t *h = r->h;
+    hive_ref_t a, b, c, v, t;
+    const void *p;
+    size_t n;
+    CHECK(hive_put(h, &i, sizeof i, &a) == HIVE_OK, "put");
+    CHECK(hive_get(h, a, 0, &p, &n) == HIVE_OK && n == sizeof i, "get");
+    CHECK(hive_retain(h, a) == HIVE_OK, "retain");
+    CHECK(hive_release(h, a) == HIVE_OK, "release");
+    void *d;
+    CHECK(hive_create(h, 256, &d, &b) == HIVE_OK, "create");
+    memset(d, (int)i, 256);
+    CHECK(hive_seal(h, b) == HIVE_OK, "seal");
+    CHECK(hive_put(h, &i, sizeof i, &v) == HIVE_OK, "put version");
+    CHECK(hive_cell_publish(h, r->cell, v) == HIVE_OK, "cell publish");
+    CHECK(hive_release(h, v) == HIVE_OK, "release version");
+    uint64_t seq;
+    CHECK(hive_cell_acquire(h, r->cell, &c, &seq) == HIVE_OK, "cell acquire");
+    CHECK(hive_release(h, c) == HIVE_OK, "release acquired");
+    hive_arg_t arg = HIVE_VAL(i);
+    CHECK(hive_submit(h, add_one, &arg, 1, NULL, &t) == HIVE_OK, "submit");
+    CHECK(hive_get(h, t, HIVE_FOREVER, &p, NULL) == HIVE_OK && *(const uint64_t *)p == i + 1,
+          "task result");
+    CHECK(hive_release(h, t) == HIVE_OK, "release task result");
+    CHECK(hive_call(h, r->actor, 0, NULL, 0, NULL, &t) == HIVE_OK, "call");
+    CHECK(hive_get(h, t, HIVE_FOREVER, &p, NULL) == HIVE_OK, "call result");
+    CHECK(hive_release(h, t) == HIVE_OK, "release call result");
+    CHECK(hive_replay_push(r->rb, &i) == HIVE_OK, "replay push");
+    uint64_t out[8], keys[8], rng = i;
+    CHECK(hive_replay_sample(r->rb, 8, &rng, out, keys, NULL, 0) == HIVE_OK, "replay sample");
+    CHECK(hive_release(h, b) == HIVE_OK, "release created");
+    r->failed = NULL;
+}
+
+static void *filtered_thread(void *arg)
+{
+    struct run *r = arg;
+    /* warm-up: until the block pool has stopped growing for ROUNDS rounds
+     * (frees come back a grace period late, so the pool grows to the
+     * working set of one grace period first), at most 50 times that */
+    uint64_t i = 0, stable_since = 0;
+    size_t mapped = hive__pool_mapped_bytes();
+    for (; i < 50 * ROUNDS && i - stable_since < ROUNDS && r->failed == NULL; i++) {
+        round_of_everything(r, i);
+        if (hive__pool_mapped_bytes() != mapped) {
+            mapped = hive__pool_mapped_bytes();
+            stable_since = i;
+        }
+    }
+    if (r->failed != NULL) {
+        atomic_store(&r->done, 1);
+        return NULL;
+    }
+    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSYS, &sa, NULL);
+    sigset_t sys;
+    sigemptyset(&sys);
+    sigaddset(&sys, SIGSYS);
+    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
+    r->filter_rc = FILTERED ? install_filter() : 0;
+    for (uint64_t k = 0; k < ROUNDS && r->failed == NULL && r->filter_rc == 0; k++)
+        round_of_everything(r, i + k);
+    atomic_store(&r->done, 1);
+    if (FILTERED && r->filter_rc == 0) {
+        /* no way back from the filter: sleep here until the process ends */
+        static _Atomic uint32_t never;
+        for (;;)
+            syscall(SYS_futex, &never, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
+    return NULL;
+}
+
+static void test_hot_paths_make_no_system_call(void **state)
+{
+    (void)state;
+    /* object records: room for a burst of a few grace periods ahead */
+    assert_int_equal(hive__pool_reserve(sizeof(hive__obj_t), 64 * MiB), 0);
+    hive_t *h = test_engine(64 * MiB, 2, NULL);
+    struct run r = { .h = h };
+    assert_int_equal(hive_actor_new(h, &counter, NULL, 0, NULL, &r.actor), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &r.cell), HIVE_OK);
+    hive_replay_config_t rc = { .capacity = 1024, .item_size = sizeof(uint64_t), .seed = 1 };
+    assert_int_equal(hive_replay_new(h, &rc, &r.rb), HIVE_OK);
+    uint64_t x = 0;
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hive_replay_push(r.rb, &x), HIVE_OK);
+
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, filtered_thread, &r), 0);
+    WAIT_UNTIL(atomic_load(&r.done), 120000);
+    if (!FILTERED)
+        pthread_join(t, NULL);
+    else
+        pthread_detach(t);
+    assert_int_equal(r.filter_rc, 0);
+    int n = atomic_load(&trapped);
+    if (n != 0) {
+        char list[256] = "";
+        for (int i = 0; i < n && i < 16; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), " %ld", atomic_load(&trapped_nr[i]));
+        fail_msg("%d system calls other than futex on the hot paths; numbers:%s", n, list);
+    }
+    if (r.failed != NULL)
+        fail_msg("%s failed: %s", r.failed, hive_last_error());
+    assert_int_equal(hive_replay_free(r.rb), HIVE_OK);
+    assert_int_equal(hive_release(h, r.cell), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_paths_make_no_system_call),
+    };
+    return cmocka_run_group_tests_name("syscalls", tests, NULL, NULL);
+}
