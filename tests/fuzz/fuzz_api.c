@@ -17,24 +17,22 @@
  *     never changes its outcome afterwards;
  *   - wait's count and flags agree with what is certainly ready or not;
  *   - cells hand out the version last published, with its publish count;
+ *   - hive_seal of a task's or call's result is HIVE_ESTATE; a cancel that
+ *     succeeds ends the result in HIVE_ECANCELED, whether it found the task
+ *     queued or running (whatever the task then returned);
+ *   - a name is refused while a live actor has it, and free again once that
+ *     actor is dead; lookup gives the actor created last with the name;
  *   - at the end of the input every unsealed object is sealed, every result
- *     waited for (a bounded wait: a hang aborts), every count released, and
- *     (every HIVE_FUZZ_CHECK_EVERY inputs) the store comes back to what the
- *     actors created so far keep: actor records live until shutdown.
+ *     waited for (a bounded wait: a hang aborts), every count released,
+ *     every actor killed, and (every HIVE_FUZZ_CHECK_EVERY inputs) the store
+ *     comes back empty: a dead actor gives back its state and its
+ *     constructor's arguments, and actor handles are no store objects.
  *
- * Known defects (HIVE_FUZZ_KNOWN, see fuzz.h) the interpreter can step
- * around:
- *   seal-task-result     hive_seal accepts a task's or call's result.
- *   cancel-running-code  a running task that sees hive_cancelled() and stops
- *                        fails with HIVE_ETASK instead of HIVE_ECANCELED.
- *   actor-self-wait      a call given (directly or through tasks) the pending
- *                        result of a lower-priority call of the same actor
- *                        waits for it in the actor's turn, which can never
- *                        reach that call: the actor (and its worker) hang.
- *                        With this set, such arguments are passed inline.
- *   actor-ctor-args      a constructor's ref arguments stay held after the
- *                        actor is killed (kept for restarts), until shutdown:
- *                        with this set, constructors get inline arguments only.
+ * A call given (directly or through tasks) the pending result of another
+ * call of its own actor may wait for it inside the actor's turn, which then
+ * never reaches that call: a user-level deadlock, as in Ray (README, "Known
+ * open issues"). The interpreter marks such actors and kills them before
+ * waiting for the results at the end; the kill must end the wait (HIVE_EDEAD).
  * An input that gives a constructor ref arguments always checks the store
  * at its end, so that a leak is blamed on the input that made it.
  */
@@ -48,7 +46,6 @@
 #define MAX_ACTORS       8
 #define MAX_OPS          96
 #define MAX_ARGS         4
-#define ACTORS_PER_PROC  20000        /* actor records live until shutdown: a budget */
 #define ACTOR_STATE      16           /* bytes; the store charges 64 */
 #define END_WAIT_NS      (10ull * 1000000000ull)
 #define BIG              (17u << 20)  /* one past the store's capacity */
@@ -85,6 +82,7 @@ typedef struct actor {
     unsigned restarts_asked;
     bool     killed;                 /* by us: certain */
     bool     may_die;                /* constructor may fail or restarts may run out */
+    bool     self_wait;              /* a call may wait for a call of this actor: kill first */
     int      deps[MAX_ARGS];         /* the constructor's ref arguments (object indices) */
     int      ndeps;
 } actor_t;
@@ -103,9 +101,10 @@ typedef struct interp {
 
 static hive_t *H;
 static unsigned char *big_buf;       /* BIG bytes of pattern for puts */
-static uint64_t actors_total;        /* over the process */
 static char names_taken[8];          /* actor names fz-0..fz-7 created so far */
-static uint64_t name_ids[8];
+static uint64_t name_ids[8];         /* the actor created last with each */
+static int name_holder[8];           /* its index in this input's actors, -1: an earlier
+                                        input's (killed at its end: dead) */
 
 /* ------------------------------------------------------------ functions run by workers */
 
@@ -356,6 +355,8 @@ static void actor_may_die(interp_t *in, int a);
 static void widen(interp_t *in, int i, unsigned bits)
 {
     obj_t *o = &in->objs[i];
+    if (o->cancel_ok)
+        return;                          /* HIVE_ECANCELED for sure; its dependents know */
     unsigned added = bits & ~o->allowed;
     o->allowed |= bits;
     if (!(added & FAIL_BITS))
@@ -616,8 +617,6 @@ static void op_seal(interp_t *in)
     obj_t *o = pick_held(in);
     if (o == NULL)
         return;
-    if ((o->kind == K_TASK || o->kind == K_CALL) && fz_known("seal-task-result"))
-        return;
     int rc = hive_seal(H, (hive_ref_t){ o->id });
     if (o->kind == K_CREATED && !o->sealed) {
         FZ_CHECK(rc == HIVE_OK, "hive_seal of an unsealed create failed: %d", rc);
@@ -634,6 +633,8 @@ typedef struct argset {
     hive_arg_t    a[MAX_ARGS];
     size_t        n;
     bool          fake;
+    bool          gone_maybe;             /* a handle of an actor that may be dead: gone from
+                                             the table once its last turn ran (ENOENT) */
     obj_t        *ref[MAX_ARGS];          /* per argument: the object, or NULL (inline/actor/fake) */
     unsigned char store[MAX_ARGS + 1][40];
 } argset_t;
@@ -668,7 +669,9 @@ static void decode_args(interp_t *in, argset_t *as, size_t max)
             as->a[i] = HIVE_REF(((hive_ref_t){ o->id }));
             as->ref[i] = o;
         } else if (sel < 250 && in->nactors > 0) {    /* an actor handle, by ref */
-            as->a[i] = HIVE_REF(((hive_ref_t){ in->actors[fz_u8(f) % in->nactors].id }));
+            const actor_t *ac = &in->actors[fz_u8(f) % in->nactors];
+            as->a[i] = HIVE_REF(((hive_ref_t){ ac->id }));
+            as->gone_maybe = as->gone_maybe || ac->killed || ac->may_die;
         } else {
             as->a[i] = HIVE_REF(((hive_ref_t){ fake_id(f) }));
             as->fake = true;
@@ -744,8 +747,9 @@ static void op_submit(interp_t *in)
     }
     hive_ref_t r;
     int rc = hive_submit(H, fns[fn], as.a, as.n, opts, &r);
-    if (as.fake) {
-        FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_ENOENT), "hive_submit with a ref that names no object");
+    if (as.fake || (as.gone_maybe && rc != HIVE_OK)) {
+        FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_ENOENT), "hive_submit with a ref that names no object "
+                      "(or a dead actor's handle)");
         return;
     }
     FZ_CHECK(rc == HIVE_OK, "hive_submit failed: %d", rc);
@@ -799,12 +803,11 @@ static void op_cancel(interp_t *in)
         return;
     }
     FZ_CHECK(o->final == 0, "hive_cancel succeeded on a result whose outcome was already seen");
-    o->cancel_ok = true;
+    /* queued or waiting: it never runs; running: whatever it returns, the
+     * result fails with HIVE_ECANCELED. Its dependents may fail. */
     widen(in, obj_index(in, o), FZ_BIT(HIVE_ECANCELED));
-    /* still running: a spinner stops early and must end cancelled */
-    bool spins = (o->kind == K_TASK && o->fn == F_SPIN) || (o->kind == K_CALL && o->fn == M_SPIN);
-    if (spins && fz_known("cancel-running-code"))
-        widen(in, obj_index(in, o), FZ_BIT(HIVE_ETASK));
+    o->allowed = FZ_BIT(HIVE_ECANCELED);
+    o->cancel_ok = true;
 }
 
 static void op_wait(interp_t *in)
@@ -864,7 +867,7 @@ static void op_actor_new(interp_t *in)
 {
     fz_t *f = &in->f;
     uint8_t sel = fz_u8(f);
-    if (in->nactors == MAX_ACTORS || actors_total >= ACTORS_PER_PROC)
+    if (in->nactors == MAX_ACTORS)
         return;
     int cls = sel & 1;
     hive_actor_class_t bad;
@@ -885,14 +888,8 @@ static void op_actor_new(interp_t *in)
     argset_t as;
     decode_args(in, &as, 2);
     for (size_t i = 0; i < as.n; i++) {
-        if (as.a[i].ref.id == 0 || as.fake)
-            continue;
-        if (fz_known("actor-ctor-args")) {     /* the same argument, inline and empty */
-            as.a[i] = HIVE_BYTES(as.store[i], 0);
-            as.ref[i] = NULL;
-        } else {
-            in->check_store = true;
-        }
+        if (as.a[i].ref.id != 0 && !as.fake)
+            in->check_store = true;             /* the dead actor must give them back */
     }
     bool ctor_fails = cls == 0 && as.n > 0 && as.a[0].ref.id == 0 && as.a[0].size > 0 &&
                       ((const unsigned char *)as.a[0].data)[0] == 0xEE;
@@ -917,18 +914,29 @@ static void op_actor_new(interp_t *in)
     hive_actor_t a;
     bool with_opts = (nsel & 1) || name_i >= 0;
     int rc = hive_actor_new(H, c, as.a, as.n, with_opts ? &opts : NULL, &a);
+    /* a name is taken while its actor lives: certainly if we have not
+     * killed it and it cannot have died, maybe if it may have died */
+    const actor_t *holder = name_i >= 0 && name_holder[name_i] >= 0
+                                ? &in->actors[name_holder[name_i]] : NULL;
+    bool taken = holder != NULL && !holder->killed && !holder->may_die;
+    bool maybe_taken = holder != NULL && !holder->killed && holder->may_die;
     /* the order of the checks is not documented: any that applies may come first */
-    unsigned refused = (invalid || (name_i >= 0 && names_taken[name_i]) ? FZ_BIT(HIVE_EINVAL) : 0) |
-                       (as.fake ? FZ_BIT(HIVE_ENOENT) : 0);
-    if (refused) {
-        FZ_CHECK_FAIL(rc, refused, "hive_actor_new with a bad class, a taken name or a fake ref");
+    bool refused = invalid || taken || as.fake;
+    unsigned may = (invalid || taken || maybe_taken ? FZ_BIT(HIVE_EINVAL) : 0) |
+                   (as.fake || as.gone_maybe ? FZ_BIT(HIVE_ENOENT) : 0) |
+                   (in->pressure ? FZ_BIT(HIVE_EFULL) : 0);
+    if (refused || rc != HIVE_OK) {
+        FZ_CHECK_FAIL(rc, may, refused ? "hive_actor_new with a bad class, a name a live actor has "
+                      "or a fake ref" : "hive_actor_new (valid but for a name a dying actor may "
+                      "still have, a dead actor's handle, or a full store)");
+        if (rc == HIVE_EFULL)
+            set_pressure(in);
         return;
     }
-    FZ_CHECK(rc == HIVE_OK, "hive_actor_new failed: %d", rc);
-    actors_total++;
     if (name_i >= 0) {
         names_taken[name_i] = 1;
         name_ids[name_i] = a.id;
+        name_holder[name_i] = in->nactors;
     }
     actor_t *ac = &in->actors[in->nactors++];
     memset(ac, 0, sizeof *ac);
@@ -967,12 +975,10 @@ static void op_call(interp_t *in)
     unsigned method = msel < 240 ? msel % nm : (msel & 1 ? nm : UINT_MAX - (msel & 3));
     argset_t as;
     decode_args(in, &as, 2);
-    if (!fake && fz_known("actor-self-wait"))
+    if (!fake)                                     /* a possible self-wait: see the top */
         for (size_t i = 0; i < as.n; i++)
-            if (as.ref[i] != NULL && waits_for_actor(in, obj_index(in, as.ref[i]), ai, 0)) {
-                as.a[i] = HIVE_BYTES(as.store[i], 0);
-                as.ref[i] = NULL;
-            }
+            if (as.ref[i] != NULL && waits_for_actor(in, obj_index(in, as.ref[i]), ai, 0))
+                in->actors[ai].self_wait = true;
     hive_opts_t ob;
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
@@ -986,18 +992,19 @@ static void op_call(interp_t *in)
     }
     actor_t *ac = &in->actors[ai];
     /* the order of the checks is not documented: any that applies may come first */
-    unsigned dead = ac->killed ? FZ_BIT(HIVE_EDEAD) : 0;
+    unsigned dead = ac->killed || ac->may_die ? FZ_BIT(HIVE_EDEAD) : 0;
     if (method >= nm) {
         FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_EINVAL) | dead, "hive_call of a method out of range");
         return;
     }
     if (ac->killed) {
-        FZ_CHECK_FAIL(rc, dead | (as.fake ? FZ_BIT(HIVE_ENOENT) : 0), "hive_call of a killed actor");
+        FZ_CHECK_FAIL(rc, dead | (as.fake || as.gone_maybe ? FZ_BIT(HIVE_ENOENT) : 0),
+                      "hive_call of a killed actor");
         return;
     }
-    if (as.fake) {
+    if (as.fake || (as.gone_maybe && rc == HIVE_ENOENT)) {
         FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_ENOENT) | (ac->may_die ? FZ_BIT(HIVE_EDEAD) : 0),
-                      "hive_call with a ref that names no object");
+                      "hive_call with a ref that names no object (or a dead actor's handle)");
         return;
     }
     if (rc != HIVE_OK) {
@@ -1205,10 +1212,13 @@ static void op_bad(interp_t *in)
     case 9: FZ_CHECK(hive_wait(H, NULL, 0, 0, 0, NULL) == 0, "wait on no refs did not return 0"); break;
     case 10:
         if (in->nactors > 0) {
-            hive_ref_t ar = { in->actors[fz_u8(f) % in->nactors].id };
-            FZ_CHECK_FAIL(hive_retain(H, ar), FZ_BIT(HIVE_ESTATE), "retain of an actor handle");
-            FZ_CHECK_FAIL(hive_release(H, ar), FZ_BIT(HIVE_ESTATE), "release of an actor handle");
-            FZ_CHECK_FAIL(hive_get(H, ar, 0, &data, NULL), FZ_BIT(HIVE_ESTATE), "get of an actor handle");
+            const actor_t *ac = &in->actors[fz_u8(f) % in->nactors];
+            hive_ref_t ar = { ac->id };
+            /* a dead actor's handle leaves the table once its last turn ran */
+            unsigned ok = FZ_BIT(HIVE_ESTATE) | (ac->killed || ac->may_die ? FZ_BIT(HIVE_ENOENT) : 0);
+            FZ_CHECK_FAIL(hive_retain(H, ar), ok, "retain of an actor handle");
+            FZ_CHECK_FAIL(hive_release(H, ar), ok, "release of an actor handle");
+            FZ_CHECK_FAIL(hive_get(H, ar, 0, &data, NULL), ok, "get of an actor handle");
         }
         break;
     default: {
@@ -1235,12 +1245,24 @@ static void op_settle(interp_t *in)
 
 /* ------------------------------------------------------------ one input */
 
+static void kill_actor(interp_t *in, int i)
+{
+    int rc = hive_actor_kill(H, (hive_actor_t){ in->actors[i].id });
+    if (rc != HIVE_OK)
+        FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_EDEAD), "final hive_actor_kill");
+    in->actors[i].killed = true;
+    actor_may_die(in, i);
+}
+
 static void finish(interp_t *in)
 {
-    /* 1. seal what only we could seal */
+    /* 1. seal what only we could seal; end the self-waits (see the top) */
     for (int i = 0; i < in->nobjs; i++)
         if (in->objs[i].kind == K_CREATED && !in->objs[i].sealed && in->objs[i].count > 0)
             seal_created(&in->objs[i]);
+    for (int i = 0; i < in->nactors; i++)
+        if (in->actors[i].self_wait)
+            kill_actor(in, i);
     /* 2. every result we hold must end, in one of its outcomes */
     uint64_t deadline = fz_now_ns() + END_WAIT_NS;
     for (int i = 0; i < in->nobjs; i++) {
@@ -1264,14 +1286,11 @@ static void finish(interp_t *in)
             FZ_CHECK(hive_release(H, (hive_ref_t){ o->id }) == HIVE_OK, "final hive_release failed");
         free(o->bytes);
     }
-    /* 4. actors die (their records stay until shutdown) */
-    for (int i = 0; i < in->nactors; i++) {
-        int rc = hive_actor_kill(H, (hive_actor_t){ in->actors[i].id });
-        if (rc != HIVE_OK)
-            FZ_CHECK_FAIL(rc, FZ_BIT(HIVE_EDEAD), "final hive_actor_kill");
-    }
+    /* 4. actors die: their last turns give their state and arguments back */
+    for (int i = 0; i < in->nactors; i++)
+        kill_actor(in, i);
     if (fz_check_due() || in->check_store)
-        fz_expect_store_at_most(H, actors_total, actors_total * 64, 10000);
+        fz_expect_store_at_most(H, 0, 0, 10000);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -1279,6 +1298,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static interp_t in;
     memset(&in, 0, sizeof in);
     in.f = (fz_t){ data, size };
+    for (int i = 0; i < 8; i++)
+        name_holder[i] = -1;                      /* earlier inputs killed their actors */
     hive_store_stats_t st;
     FZ_CHECK(hive_store_stats(H, &st) == HIVE_OK, "hive_store_stats failed");
     if (st.used > STORE_BYTES / 8) {              /* mostly frees still queued: run them */
