@@ -7,6 +7,7 @@
 #   make check      the tests of one build (VARIANT=normal|tsan|asan); the
 #                   normal build's include a 30-second soak
 #   make soak       the soak alone, SOAK_S seconds (default 600), any VARIANT
+#   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
 #   make bench      deps, then every benchmark; JSON in bench/results/
 #   make demo       deps, then the example users run first
 #   make install    PREFIX=/usr/local: headers, libraries and hive.pc
@@ -66,7 +67,7 @@ endif
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all lib deps test check soak bench demo install examples clean
+.PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
 
@@ -113,8 +114,42 @@ test: deps
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
+	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
+	@tools/run-fuzz.sh $(FUZZ_TEST_S) $(FUZZ_BINS)
 	@tools/install-test.sh
 	@tools/run-tests.sh --summary
+
+# ------------------------------------------------------------------ fuzz
+# libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang against their
+# own copy of the library in build/fuzz/: ASan+UBSan like VARIANT=asan, plus
+# libFuzzer's coverage instrumentation so that the fuzzer sees inside it.
+# Independent of VARIANT. `make fuzz` runs each target FUZZ_S seconds,
+# `make test` FUZZ_TEST_S seconds (tools/run-fuzz.sh).
+FUZZ_CC     ?= clang
+FUZZ_S      ?= 60
+FUZZ_TEST_S ?= 20
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS  = $(BASEFLAGS) -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_OBJS   := $(patsubst src/%.c,build/fuzz/obj/%.o,$(SRCS))
+FUZZ_BINS   := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+build/fuzz/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/libhive.a: $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/libhive.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Itests/fuzz $< -o $@ build/fuzz/libhive.a \
+	    -pthread $(PKG_LIBS) -lm
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: deps
+	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
+	@tools/run-fuzz.sh $(FUZZ_S) $(FUZZ_BINS)
 
 # ------------------------------------------------------------------ bench
 BENCH_C    := $(wildcard bench/*.c)

@@ -8,6 +8,7 @@ pkgs=(
   liburcu-dev libhwloc-dev libnuma-dev    # the library's own dependencies
   libudev-dev                             # hwloc's private link flags (pkg-config --static)
   libcmocka-dev                           # tests
+  clang libclang-rt-14-dev                # fuzz targets (libFuzzer, run by make test and make fuzz)
   libbenchmark-dev                        # benches (C++ library behind bench/shim.cc)
   libtbb-dev libcaf-dev libck-dev libconcurrentqueue-dev   # peers measured side by side
   python3-numpy                           # the multiprocessing.shared_memory peer
