@@ -42,13 +42,13 @@
  * record. A dead actor's id stays recognisable without any record (see
  * actor.h): calls on it keep answering HIVE_EDEAD.
  */
-#include "util/fault.h"
 #include "actor.h"
 #include "arena.h"
 #include "hive_impl.h"
 #include "task.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>

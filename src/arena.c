@@ -23,10 +23,10 @@
  * never writes into an arena that was closed (its cells are then simply
  * forgotten with the memory).
  */
-#include "util/fault.h"
 #include "arena.h"
 #include "ds/batch.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <hwloc.h>

@@ -1,11 +1,11 @@
 /*
  * hive.c - the engine: configuration, init and shutdown, placement queries.
  */
-#include "util/fault.h"
 #include "hive_impl.h"
 #include "util/common.h"
 #include "util/error.h"
 #include "task.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>

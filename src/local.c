@@ -12,11 +12,11 @@
  * the same one. The arrays grow on first use of a key or depth (a slow
  * path), never on later calls.
  */
-#include "util/fault.h"
 #include "local.h"
 #include "hive_impl.h"
 #include "task.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,6 @@
  * parked worker (and wakes one parked worker, preferring the job's node), or
  * the worker sees the job. A busy engine never pays a system call.
  */
-#include "util/fault.h"
 #include "sched.h"
 #include "hive_impl.h"
 #include "util/clock.h"
@@ -32,6 +31,7 @@
 #include "util/error.h"
 #include "util/park.h"
 #include "local.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -255,9 +255,41 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
     return true;
 }
 
-static void park(hive__worker_t *w)
+/* The sleeping half of parking. starting: the worker's start-up job (see
+ * start_parked): it counts itself in `started` once it is in nparked, and
+ * then only a stop or a post to its own inbox can be work for it. */
+static void park_sleep(hive__worker_t *w, bool starting)
 {
     hive__sched_t *s = w->sched;
+    /* seq_cst store: the worker's half of the inbox handshake (see top). */
+    atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
+    /* seq_cst RMW: the parking half of the spawn handshake; the loads of the
+     * check below come after it in the total order */
+    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
+    if (starting) {
+        /* release: orders the above before hive__sched_start's acquire */
+        atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
+        hive__futex_wake(&s->started, 1);
+    }
+    bool work = starting ? atomic_load_explicit(&s->stopping, memory_order_seq_cst) ||
+                           !hive__mpsc_empty(&w->inbox)
+                         : has_work(w);
+    if (work) {
+        /* Cancel. If a poster cleared parked first it also issues a wake,
+         * which then finds nobody waiting: harmless. */
+        atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst);
+    } else {
+        /* acquire: pairs with the poster's exchange, though the job itself is
+         * published by the inbox's own release/acquire. */
+        while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
+            hive__futex_wait(&w->parked, 1, -1);
+    }
+    atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+}
+
+static void park(hive__worker_t *w)
+{
     uint64_t until = hive__now_ns() + IDLE_SPIN_NS;
     do {
         for (int i = 0; i < 64; i++) {
@@ -271,24 +303,7 @@ static void park(hive__worker_t *w)
             return;
         sched_yield();
     }
-
-    /* seq_cst store: the worker's half of the inbox handshake (see top). */
-    atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
-    /* seq_cst RMW: the parking half of the spawn handshake; has_work's loads
-     * come after it in the total order */
-    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
-    if (has_work(w)) {
-        /* Cancel. If a poster cleared parked first it also issues a wake,
-         * which then finds nobody waiting: harmless. */
-        atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst);
-    } else {
-        /* acquire: pairs with the poster's exchange, though the job itself is
-         * published by the inbox's own release/acquire. */
-        while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
-            hive__futex_wait(&w->parked, 1, -1);
-    }
-    atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+    park_sleep(w, false);
 }
 
 static void run_jobs(hive__worker_t *w)
@@ -402,8 +417,8 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
 }
 
 /* Start-up: every worker's first job, posted before its thread starts. It
- * parks the worker as park()'s second half does (same flags, counters and
- * wake-up), without park()'s spin first: workers that start early sleep
+ * parks the worker with park()'s sleeping half (park_sleep), without the
+ * spin first: workers that start early sleep
  * instead of spinning in has_work() while later ones are created (4096
  * workers on 2 cores took 39 s to start). It counts the worker in started a
  * second time once it is counted in nparked, and hive__sched_start returns
@@ -416,25 +431,9 @@ static void start_parked(hive__job_t *job, hive__worker_t *w)
     (void)job;
     if (w == NULL)
         return;                          /* dropped at a failed start: nothing to undo */
-    hive__sched_t *s = w->sched;
     /* relaxed: a statistic; this job is not work */
     atomic_fetch_sub_explicit(&w->jobs, 1, memory_order_relaxed);
-    /* seq_cst store and RMW: the worker's halves of both handshakes (see top) */
-    atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&w->parks, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
-    /* release: orders the above before hive__sched_start's acquire of started */
-    atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
-    hive__futex_wake(&s->started, 1);
-    /* seq_cst loads: after our parked store in the total order, as in park() */
-    if (atomic_load_explicit(&s->stopping, memory_order_seq_cst) || !hive__mpsc_empty(&w->inbox)) {
-        atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst);
-    } else {
-        /* acquire: pairs with the waker's exchange, as in park() */
-        while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
-            hive__futex_wait(&w->parked, 1, -1);
-    }
-    atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+    park_sleep(w, true);
 }
 
 static void free_tables(hive__sched_t *s, unsigned n)

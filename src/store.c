@@ -3,7 +3,6 @@
  * waiting; and the public blob functions (put, create, seal, get, retain,
  * release, wait, stats). See store.h for the life of a record.
  */
-#include "util/fault.h"
 #include "store.h"
 #include "arena.h"
 #include "ds/pool.h"
@@ -11,6 +10,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/park.h"
+#include "util/fault.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -218,9 +218,7 @@ hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
         return NULL;
     }
     hive__rcu_lock();
-    hive__obj_t *o = lookup(h, ref.id);
-    if (o != NULL)
-        (void)hive__obj_state(o);    /* acquire: pairs with publish's release */
+    hive__obj_t *o = hive__obj_lookup(h, ref.id);
     hive__rcu_unlock();
     if (unlikely(o == NULL))
         hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)",

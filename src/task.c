@@ -27,12 +27,12 @@
  * on the same worker* cannot make progress until that one resumes - e.g. a
  * child that itself blocks on its parent's result.
  */
-#include "util/fault.h"
 #include "task.h"
 #include "arena.h"
 #include "ds/pool.h"
 #include "hive_impl.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>

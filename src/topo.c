@@ -6,10 +6,10 @@
  * processing units (plus nodes per hyperthread round): thousands of nodes
  * take milliseconds.
  */
-#include "util/fault.h"
 #include "topo.h"
 #include "util/common.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -3,10 +3,10 @@
  * per size class, one cache per class per thread (see ds/batch.h). Chunks
  * are mapped when everything is empty and kept for the life of the process.
  */
-#include "util/fault.h"
 #include "ds/pool.h"
 #include "ds/batch.h"
 #include "util/common.h"
+#include "util/fault.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -73,10 +73,10 @@
  * wakes) only when a sampler has asked for it, so pushes pay one extra load
  * and one system call per sleep, not per push.
  */
-#include "util/fault.h"
 #include <hive.h>
 #include "util/error.h"
 #include "util/seqlock.h"
+#include "util/fault.h"
 
 #include <float.h>
 #include <limits.h>
