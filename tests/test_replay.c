@@ -597,6 +597,67 @@ static void test_priority_limits(void **state)
     finish(h);
 }
 
+/* The tree is recomputed from its children, never adjusted by differences:
+ * a huge priority set and reset must leave the small ones counted (with
+ * differences, 1e300 - 1e300 + the other three's 3 rounded to 0, and an
+ * item of priority 0 was sampled). */
+static void test_sum_tree_never_drifts(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 4, 1, 1.0, 0.4, 7);
+    push_n(rb, 0, 4);
+    uint64_t k0 = 0;
+    double huge = 1e300, zero = 0;
+    assert_int_equal(hive_replay_update_priorities(rb, &k0, &huge, 1), 1);
+    assert_int_equal(hive_replay_update_priorities(rb, &k0, &zero, 1), 1);
+    hive_replay_stats_t st;
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_true(st.total_priority == 3.0);
+    uint64_t items[4], keys[4], rng = 3;
+    for (int round = 0; round < 1000; round++) {
+        assert_int_equal(hive_replay_sample(rb, 4, &rng, items, keys, NULL, 0), HIVE_OK);
+        for (int i = 0; i < 4; i++)
+            assert_true(keys[i] != 0);
+    }
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+
+    /* wild ranges over 300 rows (several blocks and levels), in batches
+     * long enough to take the gathered path: after each, the total is the
+     * sum of the priorities (exact here: powers of two whose sum fits) */
+    rb = make(h, 300, 1, 1.0, 0.4, 7);
+    push_n(rb, 0, 300);
+    uint64_t keys300[300];
+    double prio[300];
+    uint64_t r = 99;
+    for (size_t i = 0; i < 300; i++)
+        keys300[i] = i;
+    for (int round = 0; round < 200; round++) {
+        size_t n = round % 2 ? 300 : 5;
+        for (size_t i = 0; i < n; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            prio[i] = (r >> 60) == 0 ? ldexp(1, 900) : (r >> 59) & 1 ? 0 : 1;
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys300, prio, n), (int)n);
+        if (n == 300) {
+            double big = 0, small = 0;
+            for (size_t i = 0; i < n; i++)
+                *(prio[i] > 1 ? &big : &small) += prio[i];
+            assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+            if (big == 0)
+                assert_true(st.total_priority == small);
+        }
+        /* back to small values only: the total must not keep any residue */
+        for (size_t i = 0; i < 300; i++)
+            prio[i] = (i + round) % 3 == 0;
+        assert_int_equal(hive_replay_update_priorities(rb, keys300, prio, 300), 300);
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == 100.0);
+    }
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -720,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_every_sleeper_wakes),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_priority_limits),
+        cmocka_unit_test(test_sum_tree_never_drifts),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

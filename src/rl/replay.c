@@ -54,9 +54,10 @@
  *   priority, both of which that item had.
  *
  * The sum tree is lock-free: a leaf is only written by its row's holder,
- * who knows the old value exactly and adds the difference to every
- * ancestor with a CAS loop on the double. Additions commute, so inner nodes
- * are right up to rounding whatever the interleaving. A sampler descending
+ * who then recomputes every ancestor from its children (node_fix), never
+ * by adding a difference, which rounding would let drift (a huge priority
+ * set and reset absorbs the small ones). Once updates stop, every node is
+ * the sum of its children whatever the interleaving. A sampler descending
  * while updates are in flight can see a node disagree slightly with its
  * children; the descent clamps to the side that has mass and ends on a
  * filled leaf (leaf > 0), scanning for the nearest one in the rare case it
@@ -74,6 +75,7 @@
  * and one system call per sleep, not per push.
  */
 #include <hive.h>
+#include "rl/replay_check.h"
 #include "util/error.h"
 #include "util/seqlock.h"
 #include "util/fault.h"
@@ -214,51 +216,99 @@ static inline double leaf_get(const hive_replay_t *rb, uint64_t row)
     return bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_relaxed));
 }
 
-static void node_add(hive_replay_t *rb, uint64_t i, double delta)
+/* What lies under node i now: the sum of its block's leaves for a bottom
+ * node, of its two children otherwise. seq_cst loads: see node_fix. */
+static double under_sum(const hive_replay_t *rb, uint64_t i)
 {
-    /* relaxed CAS loop: sums commute, and nothing else is ordered by them */
-    uint64_t old = atomic_load_explicit(&rb->tree[i], memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&rb->tree[i], &old, dbits(bitsd(old) + delta),
-                                                  memory_order_relaxed, memory_order_relaxed))
-        ;
+    if (i < rb->nodes)
+        return bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_seq_cst)) +
+               bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_seq_cst));
+    uint64_t first = (i - rb->nodes) * LEAF_BLOCK;
+    uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
+    double s = 0;
+    for (uint64_t row = first; row < end; row++)
+        s += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
+    return s;
+}
+
+/* Make node i the sum of what lies under it. A node is recomputed from its
+ * children, never adjusted by a difference: adding +1e300 and then -1e300
+ * to a total of 2 leaves 0 (the small part is absorbed by rounding), and
+ * the tree would then say the buffer is empty while items of priority 1
+ * remain. Recomputing makes every node exact (to one rounding per level)
+ * whatever came before.
+ *
+ * Concurrent writers under the same node: each one, after changing a child
+ * (a leaf or a node below), recomputes the node, stores it, and reads the
+ * children again; if their sum moved, it goes again. The last store to a
+ * node is then the sum of its children's final values: a writer W whose
+ * re-read missed another writer C's child store has, in the single total
+ * order of seq_cst operations, W's store < W's re-read < C's child store <
+ * C's own later store to the node (program order), so C stores after W
+ * and from reads that come after its own child store. Exchanges rather
+ * than plain stores so that the stores to one node are read-modify-writes
+ * (their total order is the node's modification order on every target).
+ * Every writer goes on to the root, so each level ends exact in turn. */
+static void node_fix(hive_replay_t *rb, uint64_t i)
+{
+    double s = under_sum(rb, i);
+    for (;;) {
+        atomic_exchange_explicit(&rb->tree[i], dbits(s), memory_order_seq_cst);
+        double again = under_sum(rb, i);
+        if (again == s)
+            return;
+        s = again;
+    }
 }
 
 /* Set a row's leaf; the caller holds the row (odd sequence word), so it is
- * the only writer of the leaf and its old value is exact. Relaxed load and
- * store: the holder's CAS (acquire) on the word ordered it after the
- * previous holder's release store, which came after that holder's leaf
- * store. The difference goes into the block's node and up the path with
- * CAS adds; with top != NULL, the part of the path above TOP_NODES is
- * summed into top[] instead, for top_flush to add once per node for a
- * whole batch (near the root every leaf of a batch shares the nodes, and
- * each CAS costs a full barrier). */
-static void leaf_set(hive_replay_t *rb, uint64_t row, double v, double *top)
+ * the only writer of the leaf. The holder's CAS (acquire) on the word
+ * ordered it after the previous holder's release store, which came after
+ * that holder's leaf store, so the old value read here is exact. The store
+ * is seq_cst for node_fix's argument. Then the block's node and its path
+ * are recomputed up to the root; with dirty != NULL, the nodes above
+ * TOP_NODES are only marked, for top_flush to recompute once per node for
+ * a whole batch (near the root every leaf of a batch shares the nodes, and
+ * each exchange costs a full barrier). */
+static void leaf_set(hive_replay_t *rb, uint64_t row, double v, bool *dirty)
 {
     double old = leaf_get(rb, row);
     if (old == v)
         return;
-    atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_relaxed);
-    double delta = v - old;
+    atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_seq_cst);
     uint64_t i = rb->nodes + row / LEAF_BLOCK;
-    uint64_t stop = top != NULL ? TOP_NODES : 1;
+    uint64_t stop = dirty != NULL ? TOP_NODES : 1;
     /* fetch the path first so that its cache misses overlap rather than
-     * wait one by one behind each CAS's barrier */
+     * wait one by one behind each exchange's barrier */
     for (uint64_t j = i; j >= stop; j >>= 1)
         __builtin_prefetch(&rb->tree[j], 1);
     for (; i >= stop; i >>= 1)
-        node_add(rb, i, delta);
-    for (; i >= 1; i >>= 1)
-        top[i] += delta;
+        node_fix(rb, i);
+    if (i >= 1)
+        dirty[i] = true;
 }
 
-/* Add the sums gathered by leaf_set into the tree, one CAS per node. Until
+/* Recompute the nodes leaf_set marked, children before parents (a parent
+ * index is half its child's), and each parent of one recomputed. Until
  * then the top of the tree lags behind its leaves, as it does during any
  * update; sampling copes (see descend). */
-static void top_flush(hive_replay_t *rb, const double *top)
+static void top_flush(hive_replay_t *rb, bool *dirty)
 {
-    for (uint64_t i = 1; i < TOP_NODES && i < 2 * rb->nodes; i++)
-        if (top[i] != 0)
-            node_add(rb, i, top[i]);
+    uint64_t end = TOP_NODES < 2 * rb->nodes ? TOP_NODES : 2 * rb->nodes;
+    for (uint64_t i = end - 1; i >= 1; i--)
+        if (dirty[i]) {
+            node_fix(rb, i);
+            dirty[i / 2] = true;            /* dirty[0] is a harmless sink */
+        }
+}
+
+uint64_t hive__replay_tree_check(const hive_replay_t *rb)
+{
+    uint64_t bad = 0;
+    if (rb->tree != NULL)
+        for (uint64_t i = 1; i < 2 * rb->nodes; i++)
+            bad += node_get(rb, i) != under_sum(rb, i);
+    return bad;
 }
 
 /* Largest double below x (x > 0): keeps a target strictly inside a node. */
@@ -377,7 +427,7 @@ static inline uint64_t row_of(const hive_replay_t *rb, uint64_t key)
 
 /* Write the item of key into its row (see the top of the file). */
 static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
-                    double *top)
+                    bool *top)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     uint64_t mine = (key + 1) << 1;
@@ -656,7 +706,7 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    double top[TOP_NODES], *gather = NULL;
+    bool top[TOP_NODES], *gather = NULL;
     if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
         memset(top, 0, sizeof top);
         gather = top;
@@ -864,7 +914,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                           "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
                           rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
-    double top[TOP_NODES], *gather = NULL;
+    bool top[TOP_NODES], *gather = NULL;
     if (n >= TOP_MIN_BATCH) {
         memset(top, 0, sizeof top);
         gather = top;

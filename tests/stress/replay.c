@@ -16,10 +16,12 @@
  *    samplers check that samples never exceed inserts + 64.
  * After each phase, with everything quiet: the inserts add up; the rows
  * hold exactly the newest capacity keys (an update of each of them is
- * applied, none is dropped as stale); and the sum tree's total equals the
- * sum of those leaves (no priority delta was lost).
+ * applied, none is dropped as stale); every node of the sum tree is the
+ * sum of its children (no concurrent update left a stale one); and after
+ * a quiet update of every row the total equals the sum of the new leaves.
  */
 #include "testutil.h"
+#include "rl/replay_check.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -181,6 +183,8 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
     for (uint64_t r = 0; r < cfg.capacity; r++)
         assert_true(item_ok((const item_t *)a.data + r));
     if (prioritized) {
+        /* no node kept a sum its children no longer have */
+        assert_int_equal(hive__replay_tree_check(rb), 0);
         uint64_t cap = cfg.capacity, *keys = malloc(cap * sizeof *keys);
         double *prio = malloc(cap * sizeof *prio), want = 0;
         for (uint64_t i = 0; i < cap; i++) {
