@@ -16,7 +16,7 @@
  *    fast path, no lock, no system call. Caches exchange batches with a
  *    lock-free per-class ring (ds/batch.h, made at the class's first slab on
  *    the node). Classes cut slabs from the node's small area with one atomic
- *    add; a cell never leaves its class.
+ *    add (or take one a purge gave back); a slab serves one class at a time.
  * Slabs are all HIVE_ARENA_SLAB bytes, so a slab one class no longer needs
  * can serve another: a purge (hive__arena_purge, run by a worker between
  * jobs when the small memory held passes live bytes + capacity/4) finds
