@@ -162,11 +162,12 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * object counts until its grace period ends. objects: live objects.
  * resident: the bytes of store memory the kernel holds now (pages touched
  * and not given back). Freed memory goes back in purges that a worker runs
- * between jobs once resident small-object memory passes used + capacity/4
- * + 16 MiB, or 1/8 of capacity + 16 MiB of large objects was freed: whole
- * free slabs (256 KiB) and free large blocks lose their pages. What stays:
- * cells cached by threads (up to 128 per size class and thread) and slabs
- * that still hold a live object. */
+ * between jobs once small-object memory held passes used + capacity/4 +
+ * 16 MiB: whole free slabs (256 KiB) lose their pages and serve any size
+ * afterwards. Free large blocks keep theirs (the next large objects reuse
+ * them without faulting) unless the store holds more than capacity * 5/4
+ * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
+ * 128 per size class and thread) and slabs that still hold a live object. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;

@@ -644,6 +644,14 @@ static void purge_large(hive__region_t *r)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Forget the large frees counted so far (they were not worth a purge). */
+static void clear_dirty(hive__region_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    atomic_store_explicit(&r->large_dirty, 0, memory_order_relaxed);   /* under lock, as large_free */
+    pthread_mutex_unlock(&r->lock);
+}
+
 void hive__arena_purge(hive__arena_t *a)
 {
     /* acquire/release: one purger at a time, each after the last's writes */
@@ -659,8 +667,20 @@ void hive__arena_purge(hive__arena_t *a)
             for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
                 purge_class(r, c, counts, nslabs);
         free(counts);
-        if (atomic_load_explicit(&r->large_dirty, memory_order_relaxed) > 0)
+    }
+    /* Free large blocks are reused by the next large payloads, so their
+     * pages only cost when the store holds more than its bound: punching
+     * them otherwise would make every put after a release fault its pages
+     * in again (a copying put would run at page-fault speed, not memcpy's). */
+    bool over = hive__arena_resident(a) > a->large_bound;
+    for (unsigned n = 0; n < a->nnodes; n++) {
+        hive__region_t *r = &a->regions[n];
+        if (atomic_load_explicit(&r->large_dirty, memory_order_relaxed) == 0)
+            continue;
+        if (over)
             purge_large(r);
+        else
+            clear_dirty(r);
     }
     atomic_store_explicit(&a->purge_floor, small_held(a), memory_order_relaxed);
     atomic_fetch_add_explicit(&a->purges, 1, memory_order_relaxed);   /* a statistic */
@@ -840,6 +860,7 @@ int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo
     a->capacity = capacity;
     a->nnodes = topo->nnodes;
     a->id = atomic_fetch_add(&next_arena_id, 1);
+    a->large_bound = capacity / 4 * 5 + PURGE_SLACK;   /* cannot overflow: capacity < 2^47 here */
     int rc = hive__arena_check(capacity, a->nnodes);
     if (rc != HIVE_OK)
         return rc;

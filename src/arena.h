@@ -94,6 +94,8 @@ typedef struct hive__arena {
     _Atomic int     purging;                   /* one purge at a time */
     _Atomic size_t  purge_floor;               /* small bytes held after the last purge */
     _Atomic uint64_t purges;                   /* purges run (a statistic) */
+    size_t          large_bound;               /* held beyond this, a purge punches free large
+                                                  blocks (capacity * 5/4 + 16 MiB; tests lower it) */
     HIVE_ALIGNED _Atomic size_t used;          /* bytes live payloads take (see above) */
 } hive__arena_t;
 

@@ -346,7 +346,9 @@ static void test_purge_keeps_slabs_with_live_cells(void **state)
     hive__arena_close(&fresh);
 }
 
-/* Freed large blocks lose their pages in a purge. */
+/* Freed large blocks keep their pages while the store holds less than its
+ * bound (the next large payloads reuse them without faulting), and lose
+ * them in a purge beyond it. */
 static void test_purge_gives_large_pages_back(void **state)
 {
     (void)state;
@@ -361,6 +363,14 @@ static void test_purge_gives_large_pages_back(void **state)
     assert_true(full >= 40 * MiB);
     for (int i = 0; i < 40; i += 2)           /* every other one: no coalescing among them */
         hive__arena_free(&fresh, p[i], MiB);
+    hive__arena_purge(&fresh);                /* 40 MiB held, under 64 * 5/4 + 16: kept */
+    assert_true(hive__arena_resident(&fresh) >= 40 * MiB);
+    assert_int_equal(atomic_load(&fresh.regions[0].large_dirty), 0);
+    fresh.large_bound = 0;                    /* as if the store held more than its bound */
+    for (int i = 0; i < 40; i += 2) {         /* dirty again */
+        assert_non_null(p[i] = hive__arena_alloc(&fresh, MiB, 0, &err));
+        hive__arena_free(&fresh, p[i], MiB);
+    }
     hive__arena_purge(&fresh);
     size_t half = hive__arena_resident(&fresh);
     if (half > 20 * MiB + MiB)
