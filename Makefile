@@ -174,6 +174,7 @@ bench: deps
 	@mkdir -p bench/results
 	build/bench/hive-bench --benchmark_out=bench/results/hive-bench.json \
 	    --benchmark_out_format=json $(BENCH_ARGS)
+	/usr/bin/python3 tools/bench-report.py bench/results/hive-bench.json bench/results
 
 # ------------------------------------------------------------------ demo
 demo: deps

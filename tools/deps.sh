@@ -12,6 +12,7 @@ pkgs=(
   libbenchmark-dev                        # benches (C++ library behind bench/shim.cc)
   libtbb-dev libcaf-dev libck-dev libconcurrentqueue-dev   # peers measured side by side
   python3-numpy                           # the multiprocessing.shared_memory peer
+  python3-matplotlib                      # the bench report's charts (tools/bench-report.py)
 )
 missing=()
 for p in "${pkgs[@]}"; do
