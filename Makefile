@@ -8,6 +8,8 @@
 #                   normal build's include a 30-second soak
 #   make examples-check  run every example, compare its output with
 #                   examples/expected/ (tools/examples-check.sh), any VARIANT
+#   make readme-check    compile and run README.md's API tour as one program
+#                   and check what it claims (tools/readme-check.sh)
 #   make soak       the soak alone, SOAK_S seconds (default 600), any VARIANT
 #   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
 #   make bench      deps, then every benchmark; JSON in bench/results/
@@ -70,7 +72,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check
+        examples-check readme-check
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
 
@@ -109,6 +111,9 @@ check: lib $(TEST_BINS) $(EXAMPLE_BINS)
 examples-check: $(EXAMPLE_BINS)
 	@tools/examples-check.sh $(B)
 
+readme-check: $(B)/libhive.a
+	@tools/readme-check.sh $(B)
+
 soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
 
@@ -120,7 +125,7 @@ test: deps
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
-	$(MAKE) --no-print-directory VARIANT=normal examples-check
+	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
 	@tools/run-fuzz.sh $(FUZZ_TEST_S) $(FUZZ_BINS)
 	@tools/install-test.sh
