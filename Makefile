@@ -14,7 +14,8 @@
 #   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
 #   make bench      deps, then every benchmark; JSON in bench/results/
 #   make demo       deps, then the example users run first
-#   make install    PREFIX=/usr/local: headers, libraries and hive.pc
+#   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
+#                   and hive-static.pc (links libhive.a)
 
 VARIANT ?= normal
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
@@ -74,7 +75,7 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
         examples-check readme-check
 all: lib examples
-lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
+lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -87,8 +88,11 @@ $(B)/libhive.a: $(OBJS)
 $(B)/libhive.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
 
-$(B)/hive.pc: hive.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@
+# hive.pc: -lhive (the shared library when both are installed);
+# hive-static.pc: libhive.a by path, whatever else is installed
+PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|'
+$(B)/%.pc: %.pc.in Makefile
+	$(PC_SUBST) $< > $@
 
 # ------------------------------------------------------------------ tests
 $(B)/tests/%: tests/%.c tests/testutil.h $(B)/libhive.a
@@ -112,7 +116,7 @@ examples-check: $(EXAMPLE_BINS)
 	@tools/examples-check.sh $(B)
 
 readme-check: $(B)/libhive.a
-	@tools/readme-check.sh $(B)
+	@tools/readme-check.sh $(B) "$(SANFLAGS)"
 
 soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
@@ -201,8 +205,8 @@ install: lib
 	    install -m 644 include/hive/*.h $(DESTDIR)$(PREFIX)/include/hive/; fi
 	install -m 644 $(B)/libhive.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libhive.so $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' hive.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
+	$(PC_SUBST) hive.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
+	$(PC_SUBST) hive-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive-static.pc
 
 clean:
 	rm -rf build

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# readme-check.sh BUILDDIR - compile and run the API tour of README.md, so
+# readme-check.sh BUILDDIR [CFLAGS] - compile and run the API tour of README.md, so
 # that its snippets can never drift from include/hive.h. Counts as one test.
 #
 # The program is made mechanically from README.md:
@@ -15,11 +15,17 @@
 #     program's output must contain those lines in that order.
 # main() opens with the includes the README names and ends with
 # hive_shutdown(h). #line directives point compiler errors at README.md.
+# CFLAGS (one word list) are added to the compile and link, e.g. the
+# sanitizer flags of BUILDDIR's library.
 set -uo pipefail
 bdir=${1:-build}
+read -r -a extra <<< "${2:-}"
 readme=${README:-README.md}
 summary=build/.test-summary
 mkdir -p build
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 touch "$tmp/top.c" "$tmp/body.c" "$tmp/expected.txt"
@@ -80,7 +86,7 @@ ok=1
 echo "=== [readme] the API tour as one program ($bdir/readme/readme_tour.c)"
 # unused: the tour declares things it only shows (a slice it never reads)
 flags=(-std=gnu11 -Wall -Wextra -Werror -Wno-unused-variable -Wno-unused-but-set-variable
-       -Wno-unused-function -pthread -D_GNU_SOURCE -Iinclude)
+       -Wno-unused-function -pthread -D_GNU_SOURCE -Iinclude "${extra[@]}")
 # shellcheck disable=SC2046
 cc "${flags[@]}" "$tmp/readme_tour.c" -o "$bdir/readme/readme_tour" "$bdir/libhive.a" -pthread \
    $(pkg-config --libs liburcu-memb liburcu-cds hwloc numa) -lm || ok=0
