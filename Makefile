@@ -1,9 +1,12 @@
-# hive - GNU make build. No configure step: `make deps` installs what is
-# missing from Debian, everything else is plain rules.
+# hive - GNU make build. No configure step: each entry point installs what
+# it needs and is missing from Debian (tools/deps.sh), the rest is plain rules.
 #
 #   make            build/libhive.a, build/libhive.so, build/hive.pc
+#   make deps       the packages the build and the tests need (what CI runs)
 #   make test       deps, then unit + stress tests in three builds:
-#                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan
+#                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan,
+#                   the fuzz targets, the examples, the README's tour and
+#                   install recipes
 #   make check      the tests of one build (VARIANT=normal|tsan|asan); the
 #                   normal build's include a 30-second soak
 #   make examples-check  run every example, compare its output with
@@ -12,8 +15,11 @@
 #                   and check what it claims (tools/readme-check.sh)
 #   make soak       the soak alone, SOAK_S seconds (default 600), any VARIANT
 #   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
-#   make bench      deps, then every benchmark; JSON in bench/results/
-#   make demo       deps, then the example users run first
+#   make bench      bench-deps (the build's packages and the peers: TBB, CAF,
+#                   ck, concurrentqueue, Google Benchmark, numpy), then every
+#                   benchmark; JSON in bench/results/
+#   make demo       demo-deps (the build's packages only), then the RL
+#                   sampler (examples/rl_sampling.c)
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
 #                   and hive-static.pc (links libhive.a)
 
@@ -73,7 +79,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check
+        examples-check readme-check bench-deps demo-deps
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -122,7 +128,13 @@ soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
 
 deps:
-	@tools/deps.sh
+	@tools/deps.sh test
+
+bench-deps:
+	@tools/deps.sh bench
+
+demo-deps:
+	@tools/deps.sh build
 
 test: deps
 	@rm -f build/.test-summary
@@ -185,14 +197,14 @@ build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a
 	$(CXX) -o $@ $(BENCH_OBJS) build/libhive.a -pthread \
 	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lurcu-qsbr -lurcu-bp -lcaf_core -lm
 
-bench: deps
+bench: bench-deps
 	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench
 	@mkdir -p bench/results
 	build/bench/hive-bench --benchmark_out=bench/results/hive-bench.json \
 	    --benchmark_out_format=json $(BENCH_ARGS)
 
 # ------------------------------------------------------------------ demo
-demo: deps
+demo: demo-deps
 	$(MAKE) --no-print-directory VARIANT=normal examples
 	build/examples/$(DEMO)
 
