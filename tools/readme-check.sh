@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # readme-check.sh BUILDDIR [CFLAGS] - compile and run the API tour of README.md, so
-# that its snippets can never drift from include/hive.h. Counts as one test.
+# that its snippets can never drift from include/hive.h, and check that the
+# links and repository paths in README.md and docs/*.md exist inside the
+# repository. Counts as one test.
 #
 # The program is made mechanically from README.md:
 #   - every ```c block is part of the body of one main(), in README order;
@@ -102,6 +104,43 @@ if [ $ok -eq 1 ]; then
       "$tmp/expected.txt" "$tmp/out.txt" || ok=0
   echo "claims checked: $(wc -l < "$tmp/expected.txt") printed lines"
 fi
+
+# The documents' links and the repository paths they name must exist, inside
+# the repository: nothing may point outside it, or at a file that moved.
+slugs() {   # GitHub's heading anchors of a markdown file
+  sed -n 's/^#\{1,6\} //p' "$1" | tr 'A-Z' 'a-z' | sed -e 's/[^a-z0-9 _-]//g' -e 's/ /-/g'
+}
+root=$(pwd -P)
+nlinks=0
+for doc in README.md docs/*.md; do
+  [ -f "$doc" ] || continue
+  dir=$(dirname "$doc")
+  while read -r link; do
+    case $link in http://*|https://*|mailto:*) continue ;; esac
+    nlinks=$((nlinks + 1))
+    path=${link%%#*}; anchor=""
+    [[ $link == *"#"* ]] && anchor=${link#*#}
+    target=$doc
+    [ -n "$path" ] && target=$dir/$path
+    real=$(realpath -e "$target" 2>/dev/null)
+    if [ -z "$real" ] || [[ $real != "$root"/* ]]; then
+      echo "$doc: link ($link) names no file in the repository"; ok=0; continue
+    fi
+    if [ -n "$anchor" ] && ! slugs "$target" | grep -qxF "$anchor"; then
+      echo "$doc: link ($link): $path has no heading #$anchor"; ok=0
+    fi
+  done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -E 's/^\]\((.*)\)$/\1/')
+  # `examples/x.c`, `src/{a,b}.c`, ...: repository paths in code spans
+  while read -r span; do
+    for path in $(eval "echo $span"); do     # brace expansion only: the pattern allows no other syntax
+      nlinks=$((nlinks + 1))
+      [ -e "$path" ] || { echo "$doc: names \`$span\`, which is not in the repository"; ok=0; }
+    done
+  done < <(grep -oE '`(examples|src|tests|tools|include|docs|bench|\.ci)/[A-Za-z0-9_./{},-]*`' "$doc" |
+           tr -d '`' | grep -v '^bench/results/' | sort -u)
+done
+echo "links and paths checked: $nlinks"
+
 if [ $ok -eq 1 ]; then
   echo "readme: 1 passed, 0 failed"; echo "1 0" >> "$summary"
 else
