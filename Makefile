@@ -139,9 +139,11 @@ demo-deps:
 test: deps
 	@rm -f build/.test-summary
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
-	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
-	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
 	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check
+	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
+	$(MAKE) --no-print-directory VARIANT=tsan examples-check readme-check
+	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
+	$(MAKE) --no-print-directory VARIANT=asan examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
 	@tools/run-fuzz.sh $(FUZZ_TEST_S) $(FUZZ_BINS)
 	@tools/install-test.sh
