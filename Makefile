@@ -1,7 +1,8 @@
 # hive - GNU make build. No configure step: each entry point installs what
 # it needs and is missing from Debian (tools/deps.sh), the rest is plain rules.
 #
-#   make            build/libhive.a, build/libhive.so, build/hive.pc
+#   make            build/libhive.a, build/libhive.so, build/hive.pc,
+#                   build/hive-static.pc and the examples
 #   make deps       the packages the build and the tests need (what CI runs)
 #   make test       deps, then unit + stress tests in three builds:
 #                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan,
