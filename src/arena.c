@@ -400,7 +400,7 @@ static void small_free(hive__arena_t *a, void *p, unsigned c, unsigned node)
         /* no memory for a cache: hand the cell over as a batch of one */
         hive__fblock_t *b = p;
         atomic_init(&b->next, NULL);
-        hive__batch_give(l, b);
+        hive__batch_give(l, b, 1);
         return;
     }
     hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c), l);
