@@ -114,8 +114,12 @@ int hive_worker_info(const hive_t *h, unsigned index, hive_worker_info_t *out);
 
 /* ------------------------------------------------------------------ objects
  *
- * Every object has a 64-bit id that is never reused; a hive_ref_t names one
- * and {0} is never valid. Objects are reference counted: functions that hand
+ * Every object has a 64-bit id; a hive_ref_t names one and {0} is never
+ * valid. An id names a slot of its engine's table plus the slot's
+ * generation: the id of a released object finds nothing (HIVE_ENOENT),
+ * even once its slot serves a new object, until that slot has been reused
+ * 2^21 - 1 times; an id of another engine finds nothing here (engines get
+ * one of 4096 tags in turn). Objects are reference counted: functions that hand
  * the caller a new ref (put, create, array_new, cell_new, cell_acquire) give
  * it one count; hive_release drops it; the last release frees the memory
  * once no concurrent reader can still see it. A pointer from hive_get or

@@ -95,24 +95,17 @@ typedef struct hive__actor {
 
 void hive__actors_init(hive__actors_t *r)
 {
-    static _Atomic uint64_t serials;
     pthread_mutex_init(&r->lock, NULL);
     r->live = NULL;
     r->names = NULL;
-    /* relaxed: only uniqueness matters */
-    r->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) &
-                ((1ull << (63 - HIVE__ACTOR_INDEX_BITS)) - 1);
     atomic_init(&r->next, 0);
     atomic_init(&r->dying, 0);
 }
 
 /* Was id ever an actor of this engine? (Then, if the table lacks it, dead.) */
-static bool ours(const hive__actors_t *r, uint64_t id)
+static bool ours(hive_t *h, uint64_t id)
 {
-    return (id & HIVE__ACTOR_TAG) != 0 &&
-           ((id & ~HIVE__ACTOR_TAG) >> HIVE__ACTOR_INDEX_BITS) == r->serial &&
-           (id & ((1ull << HIVE__ACTOR_INDEX_BITS) - 1)) <
-               atomic_load_explicit(&r->next, memory_order_relaxed);
+    return (id & HIVE__ACTOR_TAG) != 0 && hive__store_issued(h, id & ~HIVE__ACTOR_TAG);
 }
 
 static void unref(hive__actor_t *a);
@@ -437,7 +430,7 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
                           "failed, or out of its %u restarts)", fn, (unsigned long long)actor.id,
                           a->max_restarts);
     }
-    if (o == NULL && ours(&h->actors, actor.id))
+    if (o == NULL && ours(h, actor.id))
         return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
                           "failed, or out of its restarts)", fn, (unsigned long long)actor.id);
     if (o != NULL)
@@ -561,13 +554,10 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         free_record(a);
         return HIVE_EINVAL;
     }
-    /* the id: this engine's serial and the next index (under the lock, so
-     * `next` only grows past ids that exist) */
-    uint64_t index = atomic_load_explicit(&r->next, memory_order_relaxed);
-    a->handle->id = HIVE__ACTOR_TAG | (r->serial << HIVE__ACTOR_INDEX_BITS) | index;
-    /* relaxed: readers of next (ours()) only compare ids they were given,
-     * which came to them after this through some synchronisation */
-    atomic_store_explicit(&r->next, index + 1, memory_order_relaxed);
+    /* the id: the handle's store id, marked as an actor's */
+    a->handle->id |= HIVE__ACTOR_TAG;
+    /* relaxed: a count of actors created (a statistic) */
+    atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
     if (nm != NULL) {
         if (old != NULL) {               /* a dead actor's name is free again */
             old->id = a->handle->id;

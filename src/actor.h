@@ -16,17 +16,15 @@ typedef struct hive__actors {
     pthread_mutex_t     lock;       /* create, death, lookup by name, shutdown: never on a call */
     struct hive__actor *live;       /* every actor not yet dead and retired (doubly linked) */
     struct hive__actor_name *names; /* name -> handle id, for hive_actor_lookup */
-    uint64_t            serial;     /* this engine's part of its actors' ids */
-    _Atomic uint64_t    next;       /* actors created so far: their ids' index part */
+    _Atomic uint64_t    next;       /* actors created so far (a statistic) */
     _Atomic uint64_t    dying;      /* killed or failed, state not yet given back */
 } hive__actors_t;
 
-/* Actor handle ids: bit 63 set (object ids never reach it), the engine's
- * serial in bits 40..62, the actor's index in bits 0..39. An id of this
- * engine's form, below its next index, that the table no longer holds is a
- * dead actor: a tombstone of no bytes at all. */
+/* Actor handle ids: the handle's store id (handles.h) with bit 63 set
+ * (object ids never have it). An id with bit 63 that this engine's store
+ * handed out but whose slot holds no such record is a dead actor: a
+ * tombstone of no bytes at all (the slot may serve other objects since). */
 #define HIVE__ACTOR_TAG        ((uint64_t)1 << 63)
-#define HIVE__ACTOR_INDEX_BITS 40
 
 void hive__actors_init(hive__actors_t *r);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini

@@ -18,38 +18,11 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ ids
- * Ids come from one process-wide counter in blocks of 1024 per thread: one
- * shared atomic add per 1024 objects. Unique across engines too, so an id
- * is never reused within any of them. */
-#define ID_BLOCK 1024
-static _Atomic uint64_t id_next = 1;
-static __thread uint64_t id_cur, id_end;
-
-static inline uint64_t new_id(void)
-{
-    if (unlikely(id_cur == id_end)) {
-        /* relaxed: only uniqueness matters, which the RMW gives */
-        id_cur = atomic_fetch_add_explicit(&id_next, ID_BLOCK, memory_order_relaxed);
-        id_end = id_cur + ID_BLOCK;
-    }
-    return id_cur++;
-}
-
-/* murmur3's 64-bit finaliser: sequential ids spread over all buckets */
-static inline unsigned long hash_id(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return (unsigned long)k;
-}
-
-static int match_id(struct cds_lfht_node *node, const void *key)
-{
-    return caa_container_of(node, hive__obj_t, lf)->id == *(const uint64_t *)key;
-}
+ * An id names a slot of the store's table (handles.h): the slot, its
+ * generation and the engine's tag. Each engine takes the next serial for
+ * its tag, so ids of another live engine name no slot here (unless 4096
+ * engines were opened in between). */
+static _Atomic uint32_t store_serials;
 
 /* ------------------------------------------------------------------ node
  * The NUMA node a thread's new objects go to: a worker's own node; for a
@@ -74,10 +47,8 @@ unsigned hive__current_node(struct hive *h)
 
 static char zero_payload[64] __attribute__((aligned(64)));
 
-#define TABLE_MIN ((unsigned long)1 << 12)
-
 /* The arena holds much more memory than live payloads need: a worker
- * purges it (hive__arena_purge), as resize_job resizes the table. */
+ * purges it (hive__arena_purge), posted as a job like any other. */
 static void purge_job(hive__job_t *job, hive__worker_t *w)
 {
     hive__store_t *s = HIVE_CONTAINER_OF(job, hive__store_t, purge_job);
@@ -107,45 +78,16 @@ int hive__store_open(hive__store_t *s)
 {
     memset(s, 0, sizeof *s);
     hive__rcu_thread();
-    /* no automatic resize: liburcu would run it on its worker thread and
-     * wake that thread (a futex) from inside hive_put; workers resize
-     * between jobs instead (hive__store_maintain) */
-    s->ht = cds_lfht_new_flavor(TABLE_MIN, TABLE_MIN, 0, 0, &hive__rcu_flavor, NULL);
-    atomic_init(&s->buckets, TABLE_MIN);
-    if (s->ht == NULL)
-        return hive__fail(HIVE_ENOMEM, "store: cannot create the object table");
+    /* relaxed: only distinctness matters, which the RMW gives */
+    int rc = hive__handles_open(&s->table,
+                                atomic_fetch_add_explicit(&store_serials, 1, memory_order_relaxed));
+    if (rc != HIVE_OK)
+        return rc;
     /* the arena (opened first) asks for purges through the store's job */
     struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
     h->arena.ask_ctx = h;
     h->arena.ask_purge = request_purge;
     return HIVE_OK;
-}
-
-/* The table grew past 2 objects per bucket: ask a worker to resize it (a
- * job posted to worker 0, which wakes it if it sleeps - once per doubling,
- * the only cost on this path). The flag keeps one request in flight. */
-static void resize_job(hive__job_t *job, hive__worker_t *w)
-{
-    hive__store_t *s = HIVE_CONTAINER_OF(job, hive__store_t, resize_job);
-    struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
-    if (w != NULL)
-        hive__store_maintain(h);
-    /* release: a later requester sees the table this resize made */
-    atomic_store_explicit(&s->resize_asked, 0, memory_order_release);
-}
-
-static void request_resize(struct hive *h)
-{
-    hive__store_t *s = &h->store;
-    /* acquire: pairs with resize_job's release */
-    if (atomic_exchange_explicit(&s->resize_asked, 1, memory_order_acquire) != 0)
-        return;
-    if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed) || h->sched.n == 0) {
-        atomic_store_explicit(&s->resize_asked, 0, memory_order_relaxed);
-        return;
-    }
-    s->resize_job.fn = resize_job;
-    hive__sched_post(&h->sched, 0, &s->resize_job);
 }
 
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
@@ -174,8 +116,13 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
             return err;
         }
     }
-    cds_lfht_node_init(&o->lf);
-    o->id = new_id();
+    int rc = hive__handles_take(&h->store.table, &o->id);
+    if (unlikely(rc != HIVE_OK)) {
+        if (data != NULL)
+            hive__arena_free(&h->arena, data, size);
+        hive__pool_free(o, sizeof *o);
+        return rc;
+    }
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
     o->kind = kind;
@@ -186,10 +133,8 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     o->h = h;
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
-    if (kind != HIVE__ACTOR &&
-        unlikely(atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed) >=
-                 2 * (uint64_t)atomic_load_explicit(&h->store.buckets, memory_order_relaxed)))
-        request_resize(h);
+    if (kind != HIVE__ACTOR)
+        atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
     *out = o;
     return HIVE_OK;
 }
@@ -198,6 +143,7 @@ static void free_record(struct hive *h, hive__obj_t *o)
 {
     if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
+    hive__handles_give(&h->store.table, o->id);
     if (o->kind != HIVE__ACTOR)
         atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
     hive__pool_free(o, sizeof *o);
@@ -214,24 +160,24 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o)
      * anything a finder does after its acquire load of state */
     atomic_store_explicit(&o->state, atomic_load_explicit(&o->state, memory_order_relaxed),
                           memory_order_release);
-    hive__rcu_lock();
-    cds_lfht_add(h->store.ht, hash_id(o->id), &o->lf);
-    hive__rcu_unlock();
+    hive__handles_publish(&h->store.table, o->id, o);
 }
 
 void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
 {
-    hive__rcu_lock();
-    cds_lfht_del(h->store.ht, &o->lf);
-    hive__rcu_unlock();
+    hive__handles_unpublish(&h->store.table, o->id);
 }
 
 static hive__obj_t *lookup(struct hive *h, uint64_t id)
 {
-    struct cds_lfht_iter it;
-    cds_lfht_lookup(h->store.ht, hash_id(id), match_id, &id, &it);
-    struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
-    return n ? caa_container_of(n, hive__obj_t, lf) : NULL;
+    hive__obj_t *o = hive__handles_get(&h->store.table, id);
+    /* the slot may hold a newer object (a stale id), or none */
+    return o != NULL && o->id == id ? o : NULL;
+}
+
+bool hive__store_issued(struct hive *h, uint64_t id)
+{
+    return hive__handles_issued(&h->store.table, id);
 }
 
 hive__obj_t *hive__obj_lookup(struct hive *h, uint64_t id)
@@ -285,9 +231,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (n == 1) {
-        hive__rcu_lock();
-        cds_lfht_del(h->store.ht, &o->lf);
-        hive__rcu_unlock();
+        hive__handles_unpublish(&h->store.table, o->id);
         atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
         hive__call_rcu(&o->rcu, free_cb);
     }
@@ -312,35 +256,12 @@ static void free_cb(struct rcu_head *head)
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
 }
 
-/* Keep the table between 1/8 and 2 objects per bucket, and the arena's
- * memory near what live payloads need (a purge). Called by workers
- * between jobs and before parking, never inside a read-side section: a
- * resize takes liburcu's resize mutex and waits for grace periods, which
- * is why it stays off the put/submit paths. Whichever worker sees the
- * table out of shape first does it; others go on. */
+/* Called by workers between jobs and before parking, never inside a
+ * read-side section: a purge makes system calls. */
 void hive__store_maintain(struct hive *h)
 {
     if (unlikely(hive__arena_wants_purge(&h->arena)))
         hive__arena_purge(&h->arena);
-    hive__store_t *s = &h->store;
-    /* relaxed: statistics; a stale view only delays a resize */
-    uint64_t n = atomic_load_explicit(&s->objects, memory_order_relaxed);
-    unsigned long cur = atomic_load_explicit(&s->buckets, memory_order_relaxed);
-    if (likely(n <= 2 * (uint64_t)cur && (n >= cur / 8 || cur == TABLE_MIN)))
-        return;
-    /* acquire/release: one resizer at a time; the next sees its size */
-    if (atomic_exchange_explicit(&s->resizing, 1, memory_order_acquire))
-        return;
-    unsigned long want = TABLE_MIN;
-    while (want < n && want < ((unsigned long)1 << 40))
-        want <<= 1;
-    if (want != cur) {
-        hive__rcu_thread();
-        cds_lfht_resize(s->ht, want);
-        atomic_store_explicit(&s->buckets, want, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->resizes, 1, memory_order_relaxed);
-    }
-    atomic_store_explicit(&s->resizing, 0, memory_order_release);
 }
 
 void hive__store_drain(struct hive *h)
@@ -352,21 +273,39 @@ void hive__store_drain(struct hive *h)
         hive__rcu_barrier();
 }
 
+typedef struct fail_arg {
+    struct hive *h;
+    int code;
+} fail_arg_t;
+
+static void fail_if_pending(void *obj, void *arg)
+{
+    hive__obj_t *o = obj;
+    fail_arg_t *f = arg;
+    if (hive__obj_state(o) == HIVE__PENDING)
+        hive__obj_fail(f->h, o, f->code);
+}
+
 void hive__store_fail_pending(struct hive *h, int code)
 {
-    struct cds_lfht_iter it;
-    struct cds_lfht_node *n;
+    fail_arg_t f = { h, code };
     hive__rcu_lock();
-    cds_lfht_for_each(h->store.ht, &it, n) {
-        hive__obj_t *o = caa_container_of(n, hive__obj_t, lf);
-        if (hive__obj_state(o) == HIVE__PENDING)
-            hive__obj_fail(h, o, code);
-    }
+    hive__handles_each(&h->store.table, fail_if_pending, &f);
     hive__rcu_unlock();
     /* hive_wait sleepers whose objects had all finished before still look
      * at stopping once more */
     atomic_fetch_add_explicit(&h->store.epoch, 1, memory_order_seq_cst);
     hive__futex_wake(&h->store.epoch, INT_MAX);
+}
+
+static void free_left(void *obj, void *arg)
+{
+    struct hive *h = arg;
+    hive__obj_t *o = obj;
+    hive__handles_unpublish(&h->store.table, o->id);
+    if (o->kind == HIVE__CELL)
+        hive__cell_drop_slot_only(h, o);
+    free_record(h, o);
 }
 
 void hive__store_close(struct hive *h)
@@ -375,22 +314,9 @@ void hive__store_close(struct hive *h)
     /* 1. let queued frees run */
     hive__store_drain(h);
     /* 2. nobody else runs in this engine now: free what is left directly */
-    struct cds_lfht_iter it;
-    struct cds_lfht_node *n;
-    hive__rcu_lock();
-    cds_lfht_first(s->ht, &it);
-    while ((n = cds_lfht_iter_get_node(&it)) != NULL) {
-        hive__obj_t *o = caa_container_of(n, hive__obj_t, lf);
-        cds_lfht_next(s->ht, &it);
-        cds_lfht_del(s->ht, n);
-        if (o->kind == HIVE__CELL)
-            hive__cell_drop_slot_only(h, o);
-        free_record(h, o);
-    }
-    hive__rcu_unlock();
+    hive__handles_each(&s->table, free_left, h);
     hive__rcu_barrier();
-    cds_lfht_destroy(s->ht, NULL);
-    s->ht = NULL;
+    hive__handles_close(&s->table);
 }
 
 /* ------------------------------------------------------------------ states */

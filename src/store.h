@@ -1,12 +1,13 @@
 /*
- * store.h - objects: id -> record lookup (liburcu rculfhash under RCU),
+ * store.h - objects: id -> record lookup (handles.h: an id names a slot),
  * states, counts, waiting, seal and free.
  *
  * A record lives in the block pool, its payload in the arena. The record is
- * found by id through the hash table while inside an RCU read-side section;
- * the caller's own count keeps it alive afterwards. The last release removes
- * it from the table and frees it through call_rcu, after every reader that
- * could still have found it has left its read-side section.
+ * found by id through the slot table while inside an RCU read-side section;
+ * the caller's own count keeps it alive afterwards. The last release clears
+ * its slot and frees it through call_rcu, after every reader that could
+ * still have found it has left its read-side section; the slot is reused
+ * after that, under a new generation.
  *
  * The state word is also a futex: PENDING until seal or failure; a getter
  * that must sleep sets WAITERS first, and a seal issues a wake only when it
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "hive.h"
+#include "handles.h"
 #include "sched.h"
 #include "util/rcu.h"
 
@@ -64,7 +66,6 @@ typedef struct hive__dep {
 struct hive__cell_slot;
 
 typedef struct hive__obj {
-    struct cds_lfht_node lf;         /* hash table linkage */
     uint64_t          id;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
     _Atomic int64_t   refs;
@@ -92,7 +93,7 @@ typedef struct hive__obj {
 } hive__obj_t;
 
 typedef struct hive__store {
-    struct cds_lfht *ht;
+    hive__handles_t   table;
     /* A waiter on a worker of the engine calls this instead of sleeping:
      * it runs one other job and returns true, or returns false (then the
      * waiter sleeps a little). done(arg) says when the wait is over (a
@@ -111,13 +112,7 @@ typedef struct hive__store {
      * pending, then waits for this to drop to 0 before it frees anything
      * they may still touch. */
     HIVE_ALIGNED _Atomic uint32_t sleepers;
-    /* the table's bucket count, kept by hive__store_maintain */
-    HIVE_ALIGNED _Atomic unsigned long buckets;
-    _Atomic uint32_t  resizing;
-    _Atomic uint64_t  resizes;
-    _Atomic uint32_t  resize_asked;            /* resize_job is posted */
-    hive__job_t       resize_job;
-    _Atomic uint32_t  purge_asked;             /* purge_job is posted */
+    HIVE_ALIGNED _Atomic uint32_t purge_asked; /* purge_job is posted */
     hive__job_t       purge_job;
 } hive__store_t;
 
@@ -128,9 +123,12 @@ void hive__store_close(struct hive *h);
 /* The NUMA node new objects of the calling thread go to. */
 unsigned hive__current_node(struct hive *h);
 
-/* Resize the table to the number of objects if it is out of shape (a
- * worker between jobs: it may sleep and make system calls). */
+/* Give the arena's free memory back if it has outgrown live payloads (a
+ * worker between jobs: it may make system calls). */
 void hive__store_maintain(struct hive *h);
+
+/* Was id ever handed out by this engine's store (whatever became of it)? */
+bool hive__store_issued(struct hive *h, uint64_t id);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);

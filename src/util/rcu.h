@@ -69,7 +69,14 @@ static inline void hive__rcu_callback_begin(void)
     HIVE_TSAN_ACQUIRE(&hive__rcu_tsan_token);
 }
 
-#define hive__call_rcu   urcu_memb_call_rcu
+/* Queue func(head) after a grace period. Under TSan the caller's own
+ * accesses so far are released to the callback too (call_rcu's queue
+ * orders them, but liburcu is not instrumented). */
+static inline void hive__call_rcu(struct rcu_head *head, void (*func)(struct rcu_head *head))
+{
+    HIVE_TSAN_RELEASE(&hive__rcu_tsan_token);
+    urcu_memb_call_rcu(head, func);
+}
 #define hive__rcu_barrier urcu_memb_barrier
 #define hive__rcu_flavor urcu_memb_flavor
 

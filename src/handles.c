@@ -1,0 +1,162 @@
+/*
+ * handles.c - the object table of handles.h: slots, their chunks and the
+ * free-slot stack.
+ */
+#include "handles.h"
+#include "util/error.h"
+#include "util/fault.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CHUNK_SLOTS ((uint32_t)1 << HIVE__CHUNK_BITS)
+#define CHUNK_BYTES ((size_t)CHUNK_SLOTS * sizeof(hive__hslot_t))
+#define GEN_MAX     (((uint32_t)1 << HIVE__GEN_BITS) - 1)
+
+_Static_assert(sizeof(hive__hslot_t) == 16, "a slot is 16 bytes");
+
+static inline hive__hslot_t *slot_at(hive__handles_t *t, uint32_t s)
+{
+    /* acquire: as hive__handles_slot */
+    hive__hslot_t *chunk = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
+    return &chunk[s & (CHUNK_SLOTS - 1)];
+}
+
+/* Map the chunk of slot s if nobody has; false (with the sentence) if the
+ * mapping fails. */
+static bool chunk_ready(hive__handles_t *t, uint32_t s)
+{
+    _Atomic(hive__hslot_t *) *d = &t->dir[s >> HIVE__CHUNK_BITS];
+    /* acquire: as hive__handles_slot */
+    if (likely(atomic_load_explicit(d, memory_order_acquire) != NULL))
+        return true;
+    pthread_mutex_lock(&t->grow);
+    bool ok = true;
+    if (atomic_load_explicit(d, memory_order_relaxed) == NULL) {   /* the lock orders writers */
+        void *m = hive__fault() ? MAP_FAILED
+                                : mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            ok = false;
+            hive__fail(HIVE_ENOMEM, "store: cannot map slots %u.. of the object table (%zu bytes)",
+                       s & ~(CHUNK_SLOTS - 1), CHUNK_BYTES);
+        } else {
+            /* release: the (zeroed) chunk before its pointer */
+            atomic_store_explicit(d, (hive__hslot_t *)m, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&t->grow);
+    return ok;
+}
+
+int hive__handles_open(hive__handles_t *t, uint32_t tag)
+{
+    memset(t, 0, sizeof *t);
+    t->tag = tag & ((1u << HIVE__TAG_BITS) - 1);
+    t->dir = hive__calloc(HIVE__DIR_SIZE, sizeof *t->dir);
+    if (t->dir == NULL)
+        return hive__fail(HIVE_ENOMEM, "store: cannot allocate the object table's directory");
+    pthread_mutex_init(&t->grow, NULL);
+    atomic_init(&t->free_head, 0);
+    atomic_init(&t->next_slot, 0);
+    if (!chunk_ready(t, 0)) {               /* the first chunk up front: puts never map it */
+        hive__handles_close(t);
+        return HIVE_ENOMEM;
+    }
+    return HIVE_OK;
+}
+
+void hive__handles_close(hive__handles_t *t)
+{
+    if (t->dir == NULL)
+        return;
+    for (size_t i = 0; i < HIVE__DIR_SIZE; i++) {
+        hive__hslot_t *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
+        if (c != NULL)
+            munmap(c, CHUNK_BYTES);
+    }
+    free(t->dir);
+    t->dir = NULL;
+    pthread_mutex_destroy(&t->grow);
+}
+
+/* A slot off the free stack, or UINT32_MAX if it is empty. */
+static uint32_t pop_free(hive__handles_t *t)
+{
+    /* acquire: pairs with the pushing CAS's release, so the popped slot's
+     * next link (written before the push) is the one we read */
+    uint64_t head = atomic_load_explicit(&t->free_head, memory_order_acquire);
+    while ((uint32_t)head != 0) {
+        uint32_t s = (uint32_t)head - 1;
+        /* relaxed: if the slot was popped (and its link changed) since we
+         * read head, the stack's tag changed too and the CAS fails */
+        uint32_t next = atomic_load_explicit(&slot_at(t, s)->next_free, memory_order_relaxed);
+        uint64_t neu = (((head >> 32) + 1) << 32) | next;
+        /* acquire on success and failure: as the first load */
+        if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_acquire,
+                                                  memory_order_acquire))
+            return s;
+    }
+    return UINT32_MAX;
+}
+
+int hive__handles_take(hive__handles_t *t, uint64_t *id)
+{
+    uint32_t s = pop_free(t);
+    if (s == UINT32_MAX) {
+        /* relaxed: only uniqueness matters, which the RMW gives */
+        s = atomic_fetch_add_explicit(&t->next_slot, 1, memory_order_relaxed);
+        if (unlikely(s >= HIVE__MAX_SLOTS)) {
+            atomic_fetch_sub_explicit(&t->next_slot, 1, memory_order_relaxed);
+            return hive__fail(HIVE_ENOMEM, "store: 2^30 = %u objects are live, the most one engine "
+                              "can hold", HIVE__MAX_SLOTS);
+        }
+        if (unlikely(!chunk_ready(t, s)))
+            return HIVE_ENOMEM;              /* slot s stays a hole; the next take maps again */
+    }
+    hive__hslot_t *sl = slot_at(t, s);
+    /* the slot is ours alone until given back: plain generation */
+    uint32_t gen = sl->gen == GEN_MAX ? 1 : sl->gen + 1;
+    sl->gen = gen;
+    *id = ((uint64_t)gen << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
+          ((uint64_t)t->tag << HIVE__SLOT_BITS) | s;
+    return HIVE_OK;
+}
+
+void hive__handles_give(hive__handles_t *t, uint64_t id)
+{
+    uint32_t s = hive__handles_slot_of(id);
+    hive__hslot_t *sl = slot_at(t, s);
+    /* relaxed: the head is read again by the CAS */
+    uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
+    uint64_t neu;
+    do {
+        /* relaxed: published by the CAS's release below */
+        atomic_store_explicit(&sl->next_free, (uint32_t)head, memory_order_relaxed);
+        neu = (((head >> 32) + 1) << 32) | (s + 1);
+        /* release: our link (and the slot's generation) before the slot
+         * is poppable */
+    } while (!atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+void hive__handles_each(hive__handles_t *t, void (*fn)(void *obj, void *arg), void *arg)
+{
+    /* relaxed: callers run this when the slots they care about were
+     * published before (shutdown's sweep, close) */
+    uint32_t n = atomic_load_explicit(&t->next_slot, memory_order_relaxed);
+    if (n > HIVE__MAX_SLOTS)
+        n = HIVE__MAX_SLOTS;
+    for (uint32_t s = 0; s < n; s++) {
+        hive__hslot_t *c = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
+        if (c == NULL) {                    /* a chunk that failed to map: skip it */
+            s |= CHUNK_SLOTS - 1;
+            continue;
+        }
+        /* acquire: as hive__handles_get */
+        void *o = atomic_load_explicit(&c[s & (CHUNK_SLOTS - 1)].obj, memory_order_acquire);
+        if (o != NULL)
+            fn(o, arg);
+    }
+}
