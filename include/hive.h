@@ -309,13 +309,41 @@ int         hive_cancelled(hive_ctx_t *ctx);
 
 /* ------------------------------------------------------------------ actors
  *
- * An actor is a state block plus a table of C methods. Its methods never
- * run concurrently with each other, and the state stays where it is (on the
- * actor's home NUMA node: the node of the thread that created it). Calls
- * go into one of three lock-free mailboxes by priority: a worker drains
- * HIGH, then NORMAL, then LOW, so a HIGH call runs right after the method
- * running now, ahead of every queued lower-priority call. Calls from one
- * caller at one priority run in the order they were made.
+ * An actor is a state block plus a table of C methods. By default its
+ * methods never run concurrently with each other, and the state stays where
+ * it is (on the actor's home NUMA node: the node of the thread that created
+ * it). Calls go into one of three lock-free mailboxes by priority: a worker
+ * drains HIGH, then NORMAL, then LOW, so a HIGH call runs right after the
+ * method running now, ahead of every queued lower-priority call. Calls from
+ * one caller at one priority run in the order they were made.
+ *
+ * Concurrent actors (Ray's max_concurrency and concurrency groups): a
+ * read-mostly actor may serve several calls at once. Every method belongs
+ * to one concurrency group: the one of the class's `groups` that lists
+ * its index, or else the default group, whose limit is
+ * opts->max_concurrency (0 or 1: one at a time). At most a group's
+ * max_concurrency calls of that group run at once, on different workers;
+ * calls of different groups run independently of each other (a group of
+ * limit 1 still overlaps the other groups). The methods synchronise their
+ * own access to the state. Within a group:
+ *  - priority: a call is started ahead of every queued call of that group
+ *    with a lower priority (HIGH, then NORMAL, then LOW, as above);
+ *  - order: calls from one caller at one priority are started (given a
+ *    slot of the group) in the order they were made: a call never starts
+ *    before every earlier such call has started. With a limit above 1 they
+ *    then overlap, and a call may reach its method's first line a moment
+ *    before an earlier call that started together with it (as with Ray's
+ *    threaded actors); with a limit of 1 each runs after the previous one
+ *    returned, as in a default actor.
+ * A constructor runs before any call; a call returning HIVE_RESTART asks
+ * for a rebuild that waits until every running call of the actor (all
+ * groups) has returned, while no further call starts; then fini, zero-fill
+ * and init run alone, and calls resume on the new state. Calls returning
+ * HIVE_RESTART while a rebuild waits join that rebuild (one restart is
+ * counted). hive_actor_kill fails the queued calls at once; the running
+ * ones finish, and fini runs after the last of them. An actor with no
+ * groups and max_concurrency 0 or 1 is exactly a default actor, at the
+ * same cost.
  */
 typedef struct hive_actor { uint64_t id; } hive_actor_t;   /* a plain value: pass it as an argument */
 typedef int (*hive_method_fn)(void *self, hive_ctx_t *ctx);
@@ -324,6 +352,15 @@ typedef struct hive_method {
     hive_method_fn fn;
     int            priority;             /* default priority of calls made with NULL opts */
 } hive_method_t;
+#define HIVE_MAX_GROUPS      64          /* concurrency groups per class */
+#define HIVE_MAX_CONCURRENCY 65536       /* calls of one group at once */
+typedef struct hive_concurrency_group {
+    const char     *name;                /* unique in the class, not NULL (for the sentences) */
+    unsigned        max_concurrency;     /* 1 .. HIVE_MAX_CONCURRENCY calls of the group at once */
+    const unsigned *methods;             /* the indices of its methods (nmethods of them); a
+                                            method in no group is in the default group */
+    size_t          nmethods;
+} hive_concurrency_group_t;
 typedef struct hive_actor_class {
     const char          *name;
     size_t               size;           /* bytes of state, zero-filled before init */
@@ -331,11 +368,16 @@ typedef struct hive_actor_class {
     void               (*fini)(void *self);   /* may be NULL; runs on kill, restart, death and shutdown */
     const hive_method_t *methods;        /* must stay valid while the actor lives */
     size_t               nmethods;
+    const hive_concurrency_group_t *groups;   /* NULL or ngroups (<= HIVE_MAX_GROUPS) named groups;
+                                                 read by hive_actor_new only */
+    size_t               ngroups;
 } hive_actor_class_t;
 typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults */
     unsigned    max_restarts;
     const char *name;                    /* non-NULL: findable with hive_actor_lookup; taken
                                             while the actor lives */
+    unsigned    max_concurrency;         /* the default group's limit: 0 or 1 one call at a
+                                            time, up to HIVE_MAX_CONCURRENCY */
 } hive_actor_opts_t;
 #define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
 
