@@ -413,6 +413,68 @@ int hive_actor_kill(hive_t *h, hive_actor_t actor);
  * HIVE_ENOENT if none. */
 int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
 
+/* ------------------------------------------------------------ actor pools
+ *
+ * A pool spreads calls over a fixed set of actors (Ray's ActorPool): each
+ * submitted call goes to an actor of the pool that has no call of the
+ * pool's in flight; the others wait in the pool, in submission order, and
+ * go out oldest first as actors come free. A pool has no thread of its
+ * own: it notices finished calls inside its functions, and a waiting
+ * hive_pool_get_next* keeps handing queued calls to actors as they free
+ * up. An actor found dead (or unknown) when it is given a call leaves the
+ * pool and the call goes to another; a call that fails inside its actor
+ * is a failed result as with hive_call.
+ * Thread safety: as Ray's ActorPool, a pool belongs to one thread at a
+ * time; a second thread calling into a pool while another is inside gets
+ * HIVE_ESTATE (its handoff between threads needs their own
+ * synchronisation). The actors themselves may be called by anyone
+ * meanwhile; the pool counts only its own calls.
+ */
+typedef struct hive_pool hive_pool_t;
+/* hive_pool_new - a pool over n actors (copied). HIVE_EINVAL for NULL
+ * arguments, n of 0 or above 2^20, an actor listed twice; HIVE_ENOENT /
+ * HIVE_EDEAD for a handle that names no actor / a dead one. */
+int hive_pool_new(hive_t *h, const hive_actor_t *actors, size_t n, hive_pool_t **out);
+/* hive_pool_free - free the pool: results not fetched are released, calls
+ * still queued in the pool are never made; calls in flight run on. */
+int hive_pool_free(hive_pool_t *pool);
+/* hive_pool_submit - call method with args on a free actor of the pool, or
+ * queue the call (inline bytes copied, refs counted) until one is free.
+ * The result comes from hive_pool_get_next / _unordered. A call made at
+ * once may fail here as hive_call does (HIVE_EINVAL for a bad method, ...;
+ * nothing is then submitted); a queued call's failure to be made is
+ * reported when its result is fetched. HIVE_EDEAD once every actor of the
+ * pool is dead. */
+int hive_pool_submit(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t nargs);
+/* hive_pool_has_free - 1 if a submit now would go to an actor at once (a
+ * free actor and nothing queued), 0 if not, or a negative HIVE_E* code. */
+int hive_pool_has_free(hive_pool_t *pool);
+/* hive_pool_has_next - 1 if a submitted call's result is still to be
+ * fetched, 0 if not, or a negative HIVE_E* code. */
+int hive_pool_has_next(hive_pool_t *pool);
+/* hive_pool_get_next - the result of the oldest call not yet fetched
+ * (submission order), waiting up to timeout_ns for it to be ready (sealed
+ * or failed: hive_get on it tells which). *result gets the ref and its
+ * count (the caller releases it). HIVE_ETIMEDOUT: nothing is fetched, the
+ * same call comes next. HIVE_ESTATE if every result was fetched. A call
+ * that could not be made (e.g. every actor dead) is fetched as its code
+ * with the sentence, *result untouched. */
+int hive_pool_get_next(hive_pool_t *pool, int64_t timeout_ns, hive_ref_t *result);
+/* hive_pool_get_next_unordered - as get_next, but the result of the call
+ * that finished first among those not yet fetched (completion order). */
+int hive_pool_get_next_unordered(hive_pool_t *pool, int64_t timeout_ns, hive_ref_t *result);
+/* hive_pool_map - one call of method per argument (call i gets args[i] as
+ * its only argument), spread over the pool; waits for all and puts call
+ * i's result in results[i] (the caller owns each count). HIVE_ESTATE if
+ * the pool still has results to fetch. If a call cannot be made, its slot
+ * is {0} and its code is returned after every other result is in. */
+int hive_pool_map(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t n,
+                  hive_ref_t *results);
+/* hive_pool_map_unordered - as map, but results[k] is the k-th call to
+ * finish and index[k] (index may be NULL) the argument it was given. */
+int hive_pool_map_unordered(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t n,
+                            hive_ref_t *results, size_t *index);
+
 /* ------------------------------------------------- worker-local state
  *
  * A value built once per worker that uses it (a simulator, say), reset

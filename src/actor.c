@@ -648,6 +648,15 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
                       fn, (unsigned long long)actor.id);
 }
 
+int hive__actor_check(struct hive *h, uint64_t id, const char *fn)
+{
+    hive__rcu_lock();
+    hive__actor_t *a;
+    int rc = find_actor(h, (hive_actor_t){ id }, fn, &a);
+    hive__rcu_unlock();
+    return rc;
+}
+
 static int check_class(const hive_actor_class_t *cls)
 {
     if (cls->nmethods > 0 && cls->methods == NULL)
