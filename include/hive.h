@@ -328,13 +328,13 @@ int         hive_cancelled(hive_ctx_t *ctx);
  * own access to the state. Within a group:
  *  - priority: a call is started ahead of every queued call of that group
  *    with a lower priority (HIGH, then NORMAL, then LOW, as above);
- *  - order: calls from one caller at one priority are started (given a
- *    slot of the group) in the order they were made: a call never starts
- *    before every earlier such call has started. With a limit above 1 they
- *    then overlap, and a call may reach its method's first line a moment
- *    before an earlier call that started together with it (as with Ray's
- *    threaded actors); with a limit of 1 each runs after the previous one
- *    returned, as in a default actor.
+ *  - order: calls from one caller at one priority are dispatched (given a
+ *    slot of the group) in the order they were made. With a limit of 1
+ *    each runs after the previous one returned, as in a default actor.
+ *    With a limit L above 1 they overlap, and a dispatched call may begin
+ *    a moment after later ones (as with Ray's threaded actors); what holds
+ *    is that when a call's method begins, at most L-1 earlier calls of its
+ *    caller and priority in that group have not begun yet.
  * A constructor runs before any call; a call returning HIVE_RESTART asks
  * for a rebuild that waits until every running call of the actor (all
  * groups) has returned, while no further call starts; then fini, zero-fill
