@@ -468,11 +468,14 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
         for (unsigned g = 0; g < a->ngroups; g++) {
             group_t *gr = &a->groups[g];
-            /* relaxed: only the dispatcher raises inflight; a stale (higher)
-             * value costs a slot this turn, and the end-of-turn check reads
-             * it again after the handshake */
+            /* acquire: a slot freed by a call that asked for a restart
+             * comes with its restart_req (stored before the decrement), so
+             * restart_wanted, read after it, stops the dispatch. Only the
+             * dispatcher raises inflight; a stale (higher) value costs a
+             * slot this turn, and the end-of-turn check reads it again. */
             while (budget > 0 &&
-                   atomic_load_explicit(&gr->inflight, memory_order_relaxed) < gr->limit) {
+                   atomic_load_explicit(&gr->inflight, memory_order_acquire) < gr->limit &&
+                   !restart_wanted(a)) {
                 if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
                     return;              /* queued calls fail with HIVE_ESHUTDOWN */
                 hive__mpsc_node_t *n = hive__mpsc_pop(&gr->lane[l]);
