@@ -104,7 +104,7 @@ static int reserve_entry(hive_pool_t *p, const char *fn)
     size_t cap = p->cap ? p->cap * 2 : 64, bytes;
     if (__builtin_mul_overflow(cap, sizeof *p->ent, &bytes))
         return hive__fail(HIVE_ENOMEM, "%s: %zu entries overflow a size", fn, cap);
-    entry_t *e = realloc(p->ent, bytes);
+    entry_t *e = hive__realloc(p->ent, bytes);
     if (e == NULL)
         return hive__fail(HIVE_ENOMEM, "%s: cannot grow the pool to %zu entries", fn, cap);
     p->ent = e;
@@ -112,23 +112,38 @@ static int reserve_entry(hive_pool_t *p, const char *fn)
     return HIVE_OK;
 }
 
-static int push_done(hive_pool_t *p, uint64_t seq)
+/* Room in the completion list for every entry not yet fetched, so that
+ * noticing a completion never needs memory: first drop the seqs already
+ * fetched (ordered gets leave them behind), then grow. */
+static int reserve_done(hive_pool_t *p, const char *fn)
 {
-    if (p->dlo > 0 && p->dlo >= p->dhi / 2) {
-        memmove(p->done, p->done + p->dlo, (p->dhi - p->dlo) * sizeof *p->done);
-        p->dhi -= p->dlo;
-        p->dlo = 0;
+    if (p->dhi + p->outstanding + 1 <= p->dcap)
+        return HIVE_OK;
+    size_t keep = 0;
+    for (size_t i = p->dlo; i < p->dhi; i++) {
+        uint64_t seq = p->done[i];
+        if (seq >= p->base && entry(p, seq)->state == DONE)
+            p->done[keep++] = seq;
     }
-    if (p->dhi == p->dcap) {
-        size_t cap = p->dcap ? p->dcap * 2 : 64, bytes;
-        uint64_t *d;
-        if (__builtin_mul_overflow(cap, sizeof *d, &bytes) || (d = realloc(p->done, bytes)) == NULL)
-            return hive__fail(HIVE_ENOMEM, "hive_pool: cannot grow the completion list to %zu", cap);
-        p->done = d;
-        p->dcap = cap;
-    }
-    p->done[p->dhi++] = seq;
+    p->dlo = 0;
+    p->dhi = keep;
+    size_t need = keep + p->outstanding + 1;
+    if (need <= p->dcap)
+        return HIVE_OK;
+    size_t cap = p->dcap * 2 > need ? p->dcap * 2 : need < 64 ? 64 : need, bytes;
+    uint64_t *d;
+    if (__builtin_mul_overflow(cap, sizeof *d, &bytes) || (d = hive__realloc(p->done, bytes)) == NULL)
+        return hive__fail(HIVE_ENOMEM, "%s: cannot grow the pool's completion list to %zu", fn,
+                          cap);
+    p->done = d;
+    p->dcap = cap;
     return HIVE_OK;
+}
+
+/* Room was reserved when the entry was submitted (reserve_done). */
+static void push_done(hive_pool_t *p, uint64_t seq)
+{
+    p->done[p->dhi++] = seq;
 }
 
 /* A copy of a call's arguments for a queued entry: one block, the table
@@ -189,8 +204,7 @@ static void fail_entry(hive_pool_t *p, uint64_t seq, int code)
     e->why = hive__malloc(strlen(why) + 1);
     if (e->why != NULL)
         strcpy(e->why, why);
-    if (push_done(p, seq) != HIVE_OK)
-        e->code = HIVE_ENOMEM;           /* still fetched in order; unordered finds it last */
+    push_done(p, seq);
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -276,8 +290,7 @@ static int poll_calls(hive_pool_t *p, int64_t timeout_ns)
         for (size_t i = 0; i < p->n; i++)
             if (p->busy[i] == seq)
                 p->busy[i] = NONE;
-        if ((rc = push_done(p, seq)) != HIVE_OK)
-            return rc;
+        push_done(p, seq);
     }
     dispatch_queued(p);
     return HIVE_OK;
@@ -384,7 +397,8 @@ static int submit(hive_pool_t *p, unsigned method, const hive_arg_t *args, size_
     int rc;
     if (!has_free_actor(p) && (rc = poll_calls(p, 0)) != HIVE_OK && rc != HIVE_ETIMEDOUT)
         return rc;
-    if ((rc = reserve_entry(p, "hive_pool_submit")) != HIVE_OK)
+    if ((rc = reserve_entry(p, "hive_pool_submit")) != HIVE_OK ||
+        (rc = reserve_done(p, "hive_pool_submit")) != HIVE_OK)
         return rc;
     uint64_t seq = p->base + p->hi;
     entry_t *e = &p->ent[p->hi];
