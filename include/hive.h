@@ -3,7 +3,8 @@
  * an object store on one many-core machine.
  *
  * Every function may be called from any thread at any time, except
- * hive_shutdown. Functions that can fail return HIVE_OK (0) or a negative
+ * hive_shutdown, and the hive_pool_* functions of one pool, which take one
+ * thread at a time (see "actor pools"). Functions that can fail return HIVE_OK (0) or a negative
  * HIVE_E* code; on failure their output arguments are left untouched and
  * hive_last_error() holds a sentence with the numbers that explain it.
  */
