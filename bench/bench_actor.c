@@ -13,6 +13,9 @@
  *   n_n_actor_calls_with_arg_async  as above, every call with a 64-byte argument
  *   actor_pingpong                  actor A calls actor B and waits for the answer,
  *                                   1000 times inside A; items = round trips
+ *   n_1_concurrent_actor_reads_async  hive only: 2 caller threads, one actor with
+ *                                   max_concurrency = workers, batches of a read-only
+ *                                   method (calls of one actor run at once)
  *
  * The actor is the counter of examples/state_manager.c: "increment" adds 1
  * and answers the new value; "add" takes 64 bytes (eight int64 words, inline
@@ -143,6 +146,28 @@ static const hive_actor_class_t pinger_class = {
 
 /* ------------------------------------------------------------ shared setup */
 
+/* The concurrent reader: "read" answers a value init set, and never writes. */
+typedef struct reader { int64_t value; } reader_t;
+#define READER_VALUE 42
+
+static int reader_init(void *self, hive_ctx_t *ctx)
+{
+    (void)ctx;
+    ((reader_t *)self)->value = READER_VALUE;
+    return 0;
+}
+
+static int reader_read(void *self, hive_ctx_t *ctx)
+{
+    return hive_return(ctx, &((const reader_t *)self)->value, sizeof(int64_t));
+}
+
+static const hive_method_t reader_methods[] = { { "read", reader_read, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t reader_class = {
+    .name = "Reader", .size = sizeof(reader_t), .init = reader_init,
+    .methods = reader_methods, .nmethods = 1,
+};
+
 static int n_actors;               /* of 1_n: 2 x cores, at least 4 */
 
 /* hive: the engine, counters[0 .. n_actors + N_CALLERS) and a pinger. Slot
@@ -154,6 +179,7 @@ static hive_t *engine;
 static hive_actor_t hive_counters[MAX_ACTORS];
 static int64_t hive_expect[MAX_ACTORS];
 static hive_actor_t hive_pinger;
+static hive_actor_t hive_reader;   /* max_concurrency = workers */
 static int64_t hive_ping_expect;
 static pthread_once_t hive_once = PTHREAD_ONCE_INIT;
 
@@ -186,6 +212,9 @@ static void hive_start(void)
             goto fail;
     if (hive_actor_new(engine, &counter_class, NULL, 0, NULL, &pc) != HIVE_OK ||
         hive_actor_new(engine, &pinger_class, &HIVE_VAL(pc), 1, NULL, &hive_pinger) != HIVE_OK)
+        goto fail;
+    hive_actor_opts_t ro = { .max_concurrency = hive_num_workers(engine) };
+    if (hive_actor_new(engine, &reader_class, NULL, 0, &ro, &hive_reader) != HIVE_OK)
         goto fail;
     return;
 fail:
@@ -353,6 +382,44 @@ static void bm_async_hive(hb_state *s)     { async_hive(s, 0, 0); }
 static void bm_1n_async_hive(hb_state *s)  { async_hive(s, 1, 0); }
 static void bm_arg_async_hive(hb_state *s) { async_hive(s, 0, 1); }
 
+/* Batches of "read" on the concurrent reader, every answer checked. */
+static void bm_concurrent_reads_hive(hb_state *s)
+{
+    hive_t *h = eng();
+    hive_ref_t refs[BATCH];
+    while (hb_keep_running(s)) {
+        double t0 = now_s();
+        for (int i = 0; i < BATCH; i++) {
+            int rc = hive_call(h, hive_reader, 0, NULL, 0, NULL, &refs[i]);
+            if (rc != HIVE_OK) {
+                fail(s, "hive_call", rc);
+                while (i-- > 0)
+                    hive_release(h, refs[i]);
+                return;
+            }
+        }
+        int bad = 0;
+        for (int i = 0; i < BATCH; i++) {
+            const void *p;
+            size_t size;
+            int rc = bad ? HIVE_OK : hive_get(h, refs[i], GET_TIMEOUT_NS, &p, &size);
+            if (!bad && rc != HIVE_OK) {
+                fail(s, "hive_get", rc);
+                bad = 1;
+            } else if (!bad && (size != sizeof(int64_t) || *(const int64_t *)p != READER_VALUE)) {
+                wrong(s, "hive", -1, size == sizeof(int64_t) ? *(const int64_t *)p : -1,
+                      READER_VALUE);
+                bad = 1;
+            }
+            hive_release(h, refs[i]);
+        }
+        if (bad)
+            return;
+        hb_set_iteration_time(s, now_s() - t0);
+    }
+    hb_set_items_processed(s, hb_iterations(s) * BATCH);
+}
+
 static void round_trip_counters(hb_state *s, double secs, int64_t trips)
 {
     hb_set_items_processed(s, trips);
@@ -500,5 +567,7 @@ const hb_bench hb_actor_benches[] = {
                 .unit = HB_US),
     ACTOR_BENCH("actor_pingpong/hive", bm_pingpong_hive, .unit = HB_US),
     ACTOR_BENCH("actor_pingpong/caf", bm_pingpong_caf, .unit = HB_US),
+    ACTOR_BENCH("n_1_concurrent_actor_reads_async/hive", bm_concurrent_reads_hive,
+                .threads = N_CALLERS, .unit = HB_US),
 };
 const size_t hb_actor_nbenches = sizeof hb_actor_benches / sizeof hb_actor_benches[0];

@@ -3,7 +3,8 @@
  * an object store on one many-core machine.
  *
  * Every function may be called from any thread at any time, except
- * hive_shutdown. Functions that can fail return HIVE_OK (0) or a negative
+ * hive_shutdown, and the hive_pool_* functions of one pool, which take one
+ * thread at a time (see "actor pools"). Functions that can fail return HIVE_OK (0) or a negative
  * HIVE_E* code; on failure their output arguments are left untouched and
  * hive_last_error() holds a sentence with the numbers that explain it.
  */
@@ -322,13 +323,41 @@ int         hive_cancelled(hive_ctx_t *ctx);
 
 /* ------------------------------------------------------------------ actors
  *
- * An actor is a state block plus a table of C methods. Its methods never
- * run concurrently with each other, and the state stays where it is (on the
- * actor's home NUMA node: the node of the thread that created it). Calls
- * go into one of three lock-free mailboxes by priority: a worker drains
- * HIGH, then NORMAL, then LOW, so a HIGH call runs right after the method
- * running now, ahead of every queued lower-priority call. Calls from one
- * caller at one priority run in the order they were made.
+ * An actor is a state block plus a table of C methods. By default its
+ * methods never run concurrently with each other, and the state stays where
+ * it is (on the actor's home NUMA node: the node of the thread that created
+ * it). Calls go into one of three lock-free mailboxes by priority: a worker
+ * drains HIGH, then NORMAL, then LOW, so a HIGH call runs right after the
+ * method running now, ahead of every queued lower-priority call. Calls from
+ * one caller at one priority run in the order they were made.
+ *
+ * Concurrent actors (Ray's max_concurrency and concurrency groups): a
+ * read-mostly actor may serve several calls at once. Every method belongs
+ * to one concurrency group: the one of the class's `groups` that lists
+ * its index, or else the default group, whose limit is
+ * opts->max_concurrency (0 or 1: one at a time). At most a group's
+ * max_concurrency calls of that group run at once, on different workers;
+ * calls of different groups run independently of each other (a group of
+ * limit 1 still overlaps the other groups). The methods synchronise their
+ * own access to the state. Within a group:
+ *  - priority: a call is started ahead of every queued call of that group
+ *    with a lower priority (HIGH, then NORMAL, then LOW, as above);
+ *  - order: calls from one caller at one priority are dispatched (given a
+ *    slot of the group) in the order they were made. With a limit of 1
+ *    each runs after the previous one returned, as in a default actor.
+ *    With a limit L above 1 they overlap, and a dispatched call may begin
+ *    a moment after later ones (as with Ray's threaded actors); what holds
+ *    is that when a call's method begins, at most L-1 earlier calls of its
+ *    caller and priority in that group have not begun yet.
+ * A constructor runs before any call; a call returning HIVE_RESTART asks
+ * for a rebuild that waits until every running call of the actor (all
+ * groups) has returned, while no further call starts; then fini, zero-fill
+ * and init run alone, and calls resume on the new state. Calls returning
+ * HIVE_RESTART while a rebuild waits join that rebuild (one restart is
+ * counted). hive_actor_kill fails the queued calls at once; the running
+ * ones finish, and fini runs after the last of them. An actor with no
+ * groups and max_concurrency 0 or 1 is exactly a default actor, at the
+ * same cost.
  */
 typedef struct hive_actor { uint64_t id; } hive_actor_t;   /* a plain value: pass it as an argument */
 typedef int (*hive_method_fn)(void *self, hive_ctx_t *ctx);
@@ -337,6 +366,15 @@ typedef struct hive_method {
     hive_method_fn fn;
     int            priority;             /* default priority of calls made with NULL opts */
 } hive_method_t;
+#define HIVE_MAX_GROUPS      64          /* concurrency groups per class */
+#define HIVE_MAX_CONCURRENCY 65536       /* calls of one group at once */
+typedef struct hive_concurrency_group {
+    const char     *name;                /* unique in the class, not NULL (for the sentences) */
+    unsigned        max_concurrency;     /* 1 .. HIVE_MAX_CONCURRENCY calls of the group at once */
+    const unsigned *methods;             /* the indices of its methods (nmethods of them); a
+                                            method in no group is in the default group */
+    size_t          nmethods;
+} hive_concurrency_group_t;
 typedef struct hive_actor_class {
     const char          *name;
     size_t               size;           /* bytes of state, zero-filled before init */
@@ -344,11 +382,16 @@ typedef struct hive_actor_class {
     void               (*fini)(void *self);   /* may be NULL; runs on kill, restart, death and shutdown */
     const hive_method_t *methods;        /* must stay valid while the actor lives */
     size_t               nmethods;
+    const hive_concurrency_group_t *groups;   /* NULL or ngroups (<= HIVE_MAX_GROUPS) named groups;
+                                                 read by hive_actor_new only */
+    size_t               ngroups;
 } hive_actor_class_t;
 typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults */
     unsigned    max_restarts;
     const char *name;                    /* non-NULL: findable with hive_actor_lookup; taken
                                             while the actor lives */
+    unsigned    max_concurrency;         /* the default group's limit: 0 or 1 one call at a
+                                            time, up to HIVE_MAX_CONCURRENCY */
 } hive_actor_opts_t;
 #define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
 
@@ -383,6 +426,68 @@ int hive_actor_kill(hive_t *h, hive_actor_t actor);
  * (alive or dead; a dead actor's name may be taken by a new actor);
  * HIVE_ENOENT if none. */
 int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
+
+/* ------------------------------------------------------------ actor pools
+ *
+ * A pool spreads calls over a fixed set of actors (Ray's ActorPool): each
+ * submitted call goes to an actor of the pool that has no call of the
+ * pool's in flight; the others wait in the pool, in submission order, and
+ * go out oldest first as actors come free. A pool has no thread of its
+ * own: it notices finished calls inside its functions, and a waiting
+ * hive_pool_get_next* keeps handing queued calls to actors as they free
+ * up. An actor found dead (or unknown) when it is given a call leaves the
+ * pool and the call goes to another; a call that fails inside its actor
+ * is a failed result as with hive_call.
+ * Thread safety: as Ray's ActorPool, a pool belongs to one thread at a
+ * time; a second thread calling into a pool while another is inside gets
+ * HIVE_ESTATE (its handoff between threads needs their own
+ * synchronisation). The actors themselves may be called by anyone
+ * meanwhile; the pool counts only its own calls.
+ */
+typedef struct hive_pool hive_pool_t;
+/* hive_pool_new - a pool over n actors (copied). HIVE_EINVAL for NULL
+ * arguments, n of 0 or above 2^20, an actor listed twice; HIVE_ENOENT /
+ * HIVE_EDEAD for a handle that names no actor / a dead one. */
+int hive_pool_new(hive_t *h, const hive_actor_t *actors, size_t n, hive_pool_t **out);
+/* hive_pool_free - free the pool: results not fetched are released, calls
+ * still queued in the pool are never made; calls in flight run on. */
+int hive_pool_free(hive_pool_t *pool);
+/* hive_pool_submit - call method with args on a free actor of the pool, or
+ * queue the call (inline bytes copied, refs counted) until one is free.
+ * The result comes from hive_pool_get_next / _unordered. A call made at
+ * once may fail here as hive_call does (HIVE_EINVAL for a bad method, ...;
+ * nothing is then submitted); a queued call's failure to be made is
+ * reported when its result is fetched. HIVE_EDEAD once every actor of the
+ * pool is dead. */
+int hive_pool_submit(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t nargs);
+/* hive_pool_has_free - 1 if a submit now would go to an actor at once (a
+ * free actor and nothing queued), 0 if not, or a negative HIVE_E* code. */
+int hive_pool_has_free(hive_pool_t *pool);
+/* hive_pool_has_next - 1 if a submitted call's result is still to be
+ * fetched, 0 if not, or a negative HIVE_E* code. */
+int hive_pool_has_next(hive_pool_t *pool);
+/* hive_pool_get_next - the result of the oldest call not yet fetched
+ * (submission order), waiting up to timeout_ns for it to be ready (sealed
+ * or failed: hive_get on it tells which). *result gets the ref and its
+ * count (the caller releases it). HIVE_ETIMEDOUT: nothing is fetched, the
+ * same call comes next. HIVE_ESTATE if every result was fetched. A call
+ * that could not be made (e.g. every actor dead) is fetched as its code
+ * with the sentence, *result untouched. */
+int hive_pool_get_next(hive_pool_t *pool, int64_t timeout_ns, hive_ref_t *result);
+/* hive_pool_get_next_unordered - as get_next, but the result of the call
+ * that finished first among those not yet fetched (completion order). */
+int hive_pool_get_next_unordered(hive_pool_t *pool, int64_t timeout_ns, hive_ref_t *result);
+/* hive_pool_map - one call of method per argument (call i gets args[i] as
+ * its only argument), spread over the pool; waits for all and puts call
+ * i's result in results[i] (the caller owns each count). HIVE_ESTATE if
+ * the pool still has results to fetch. If a call cannot be made, its slot
+ * is {0} and its code is returned after every other result is in. */
+int hive_pool_map(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t n,
+                  hive_ref_t *results);
+/* hive_pool_map_unordered - as map, but results[k] is the k-th call to
+ * finish and index[k] (index may be NULL) the argument it was given. */
+int hive_pool_map_unordered(hive_pool_t *pool, unsigned method, const hive_arg_t *args, size_t n,
+                            hive_ref_t *results, size_t *index);
 
 /* ------------------------------------------------- worker-local state
  *

@@ -27,6 +27,25 @@
  * actor waits, its order is kept; the worker runs other work meanwhile);
  * cancelling that call, killing the actor or shutting down ends the wait.
  *
+ * Concurrent actors (opts->max_concurrency > 1, or the class declares
+ * concurrency groups) keep one mailbox triple per group (group 0 is the
+ * default group) and run the same sched word, tokens and handshake, but
+ * the owner of RUNNING is a dispatcher, not a runner: its turn pops calls,
+ * HIGH before NORMAL before LOW, while a group has a free slot (`inflight`
+ * below its limit) and spawns each as a job of its own (call_job), so the
+ * calls of one caller at one priority in one group are dispatched in the
+ * order made and at most `limit` of a group run at once. A finishing call
+ * frees its slot and kicks the dispatcher if its group was full (the
+ * dispatcher may have left mail behind for want of a slot) - a second
+ * store-load handshake, seq_cst: "decrement inflight, then read sched"
+ * against "clear RUNNING, then read inflight and the heads". `active`
+ * counts 1 for the living actor plus one per dispatched call; the
+ * constructor and a restart run in a dispatcher turn only when no call is
+ * in flight (a HIVE_RESTART sets restart_req; nothing is dispatched until
+ * the last running call is out, which kicks). Death: the dispatcher fails
+ * what is queued, keeps RUNNING for good and drops the living count;
+ * whoever drops `active` to zero (it, or the last running call) retires.
+ *
  * Failure: a nonzero return fails the call with HIVE_ETASK; HIVE_RESTART
  * also rebuilds the actor (fini, zero-fill, init with the original
  * arguments) up to max_restarts times, then the actor dies.
@@ -72,12 +91,25 @@ typedef struct hive__actor_name {
     char                     name[];
 } name_t;
 
+typedef struct group {                   /* a concurrency group of a concurrent actor */
+    hive__mpsc_t        lane[HIVE_NPRIO];
+    HIVE_ALIGNED _Atomic uint32_t inflight;  /* calls dispatched and not yet finished */
+    uint32_t            limit;           /* at most this many at once */
+} group_t;
+
 typedef struct hive__actor {
     token_t             token[HIVE_NPRIO];
     hive__mpsc_t        lane[HIVE_NPRIO];
     HIVE_ALIGNED _Atomic uint32_t sched; /* RUNNING | TOKEN(lane)... */
     _Atomic uint32_t    dead;
-    _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token */
+    _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token
+                                            (+ 1 per dispatched call, concurrent actors) */
+    /* concurrent actors only (groups != NULL); see the top */
+    group_t            *groups;          /* ngroups groups, [0] the default one */
+    unsigned            ngroups;
+    unsigned           *method_group;    /* the group of each method */
+    _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
+    _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
     /* owned by the running turn (one at a time) */
     HIVE_ALIGNED bool   initialized;
     bool                finalized;
@@ -130,50 +162,70 @@ static void kick(hive__actor_t *a, unsigned lane)
     hive__sched_spawn(&a->h->sched, &a->token[lane].job, lane, (int)a->node);
 }
 
-/* Which lanes still hold calls the turn has not taken (consumer only, so
- * read while the turn still owns the actor): a tail off the stub. This
- * catches what the heads alone cannot, a call whose producer had exchanged
- * the head but not yet linked it when pop pushed the stub behind it
- * (chain: tail -> X -> stub with head == stub). */
-static unsigned lanes_unfinished(hive__actor_t *a)
+/* Which lanes of a mailbox triple still hold calls the turn has not taken
+ * (consumer only, so read while the turn still owns the actor): a tail off
+ * the stub. This catches what the heads alone cannot, a call whose
+ * producer had exchanged the head but not yet linked it when pop pushed
+ * the stub behind it (chain: tail -> X -> stub with head == stub). */
+static inline unsigned unfinished_of(hive__mpsc_t *lanes)
 {
     unsigned mask = 0;
     for (unsigned l = 0; l < HIVE_NPRIO; l++)
-        if (a->lane[l].tail != &a->lane[l].stub)
+        if (lanes[l].tail != &lanes[l].stub)
             mask |= 1u << l;
     return mask;
 }
 
-/* May any mailbox hold a call (-1: none, else its most urgent lane)? After
- * the turn gave up the actor it reads only the producers' ends (heads),
- * plus what lanes_unfinished saw before: head off the stub means a push
- * since the last stub re-push. */
-static int mail_pending(hive__actor_t *a, unsigned unfinished)
+static unsigned lanes_unfinished(hive__actor_t *a)
+{
+    return unfinished_of(a->lane);
+}
+
+/* May a mailbox triple hold a call (-1: none, else its most urgent lane)?
+ * After the turn gave up the actor it reads only the producers' ends
+ * (heads), plus what unfinished_of saw before: head off the stub means a
+ * push since the last stub re-push. */
+static inline int pending_of(hive__mpsc_t *lanes, unsigned unfinished)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        uintptr_t head = atomic_load_explicit(&a->lane[l].head, memory_order_seq_cst);
-        if ((unfinished & (1u << l)) || (head & ~HIVE__MPSC_MARK) != (uintptr_t)&a->lane[l].stub)
+        uintptr_t head = atomic_load_explicit(&lanes[l].head, memory_order_seq_cst);
+        if ((unfinished & (1u << l)) || (head & ~HIVE__MPSC_MARK) != (uintptr_t)&lanes[l].stub)
             return (int)l;                  /* the most urgent lane with mail */
     }
     return -1;
 }
 
-/* Consumer only: the next call, HIGH before NORMAL before LOW. */
-static hive__task_t *next_call(hive__actor_t *a)
+static int mail_pending(hive__actor_t *a, unsigned unfinished)
+{
+    return pending_of(a->lane, unfinished);
+}
+
+/* Consumer only: the next call of a mailbox triple, HIGH before NORMAL
+ * before LOW. */
+static inline hive__task_t *pop_of(hive__mpsc_t *lanes)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        hive__mpsc_node_t *n = hive__mpsc_pop(&a->lane[l]);
+        hive__mpsc_node_t *n = hive__mpsc_pop(&lanes[l]);
         if (n != NULL)
             return HIVE_CONTAINER_OF(n, hive__task_t, job.node);
     }
     return NULL;
 }
 
+static hive__task_t *next_call(hive__actor_t *a)
+{
+    return pop_of(a->lane);
+}
+
+/* Consumer only: fail every queued call, of every group. */
 static void fail_queued(hive__actor_t *a, int code)
 {
     hive__task_t *t;
     while ((t = next_call(a)) != NULL)
         hive__task_fail_unrun(t, code);
+    for (unsigned g = 0; g < a->ngroups; g++)
+        while ((t = pop_of(a->groups[g].lane)) != NULL)
+            hive__task_fail_unrun(t, code);
 }
 
 static bool is_dead(hive__actor_t *a)
@@ -262,31 +314,34 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
     construct(a, w);
 }
 
-static void run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
+/* Run one call (its record is gone afterwards); what the method returned,
+ * 0 if it did not run. */
+static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 {
     struct hive *h = a->h;
     int rc = args_ready(a, t, "hive_call");
     if (rc != HIVE_OK) {
         hive__task_fail_unrun(t, rc);    /* a cancelled one has failed already */
-        return;
+        return 0;
     }
     if (!hive__task_claim(t)) {          /* cancelled while queued: already failed */
         hive__task_cleanup(t);
-        return;
+        return 0;
     }
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
     rc = a->cls.methods[t->method].fn(a->state, &ctx);
     hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     hive__task_cleanup(t);
-    if (rc == HIVE_RESTART)
-        restart(a, w);
+    return rc;
 }
 
 /* ------------------------------------------------------------ retiring */
 
 static void free_record(hive__actor_t *a)
 {
+    free(a->groups);
+    free(a->method_group);
     if (a->state != NULL)
         hive__arena_free(&a->h->arena, a->state, a->cls.size);
     if (a->ctor != NULL)
@@ -366,8 +421,8 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
             break;
         if (is_dead(a))
             hive__task_fail_unrun(t, HIVE_EDEAD);
-        else
-            run_call(a, t, w);
+        else if (run_call(a, t, w) == HIVE_RESTART)
+            restart(a, w);
     }
     if (is_dead(a)) {
         retire(a);                       /* RUNNING stays: no turn ever again */
@@ -384,6 +439,151 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
         lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
         kick(a, (unsigned)lane);
+}
+
+/* ------------------------------------------------------------ concurrent actors */
+
+static void call_job(hive__job_t *job, hive__worker_t *w);
+
+/* Is a restart waiting for the running calls to finish? seq_cst: read on
+ * either side of the handshakes (after clearing RUNNING, after a call's
+ * decrements), ordered against the store in call_done. */
+static bool restart_wanted(hive__actor_t *a)
+{
+    return atomic_load_explicit(&a->restart_req, memory_order_seq_cst) != 0;
+}
+
+/* Dispatcher only: spawn queued calls as jobs, HIGH before NORMAL before
+ * LOW, while their group has a free slot; at most ACTOR_BATCH per turn. */
+static void dispatch(hive__actor_t *a, hive__worker_t *w)
+{
+    int budget = ACTOR_BATCH;
+    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
+        for (unsigned g = 0; g < a->ngroups; g++) {
+            group_t *gr = &a->groups[g];
+            /* acquire: a slot freed by a call that asked for a restart
+             * comes with its restart_req (stored before the decrement), so
+             * restart_wanted, read after it, stops the dispatch. Only the
+             * dispatcher raises inflight; a stale (higher) value costs a
+             * slot this turn, and the end-of-turn check reads it again. */
+            while (budget > 0 &&
+                   atomic_load_explicit(&gr->inflight, memory_order_acquire) < gr->limit &&
+                   !restart_wanted(a)) {
+                if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
+                    return;              /* queued calls fail with HIVE_ESHUTDOWN */
+                hive__mpsc_node_t *n = hive__mpsc_pop(&gr->lane[l]);
+                if (n == NULL)
+                    break;
+                hive__task_t *t = HIVE_CONTAINER_OF(n, hive__task_t, job.node);
+                /* relaxed, all three: RMWs (no increment is lost), and the
+                 * spawn below publishes the record to the call's job */
+                atomic_fetch_add_explicit(&gr->inflight, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&a->active, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+                t->job.fn = call_job;
+                hive__sched_spawn(&a->h->sched, &t->job, l, (int)a->node);
+                budget--;
+            }
+        }
+    }
+}
+
+/* A dead concurrent actor's dispatcher: fail what is queued, keep RUNNING
+ * for good, drop the living count; the last one out retires. acq_rel:
+ * whoever retires sees every call's writes to the state before fini. */
+static void give_up(hive__actor_t *a)
+{
+    fail_queued(a, HIVE_EDEAD);
+    if (atomic_fetch_sub_explicit(&a->active, 1, memory_order_acq_rel) == 1)
+        retire(a);
+}
+
+/* After the dispatcher gave the actor up: the lane to kick, -1 for none.
+ * A rebuild is due once no call runs; mail counts in a group with a free
+ * slot (a full group's next finishing call kicks). */
+static int dispatch_pending(hive__actor_t *a, const unsigned char *unfinished)
+{
+    if (atomic_load_explicit(&a->dead, memory_order_seq_cst))
+        return 0;                        /* killed meanwhile: retire it */
+    if (restart_wanted(a))               /* seq_cst: see restart_wanted */
+        return atomic_load_explicit(&a->active, memory_order_seq_cst) == 1 ? 0 : -1;
+    int best = -1;
+    for (unsigned g = 0; g < a->ngroups; g++) {
+        group_t *gr = &a->groups[g];
+        /* seq_cst: the dispatcher's half of the slot handshake (top) */
+        if (atomic_load_explicit(&gr->inflight, memory_order_seq_cst) >= gr->limit)
+            continue;
+        int l = pending_of(gr->lane, unfinished[g]);
+        if (l >= 0 && (best < 0 || l < best))
+            best = l;
+    }
+    return best;
+}
+
+/* A dispatcher turn: the caller owns RUNNING. */
+static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
+{
+    if (!a->initialized && !is_dead(a))
+        construct(a, w);                 /* nothing is dispatched before it */
+    /* seq_cst: with call_done's decrements; active == 1 means no call runs */
+    if (restart_wanted(a) && atomic_load_explicit(&a->active, memory_order_seq_cst) == 1) {
+        /* relaxed: only the dispatcher clears it, calls set it (seq_cst)
+         * only while they run, and none does now */
+        atomic_store_explicit(&a->restart_req, 0, memory_order_relaxed);
+        restart(a, w);
+    }
+    if (is_dead(a)) {
+        give_up(a);                      /* RUNNING stays: no turn ever again */
+        return;
+    }
+    if (!restart_wanted(a))
+        dispatch(a, w);
+    unsigned char unfinished[HIVE_MAX_GROUPS + 1];
+    for (unsigned g = 0; g < a->ngroups; g++)
+        unfinished[g] = (unsigned char)unfinished_of(a->groups[g].lane);
+    /* seq_cst RMW, then seq_cst reads: the dispatcher's half of both
+     * handshakes (see top) */
+    atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
+    int lane = dispatch_pending(a, unfinished);
+    if (lane >= 0)
+        kick(a, (unsigned)lane);
+}
+
+/* A call finished (or was dropped): free its slot, and kick the dispatcher
+ * if it may have left mail for want of this slot, or a rebuild waits for
+ * this last call. seq_cst: the finishing call's half of the handshakes
+ * ("decrement, then read sched" in kick). At shutdown (w == NULL) no kick:
+ * hive__actors_shutdown fails what is queued and frees the actor. */
+static void call_done(hive__actor_t *a, group_t *gr, unsigned lane, bool restart_asked,
+                      hive__worker_t *w)
+{
+    if (restart_asked)
+        atomic_store_explicit(&a->restart_req, 1, memory_order_seq_cst);
+    uint32_t before = atomic_fetch_sub_explicit(&gr->inflight, 1, memory_order_seq_cst);
+    uint32_t left = atomic_fetch_sub_explicit(&a->active, 1, memory_order_seq_cst) - 1;
+    if (w != NULL) {
+        if (left == 0)
+            retire(a);                   /* dead, given up, and we were the last call out */
+        else if (before == gr->limit || (left == 1 && restart_wanted(a)))
+            kick(a, lane);
+    }
+    unref(a);                            /* this call's reference */
+}
+
+static void call_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__task_t *t = HIVE_CONTAINER_OF(job, hive__task_t, job);
+    hive__actor_t *a = t->actor;
+    group_t *gr = &a->groups[a->method_group[t->method]];
+    unsigned lane = t->lane;             /* the record is gone after the call */
+    int rc = 0;
+    if (w == NULL)
+        hive__task_fail_unrun(t, HIVE_ESHUTDOWN);
+    else if (is_dead(a))
+        hive__task_fail_unrun(t, HIVE_EDEAD);
+    else
+        rc = run_call(a, t, w);
+    call_done(a, gr, lane, rc == HIVE_RESTART, w);
 }
 
 static void token_job(hive__job_t *job, hive__worker_t *w)
@@ -405,7 +605,10 @@ static void token_job(hive__job_t *job, hive__worker_t *w)
          * consumer */
         fail_queued(a, HIVE_ESHUTDOWN);
     } else if (!(s & RUNNING)) {
-        turn(a, w);
+        if (a->groups == NULL)
+            turn(a, w);
+        else
+            dispatch_turn(a, w);
     }
     unref(a);                            /* this token's reference */
 }
@@ -441,6 +644,15 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
                       fn, (unsigned long long)actor.id);
 }
 
+int hive__actor_check(struct hive *h, uint64_t id, const char *fn)
+{
+    hive__rcu_lock();
+    hive__actor_t *a;
+    int rc = find_actor(h, (hive_actor_t){ id }, fn, &a);
+    hive__rcu_unlock();
+    return rc;
+}
+
 static int check_class(const hive_actor_class_t *cls)
 {
     if (cls->nmethods > 0 && cls->methods == NULL)
@@ -451,6 +663,93 @@ static int check_class(const hive_actor_class_t *cls)
             return hive__fail(HIVE_EINVAL, "hive_actor_new: method %zu (%s) of class %s has no fn", m,
                               cls->methods[m].name ? cls->methods[m].name : "unnamed",
                               cls->name ? cls->name : "(unnamed)");
+    return HIVE_OK;
+}
+
+static const char *class_name(const hive_actor_class_t *cls)
+{
+    return cls->name ? cls->name : "(unnamed)";
+}
+
+/* The class's concurrency groups and the default group's limit. */
+static int check_groups(const hive_actor_class_t *cls, unsigned max_concurrency)
+{
+    if (max_concurrency > HIVE_MAX_CONCURRENCY)
+        return hive__fail(HIVE_EINVAL, "hive_actor_new: max_concurrency %u of class %s is above "
+                          "HIVE_MAX_CONCURRENCY (%u)", max_concurrency, class_name(cls),
+                          (unsigned)HIVE_MAX_CONCURRENCY);
+    if (cls->ngroups > 0 && cls->groups == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_actor_new: class %s lists %zu concurrency groups but "
+                          "groups is NULL", class_name(cls), cls->ngroups);
+    if (cls->ngroups > HIVE_MAX_GROUPS)
+        return hive__fail(HIVE_EINVAL, "hive_actor_new: class %s has %zu concurrency groups, more "
+                          "than HIVE_MAX_GROUPS (%u)", class_name(cls), cls->ngroups,
+                          (unsigned)HIVE_MAX_GROUPS);
+    for (size_t g = 0; g < cls->ngroups; g++) {
+        const hive_concurrency_group_t *gr = &cls->groups[g];
+        if (gr->name == NULL)
+            return hive__fail(HIVE_EINVAL, "hive_actor_new: concurrency group %zu of class %s has "
+                              "no name", g, class_name(cls));
+        if (gr->max_concurrency < 1 || gr->max_concurrency > HIVE_MAX_CONCURRENCY)
+            return hive__fail(HIVE_EINVAL, "hive_actor_new: concurrency group %zu (%s) of class %s "
+                              "has max_concurrency %u, outside 1..%u", g, gr->name,
+                              class_name(cls), gr->max_concurrency,
+                              (unsigned)HIVE_MAX_CONCURRENCY);
+        for (size_t o = 0; o < g; o++)
+            if (strcmp(cls->groups[o].name, gr->name) == 0)
+                return hive__fail(HIVE_EINVAL, "hive_actor_new: concurrency groups %zu and %zu of "
+                                  "class %s are both named \"%s\"", o, g, class_name(cls),
+                                  gr->name);
+        if (gr->nmethods > 0 && gr->methods == NULL)
+            return hive__fail(HIVE_EINVAL, "hive_actor_new: concurrency group %zu (%s) of class %s "
+                              "lists %zu methods but methods is NULL", g, gr->name,
+                              class_name(cls), gr->nmethods);
+        for (size_t i = 0; i < gr->nmethods; i++)
+            if (gr->methods[i] >= cls->nmethods)
+                return hive__fail(HIVE_EINVAL, "hive_actor_new: concurrency group %zu (%s) of "
+                                  "class %s lists method %u, but the class has %zu", g, gr->name,
+                                  class_name(cls), gr->methods[i], cls->nmethods);
+    }
+    return HIVE_OK;
+}
+
+/* A concurrent actor's groups and method table (none for a default one). */
+static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigned max_concurrency)
+{
+    if (cls->ngroups == 0 && max_concurrency <= 1)
+        return HIVE_OK;                  /* one at a time: the plain path */
+    unsigned n = (unsigned)cls->ngroups + 1;
+    if (hive__posix_memalign((void **)&a->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {
+        a->groups = NULL;
+        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate %u concurrency groups", n);
+    }
+    a->ngroups = n;
+    for (unsigned g = 0; g < n; g++) {
+        group_t *gr = &a->groups[g];
+        for (unsigned l = 0; l < HIVE_NPRIO; l++)
+            hive__mpsc_init(&gr->lane[l], false);
+        atomic_init(&gr->inflight, 0);
+        gr->limit = g == 0 ? (max_concurrency > 1 ? max_concurrency : 1)
+                           : cls->groups[g - 1].max_concurrency;
+    }
+    size_t bytes = (cls->nmethods ? cls->nmethods : 1) * sizeof(unsigned);   /* nmethods: a table in memory */
+    if ((a->method_group = hive__malloc(bytes)) == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
+                          cls->nmethods);
+    memset(a->method_group, 0, bytes);   /* the default group */
+    for (size_t g = 0; g < cls->ngroups; g++) {
+        const hive_concurrency_group_t *gr = &cls->groups[g];
+        for (size_t i = 0; i < gr->nmethods; i++) {
+            unsigned m = gr->methods[i];  /* < nmethods: check_groups */
+            if (a->method_group[m] != 0 && a->method_group[m] != g + 1)
+                return hive__fail(HIVE_EINVAL, "hive_actor_new: method %u of class %s is in two "
+                                  "concurrency groups, %s and %s", m, class_name(cls),
+                                  cls->groups[a->method_group[m] - 1].name, gr->name);
+            a->method_group[m] = (unsigned)g + 1;
+        }
+    }
+    atomic_init(&a->active, 1);
+    atomic_init(&a->restart_req, 0);
     return HIVE_OK;
 }
 
@@ -492,6 +791,9 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         return hive__fail(HIVE_EINVAL, "hive_actor_new: %s is NULL",
                           h == NULL ? "engine" : cls == NULL ? "class" : "out");
     int rc = check_class(cls);
+    unsigned max_concurrency = opts ? opts->max_concurrency : 0;
+    if (rc == HIVE_OK)
+        rc = check_groups(cls, max_concurrency);
     if (rc != HIVE_OK)
         return rc;
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
@@ -511,10 +813,14 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     atomic_init(&a->sched, 0);
     atomic_init(&a->dead, 0);
     atomic_init(&a->refs, 1);
+    if ((rc = setup_groups(a, cls, max_concurrency)) != HIVE_OK) {
+        free_record(a);
+        return rc;
+    }
     name_t *nm = NULL;
     size_t nlen = opts != NULL && opts->name != NULL ? strlen(opts->name) : 0;
     if (opts != NULL && opts->name != NULL && (nm = hive__malloc(sizeof *nm + nlen + 1)) == NULL) {
-        free(a);
+        free_record(a);
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy the name");
     }
     if (nm != NULL)
@@ -610,7 +916,9 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     t->lane = hive__prio_lane(opts ? opts->priority : a->cls.methods[method].priority);
     result->id = t->result->id;
     unsigned lane = t->lane;             /* t belongs to the actor once pushed */
-    hive__mpsc_push(&a->lane[lane], &t->job.node);
+    hive__mpsc_t *box = likely(a->groups == NULL) ? a->lane
+                                                  : a->groups[a->method_group[method]].lane;
+    hive__mpsc_push(&box[lane], &t->job.node);
     kick(a, lane);
 out:
     hive__rcu_unlock();

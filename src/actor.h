@@ -27,6 +27,9 @@ typedef struct hive__actors {
 #define HIVE__ACTOR_TAG        ((uint64_t)1 << 63)
 
 void hive__actors_init(hive__actors_t *r);
+/* HIVE_OK if id names a living actor of h, else the failure with fn's
+ * sentence (HIVE_ENOENT, HIVE_EDEAD); for actor_pool.c. */
+int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);

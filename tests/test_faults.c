@@ -119,6 +119,23 @@ static bool workload(hive_t **out)
         }
         ok(hive_actor_kill(h, act), "hive_actor_kill");
     }
+    /* a concurrent actor behind a pool of one (its calls never overlap):
+     * groups, the pool's tables, queued copies, the completion list */
+    hive_actor_opts_t co = { .max_concurrency = 2 };
+    hive_actor_t cact;
+    hive_pool_t *pool;
+    if (ok(hive_actor_new(h, &counter, NULL, 0, &co, &cact), "hive_actor_new concurrent")) {
+        if (ok(hive_pool_new(h, &cact, 1, &pool), "hive_pool_new")) {
+            for (int i = 0; i < 3; i++)
+                ok(hive_pool_submit(pool, 0, NULL, 0), "hive_pool_submit");
+            hive_ref_t pr;
+            while (hive_pool_has_next(pool) == 1)
+                if (ok(hive_pool_get_next(pool, DEADLINE_NS, &pr), "hive_pool_get_next"))
+                    release_if(h, true, pr);
+            assert_int_equal(hive_pool_free(pool), HIVE_OK);
+        }
+        ok(hive_actor_kill(h, cact), "hive_actor_kill concurrent");
+    }
     if (ok(hive_cell_new(h, (hive_ref_t){ 0 }, &cell), "hive_cell_new")) {
         if (ha)
             ok(hive_cell_publish(h, cell, a), "hive_cell_publish");
