@@ -43,7 +43,11 @@ const char *hive_strerror(int status);
 /*
  * hive_last_error - the calling thread's last failure as a sentence with the
  * numbers that explain it; "" if this thread has seen no failure. The string
- * stays valid until the thread's next failing hive call.
+ * stays valid until the thread's next failing hive call. A successful call
+ * does not clear it: it is meaningful only right after a call reported a
+ * failure (a negative status, NULL, or -1 where documented). To tell
+ * whether a value-returning call failed, use the status-returning form
+ * (hive_array_fetch_add_*, hive_array_write_lock/unlock).
  */
 const char *hive_last_error(void);
 
@@ -140,6 +144,26 @@ int hive_seal(hive_t *h, hive_ref_t ref);
  * (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN or HIVE_EDEAD). size may be NULL. */
 int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size);
 
+/*
+ * hive_get_many - the payloads of n objects at once (Ray's ray.get([refs],
+ * timeout)). Waits until every ref is sealed or failed, or timeout_ns passes
+ * (< 0 forever, 0 polls); inside a task it runs other work while it waits,
+ * as hive_get does. Then datas[i] points at the payload of refs[i] (as
+ * hive_get: zero-copy, valid while the caller holds a count) or is NULL;
+ * sizes[i] is its size (0 when NULL); status[i] is HIVE_OK, the object's
+ * failure code (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN, HIVE_EDEAD),
+ * HIVE_ETIMEDOUT if it was still pending at the deadline, HIVE_ENOENT if
+ * the ref names no object, or HIVE_ESTATE for a cell or actor handle.
+ * sizes and status may be NULL; datas is written even when the call fails
+ * (its entries are scratch space while it waits: no allocation for any n).
+ * Returns HIVE_OK if every status is HIVE_OK, else the status of the first
+ * failing ref (lowest index), with a sentence naming it and how many failed;
+ * HIVE_EINVAL (nothing written) for a NULL engine, NULL refs or datas with
+ * n > 0, or n so large that an array of n refs overflows a size.
+ */
+int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
+                  const void **datas, size_t *sizes, int *status);
+
 /* hive_retain / hive_release - add or drop one count. Releasing a count the
  * caller does not hold is an error only when it is detectable: a ref whose
  * object is already gone gives HIVE_ENOENT. */
@@ -221,6 +245,16 @@ int     hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t 
  * return 0, change nothing, and hive_last_error() says why. */
 int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta);
 double  hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta);
+/* The same with a status, as C11's atomic_fetch_add: HIVE_OK and *old
+ * (may be NULL) the element's value before the add (widened from its
+ * dtype; the new value is old + delta in the element's type).
+ * HIVE_EINVAL (nothing changed, *old untouched) for a NULL or broken view,
+ * an index outside 0 .. numel-1, or a wrong dtype (fetch_add_i64: not an
+ * integer dtype; fetch_add_f64: not F32/F64). */
+int     hive_array_fetch_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta,
+                                 int64_t *old);
+int     hive_array_fetch_add_f64(const hive_array_t *a, int64_t flat_index, double delta,
+                                 double *old);
 
 /* Write sections: a seqlock per array object. Writers exclude each other;
  * readers never block them. hive_array_read copies a consistent snapshot of
@@ -228,6 +262,13 @@ double  hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double del
  * HIVE_EINVAL if dst_size is smaller than numel * itemsize. */
 void    hive_array_write_begin(const hive_array_t *a);
 void    hive_array_write_end(const hive_array_t *a);
+/* The same with a status. hive_array_write_lock: HIVE_OK once the section
+ * is open; HIVE_EINVAL for NULL or a view not from hive_array_view /
+ * hive_array_slice. hive_array_write_unlock: HIVE_OK; HIVE_EINVAL as
+ * lock, HIVE_ESTATE if no section is open on the array. (begin/end do the
+ * same and say nothing; a failed begin leaves no section open.) */
+int     hive_array_write_lock(const hive_array_t *a);
+int     hive_array_write_unlock(const hive_array_t *a);
 int     hive_array_read(const hive_array_t *a, void *dst, size_t dst_size);
 
 /* ------------------------------------------------------------------ cells
@@ -267,6 +308,13 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
     int priority;                            /* higher runs first among queued work (> 0: HIGH lane,
                                                 0: NORMAL, < 0: LOW); for hive_call, NULL opts take
                                                 the method's own priority instead */
+    unsigned max_retries;                    /* hive_submit only (hive_call ignores it): a task whose
+                                                function returns nonzero runs again, at once on the
+                                                same worker, up to this many more times before its
+                                                result fails with HIVE_ETASK. Each run starts with
+                                                an empty result (what a failed run returned is
+                                                dropped) and counts as a new task for worker-local
+                                                values. A cancelled task is never run again. */
 } hive_opts_t;
 
 /*

@@ -793,3 +793,97 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
     return HIVE_OK;
 }
+
+/* ------------------------------------------------------------------ get_many
+ * hive_get_many keeps no table of its own: while it waits, datas[i] holds
+ * the record of refs[i] (the caller's count keeps it alive), or for a ref
+ * that names no object it can get, the negated status as a small integer
+ * (no record lives in the first page); only at the end does it become the
+ * payload. So any n costs no allocation. It waits for the
+ * refs one after another against one deadline: waiting for the slowest is
+ * waiting for all, and each wait is hive_get's (spin, futex, or helping on a
+ * worker). */
+
+/* Look refs[i] up: its record in *o, or its status (HIVE_ENOENT, HIVE_ESTATE). */
+static int many_find(struct hive *h, hive_ref_t ref, size_t i, hive__obj_t **o)
+{
+    *o = hive__obj_find(h, ref, "hive_get_many");
+    if (unlikely(*o == NULL))
+        return HIVE_ENOENT;
+    if (unlikely((*o)->kind != HIVE__BLOB && (*o)->kind != HIVE__ARRAY))
+        return hive__fail(HIVE_ESTATE, "hive_get_many: refs[%zu] (object %llu) is %s", i,
+                          (unsigned long long)ref.id, hive__kind_name((*o)->kind));
+    return HIVE_OK;
+}
+
+#define MANY_CODE_MAX 4096u           /* datas[i] below this: -status of a bad ref */
+
+static inline hive__obj_t *many_obj(const void *d)
+{
+    return (uintptr_t)d < MANY_CODE_MAX ? NULL : (hive__obj_t *)(uintptr_t)d;
+}
+
+/* Wait for every pending record until deadline (UINT64_MAX: forever). */
+static void many_wait(struct hive *h, const void **datas, size_t n, uint64_t deadline)
+{
+    sleeper_enter(h);
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o = many_obj(datas[i]);
+        if (o == NULL)
+            continue;
+        if (hive__obj_state(o) != HIVE__PENDING)
+            continue;
+        uint64_t now = hive__now_ns();
+        int64_t left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0 : (int64_t)(deadline - now);
+        (void)wait_state(h, o, left, "hive_get_many");   /* the outcome is read below */
+    }
+    sleeper_leave(h);
+}
+
+int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
+                  const void **datas, size_t *sizes, int *status)
+{
+    CHECK_ENGINE(h, "hive_get_many");
+    size_t bytes;
+    if (unlikely(__builtin_mul_overflow(n, sizeof *refs, &bytes) ||
+                 __builtin_mul_overflow(n, sizeof *datas, &bytes)))
+        return hive__fail(HIVE_EINVAL, "hive_get_many: %zu refs: an array of %zu-byte entries "
+                          "overflows a size", n, sizeof *refs);
+    if (unlikely(n != 0 && (refs == NULL || datas == NULL)))
+        return hive__fail(HIVE_EINVAL, "hive_get_many: %s is NULL for %zu refs",
+                          refs == NULL ? "refs" : "datas", n);
+    bool pending = false;
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o;
+        int st = many_find(h, refs[i], i, &o);
+        datas[i] = st == HIVE_OK ? (const void *)o : (const void *)(uintptr_t)-st;
+        pending |= st == HIVE_OK && hive__obj_state(o) == HIVE__PENDING;
+    }
+    if (pending)
+        many_wait(h, datas, n, timeout_ns < 0 ? UINT64_MAX : hive__now_ns() + (uint64_t)timeout_ns);
+    size_t bad = 0, first = n;
+    int first_rc = HIVE_OK;
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o = many_obj(datas[i]);
+        int st = o == NULL ? -(int)(uintptr_t)datas[i] : HIVE_OK;
+        if (st == HIVE_OK) {
+            uint32_t s = hive__obj_state(o);
+            st = s == HIVE__PENDING ? HIVE_ETIMEDOUT : s == HIVE__FAILED ? hive__obj_fail_code(o)
+                                                                        : HIVE_OK;
+        }
+        datas[i] = st == HIVE_OK ? (o->size ? o->data : zero_payload) : NULL;
+        if (sizes != NULL)
+            sizes[i] = st == HIVE_OK ? o->size : 0;
+        if (status != NULL)
+            status[i] = st;
+        if (st != HIVE_OK && bad++ == 0) {
+            first = i;
+            first_rc = st;
+        }
+    }
+    if (unlikely(bad != 0))
+        return hive__fail(first_rc, "hive_get_many: %zu of %zu refs are not available; the first, "
+                          "refs[%zu] (object %llu): %s", bad, n, first,
+                          (unsigned long long)refs[first].id, hive_strerror(first_rc));
+    return HIVE_OK;
+}
