@@ -252,57 +252,101 @@ static void *flat_at(const hive_array_t *a, int64_t flat_index, const char *fn)
     return p;
 }
 
-/* relaxed: these are counters; ordering with other data is the job of
- * write sections or of whatever the caller publishes afterwards */
+/* One atomic add on an integer element: *old the value before, *upd after
+ * (both in the element's type, widened). relaxed: these are counters;
+ * ordering with other data is the job of write sections or of whatever the
+ * caller publishes afterwards. */
+#define ADD_INT(V, T, p, d)  /* V: the element's type, T: its unsigned twin (wraps) */ \
+    do {                                                                       \
+        T o_ = __atomic_fetch_add((T *)(p), (T)(d), __ATOMIC_RELAXED);         \
+        *old = (int64_t)(V)o_;                                                 \
+        *upd = (int64_t)(V)(T)(o_ + (T)(d));                                   \
+    } while (0)
+
+static int add_int(const hive_array_t *a, int64_t flat_index, int64_t delta, int64_t *old,
+                   int64_t *upd, const char *fn)
+{
+    void *p = flat_at(a, flat_index, fn);
+    if (p == NULL)
+        return HIVE_EINVAL;                 /* flat_at said why */
+    switch (a->dtype) {
+    case HIVE_I8:  ADD_INT(int8_t, uint8_t, p, delta);   return HIVE_OK;
+    case HIVE_U8:  ADD_INT(uint8_t, uint8_t, p, delta);  return HIVE_OK;
+    case HIVE_I16: ADD_INT(int16_t, uint16_t, p, delta);  return HIVE_OK;
+    case HIVE_U16: ADD_INT(uint16_t, uint16_t, p, delta); return HIVE_OK;
+    case HIVE_I32: ADD_INT(int32_t, uint32_t, p, delta);  return HIVE_OK;
+    case HIVE_U32: ADD_INT(uint32_t, uint32_t, p, delta); return HIVE_OK;
+    case HIVE_I64: ADD_INT(int64_t, uint64_t, p, delta); return HIVE_OK;
+    case HIVE_U64: ADD_INT(uint64_t, uint64_t, p, delta); return HIVE_OK;
+    default:
+        return hive__fail(HIVE_EINVAL, "%s: dtype %d is not an integer type", fn, (int)a->dtype);
+    }
+}
+
+/* Float elements: a CAS loop on the bits. relaxed: as add_int. */
+static int add_float(const hive_array_t *a, int64_t flat_index, double delta, double *old,
+                     double *upd, const char *fn)
+{
+    void *p = flat_at(a, flat_index, fn);
+    if (p == NULL)
+        return HIVE_EINVAL;
+    if (a->dtype == HIVE_F64) {
+        uint64_t ob = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), nb;
+        double o, v;
+        do {
+            memcpy(&o, &ob, sizeof o);
+            v = o + delta;
+            memcpy(&nb, &v, sizeof nb);
+        } while (!__atomic_compare_exchange_n((uint64_t *)p, &ob, nb, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        *old = o;
+        *upd = v;
+        return HIVE_OK;
+    }
+    if (a->dtype == HIVE_F32) {
+        uint32_t ob = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), nb;
+        float o, v;
+        do {
+            memcpy(&o, &ob, sizeof o);
+            v = o + (float)delta;
+            memcpy(&nb, &v, sizeof nb);
+        } while (!__atomic_compare_exchange_n((uint32_t *)p, &ob, nb, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        *old = o;
+        *upd = v;
+        return HIVE_OK;
+    }
+    return hive__fail(HIVE_EINVAL, "%s: dtype %d is not F32 or F64", fn, (int)a->dtype);
+}
+
 int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta)
 {
-    void *p = flat_at(a, flat_index, "hive_array_add_i64");
-    if (p == NULL)
-        return 0;
-    switch (a->dtype) {
-    case HIVE_I8:  return __atomic_add_fetch((int8_t *)p, (int8_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U8:  return __atomic_add_fetch((uint8_t *)p, (uint8_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I16: return __atomic_add_fetch((int16_t *)p, (int16_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U16: return __atomic_add_fetch((uint16_t *)p, (uint16_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I32: return __atomic_add_fetch((int32_t *)p, (int32_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U32: return __atomic_add_fetch((uint32_t *)p, (uint32_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I64: return __atomic_add_fetch((int64_t *)p, delta, __ATOMIC_RELAXED);
-    case HIVE_U64: return (int64_t)__atomic_add_fetch((uint64_t *)p, (uint64_t)delta, __ATOMIC_RELAXED);
-    default:
-        hive__fail(HIVE_EINVAL, "hive_array_add_i64: dtype %d is not an integer type", (int)a->dtype);
-        return 0;
-    }
+    int64_t old = 0, upd = 0;
+    return add_int(a, flat_index, delta, &old, &upd, "hive_array_add_i64") == HIVE_OK ? upd : 0;
 }
 
 double hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta)
 {
-    void *p = flat_at(a, flat_index, "hive_array_add_f64");
-    if (p == NULL)
-        return 0;
-    if (a->dtype == HIVE_F64) {
-        uint64_t old = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), upd;
-        double v;
-        do {
-            memcpy(&v, &old, sizeof v);
-            v += delta;
-            memcpy(&upd, &v, sizeof upd);
-        } while (!__atomic_compare_exchange_n((uint64_t *)p, &old, upd, true, __ATOMIC_RELAXED,
-                                              __ATOMIC_RELAXED));
-        return v;
-    }
-    if (a->dtype == HIVE_F32) {
-        uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), upd;
-        float v;
-        do {
-            memcpy(&v, &old, sizeof v);
-            v += (float)delta;
-            memcpy(&upd, &v, sizeof upd);
-        } while (!__atomic_compare_exchange_n((uint32_t *)p, &old, upd, true, __ATOMIC_RELAXED,
-                                              __ATOMIC_RELAXED));
-        return v;
-    }
-    hive__fail(HIVE_EINVAL, "hive_array_add_f64: dtype %d is not F32 or F64", (int)a->dtype);
-    return 0;
+    double old = 0, upd = 0;
+    return add_float(a, flat_index, delta, &old, &upd, "hive_array_add_f64") == HIVE_OK ? upd : 0;
+}
+
+int hive_array_fetch_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta, int64_t *old)
+{
+    int64_t o = 0, upd = 0;
+    int rc = add_int(a, flat_index, delta, &o, &upd, "hive_array_fetch_add_i64");
+    if (rc == HIVE_OK && old != NULL)
+        *old = o;
+    return rc;
+}
+
+int hive_array_fetch_add_f64(const hive_array_t *a, int64_t flat_index, double delta, double *old)
+{
+    double o = 0, upd = 0;
+    int rc = add_float(a, flat_index, delta, &o, &upd, "hive_array_fetch_add_f64");
+    if (rc == HIVE_OK && old != NULL)
+        *old = o;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ seqlock */
@@ -323,11 +367,11 @@ static hive__obj_t *array_record(const hive_array_t *a, const char *fn)
     return o;
 }
 
-void hive_array_write_begin(const hive_array_t *a)
+static int write_lock(const hive_array_t *a, const char *fn)
 {
-    hive__obj_t *o = array_record(a, "hive_array_write_begin");
+    hive__obj_t *o = array_record(a, fn);
     if (o == NULL)
-        return;
+        return HIVE_EINVAL;
     uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
     for (;;) {
         if (s & 1) {                       /* another writer: wait for it */
@@ -343,21 +387,41 @@ void hive_array_write_begin(const hive_array_t *a)
     /* release fence: the odd sequence is ordered before every data store of
      * the section, so a reader that sees one of them sees the sequence move */
     atomic_thread_fence(memory_order_release);
+    return HIVE_OK;
+}
+
+static int write_unlock(const hive_array_t *a, const char *fn)
+{
+    hive__obj_t *o = array_record(a, fn);
+    if (o == NULL)
+        return HIVE_EINVAL;
+    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    if (!(s & 1))
+        return hive__fail(HIVE_ESTATE, "%s: no write section is open on object %llu", fn,
+                          (unsigned long long)o->id);
+    /* release: the section's data stores are visible before the even value */
+    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+    return HIVE_OK;
+}
+
+void hive_array_write_begin(const hive_array_t *a)
+{
+    (void)write_lock(a, "hive_array_write_begin");
 }
 
 void hive_array_write_end(const hive_array_t *a)
 {
-    hive__obj_t *o = array_record(a, "hive_array_write_end");
-    if (o == NULL)
-        return;
-    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
-    if (!(s & 1)) {
-        hive__fail(HIVE_ESTATE, "hive_array_write_end: no write section is open on object %llu",
-                   (unsigned long long)o->id);
-        return;
-    }
-    /* release: the section's data stores are visible before the even value */
-    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+    (void)write_unlock(a, "hive_array_write_end");
+}
+
+int hive_array_write_lock(const hive_array_t *a)
+{
+    return write_lock(a, "hive_array_write_lock");
+}
+
+int hive_array_write_unlock(const hive_array_t *a)
+{
+    return write_unlock(a, "hive_array_write_unlock");
 }
 
 /* Copy view a into dst packed in C order. */
