@@ -425,6 +425,7 @@ int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out);
  * before each later task on that worker that uses it, finalised at
  * shutdown on its worker's thread. A task that runs on a worker while
  * another task of that worker waits inside hive_get gets its own instance.
+ * A user thread (the driver) gets its own instance with hive_local_thread.
  */
 typedef struct hive_local_def {
     void *(*init)(void *arg);                /* builds the value, once on each worker that uses it */
@@ -432,14 +433,39 @@ typedef struct hive_local_def {
                                                 NULL: fini then init again */
     void  (*fini)(void *value, void *arg);   /* at shutdown; may be NULL */
     void   *arg;
+    int     eager;                           /* nonzero: hive_local_new builds the value on every
+                                                worker at once (the first task on each worker then
+                                                takes it as built, without a reset); from a user
+                                                thread it returns once every worker has built it,
+                                                from inside a task at once. 0: on first use */
 } hive_local_def_t;
+/* A key names one definition of one engine: a key of another engine is
+ * refused with HIVE_ENOENT (engines are told apart by a serial in the id,
+ * which repeats only after four million engines). {0} is never a key. */
 typedef struct hive_local { uint32_t id; } hive_local_t;
 void  hive_local_keep(void *value, void *arg);   /* a reinit that keeps the value as it is */
-/* HIVE_EINVAL for NULL def/out or def->init; HIVE_ENOMEM past 1024 keys. */
+/* HIVE_EINVAL for NULL h/def/out or def->init; HIVE_ENOMEM past 1024 keys.
+ * An eager init that returns NULL is not an error here: that worker builds
+ * the value on first use instead (and hive_local reports a second NULL). */
 int   hive_local_new(hive_t *h, const hive_local_def_t *def, hive_local_t *out);
 /* The value for this worker (same value for repeated calls in one task);
- * NULL (and the sentence) for an unknown key or if init returned NULL. */
+ * NULL (and the sentence) for a key of another engine or never made
+ * (HIVE_ENOENT), outside a task (HIVE_EINVAL), or if init returned NULL
+ * (HIVE_ENOMEM). */
 void *hive_local(hive_ctx_t *ctx, hive_local_t key);
+/*
+ * hive_local_thread - the calling user thread's own value of key (the
+ * driver's environment, say): built with init on the thread's first call,
+ * the same value on every later call from that thread (never reset: no task
+ * marks a boundary there), finalised with fini on the thread's exit or at
+ * hive_shutdown of h, whichever comes first (at shutdown, on the thread
+ * that shuts down; the value must not be used after). Each thread has its
+ * own instance, apart from every worker's. No lock after the first call.
+ * NULL (and the sentence) for NULL h (HIVE_EINVAL), a call from a worker of
+ * h (HIVE_ESTATE: inside a task use hive_local), a key of another engine or
+ * never made (HIVE_ENOENT), or if init returned NULL (HIVE_ENOMEM).
+ */
+void *hive_local_thread(hive_t *h, hive_local_t key);
 
 #ifdef __cplusplus
 }

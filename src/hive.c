@@ -106,6 +106,7 @@ int hive_shutdown(hive_t *h)
     hive__sched_stop(&h->sched);
     /* 3. actors: queued calls fail, fini runs for every live one */
     hive__actors_shutdown(h);
+    hive__local_threads_exit(h);         /* user threads' worker-local values */
     /* 4. whatever the last jobs created, and then nobody may still be
      *    inside a get or a wait when the records go */
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
