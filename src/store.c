@@ -274,11 +274,18 @@ static void free_cb(struct rcu_head *head)
     hive__rcu_callback_begin();
     hive__obj_t *o = caa_container_of(head, hive__obj_t, rcu);
     struct hive *h = o->h;
-    if (o->kind == HIVE__CELL)
-        hive__cell_drop(h, o);
+    if (h->store.drop[o->kind] != NULL)
+        h->store.drop[o->kind](h, o, false);
     free_record(h, o);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
+{
+    if (kind >= HIVE__KINDS)
+        HIVE_DIE("store: no kind %u", (unsigned)kind);
+    h->store.drop[kind] = fn;       /* at init, before any record of the kind exists */
 }
 
 /* Keep the table between 1/8 and 2 objects per bucket. Called by workers
@@ -312,8 +319,8 @@ void hive__store_maintain(struct hive *h)
 void hive__store_drain(struct hive *h)
 {
     hive__rcu_thread();
-    /* a cell's free may queue its version's: loop until none is left
-     * (only when nobody else is releasing: tests, stats, shutdown) */
+    /* a record's drop hook may release other records: loop until no free
+     * is left (only when nobody else is releasing: tests, stats, shutdown) */
     while (atomic_load_explicit(&h->store.callbacks, memory_order_acquire) != 0)
         hive__rcu_barrier();
 }
@@ -349,8 +356,8 @@ void hive__store_close(struct hive *h)
         hive__obj_t *o = caa_container_of(n, hive__obj_t, lf);
         cds_lfht_next(s->ht, &it);
         cds_lfht_del(s->ht, n);
-        if (o->kind == HIVE__CELL)
-            hive__cell_drop_slot_only(h, o);
+        if (s->drop[o->kind] != NULL)
+            s->drop[o->kind](h, o, true);
         free_record(h, o);
     }
     hive__rcu_unlock();
@@ -633,9 +640,9 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
-    if (unlikely(o->kind == HIVE__CELL || o->kind == HIVE__ACTOR))
-        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s", (unsigned long long)ref.id,
-                          o->kind == HIVE__CELL ? "a cell; use hive_cell_acquire" : "an actor handle");
+    if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
+        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     uint32_t st = hive__obj_state(o);
     if (likely(st != HIVE__PENDING))
         return get_result(o, st, data, size);
