@@ -152,7 +152,8 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
  * hive_get: zero-copy, valid while the caller holds a count) or is NULL;
  * sizes[i] is its size (0 when NULL); status[i] is HIVE_OK, the object's
  * failure code (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN, HIVE_EDEAD),
- * HIVE_ETIMEDOUT if it was still pending at the deadline, HIVE_ENOENT if
+ * HIVE_ETIMEDOUT if it was still pending at the deadline (HIVE_ESHUTDOWN
+ * if the engine began to shut down meanwhile), HIVE_ENOENT if
  * the ref names no object, or HIVE_ESTATE for a cell or actor handle.
  * sizes and status may be NULL; datas is written even when the call fails
  * (its entries are scratch space while it waits: no allocation for any n).

@@ -830,10 +830,11 @@ static inline hive__obj_t *many_obj(const void *d)
     return (uintptr_t)d < MANY_CODE_MAX ? NULL : (hive__obj_t *)(uintptr_t)d;
 }
 
-/* Wait for every pending record until deadline (UINT64_MAX: forever). */
+/* Wait for every pending record until deadline (UINT64_MAX: forever).
+ * The caller counts itself a sleeper around this and its reading of the
+ * records after it (as hive_get), so that shutdown does not free them. */
 static void many_wait(struct hive *h, const void **datas, size_t n, uint64_t deadline)
 {
-    sleeper_enter(h);
     for (size_t i = 0; i < n; i++) {
         hive__obj_t *o = many_obj(datas[i]);
         if (o == NULL)
@@ -842,9 +843,9 @@ static void many_wait(struct hive *h, const void **datas, size_t n, uint64_t dea
             continue;
         uint64_t now = hive__now_ns();
         int64_t left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0 : (int64_t)(deadline - now);
-        (void)wait_state(h, o, left, "hive_get_many");   /* the outcome is read below */
+        if (wait_state(h, o, left, "hive_get_many") == HIVE_ESHUTDOWN)
+            return;                  /* the outcome is read below */
     }
-    sleeper_leave(h);
 }
 
 int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
@@ -866,8 +867,10 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
         datas[i] = st == HIVE_OK ? (const void *)o : (const void *)(uintptr_t)-st;
         pending |= st == HIVE_OK && hive__obj_state(o) == HIVE__PENDING;
     }
-    if (pending)
+    if (pending) {
+        sleeper_enter(h);
         many_wait(h, datas, n, timeout_ns < 0 ? UINT64_MAX : hive__now_ns() + (uint64_t)timeout_ns);
+    }
     size_t bad = 0, first = n;
     int first_rc = HIVE_OK;
     for (size_t i = 0; i < n; i++) {
@@ -875,8 +878,8 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
         int st = o == NULL ? -(int)(uintptr_t)datas[i] : HIVE_OK;
         if (st == HIVE_OK) {
             uint32_t s = hive__obj_state(o);
-            st = s == HIVE__PENDING ? HIVE_ETIMEDOUT : s == HIVE__FAILED ? hive__obj_fail_code(o)
-                                                                        : HIVE_OK;
+            st = s == HIVE__FAILED ? hive__obj_fail_code(o) : s == HIVE__SEALED ? HIVE_OK
+                 : engine_stopping(h) ? HIVE_ESHUTDOWN : HIVE_ETIMEDOUT;
         }
         datas[i] = st == HIVE_OK ? (o->size ? o->data : zero_payload) : NULL;
         if (sizes != NULL)
@@ -888,6 +891,8 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
             first_rc = st;
         }
     }
+    if (pending)
+        sleeper_leave(h);            /* the records are not touched again */
     if (unlikely(bad != 0))
         return hive__fail(first_rc, "hive_get_many: %zu of %zu refs are not available; the first, "
                           "refs[%zu] (object %llu): %s", bad, n, first,

@@ -574,6 +574,36 @@ static void test_get_many_inside_a_task(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+struct many_blocked { hive_t *h; hive_ref_t refs[2]; int rc, status[2]; };
+
+static void *get_many_forever(void *arg)
+{
+    struct many_blocked *m = arg;
+    const void *d[2];
+    m->rc = hive_get_many(m->h, m->refs, 2, HIVE_FOREVER, d, NULL, m->status);
+    return NULL;
+}
+
+/* A user thread blocked in hive_get_many returns at shutdown, and shutdown
+ * waits for it before freeing the records it reads. */
+static void test_get_many_returns_at_shutdown(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    struct many_blocked m = { .h = h };
+    void *w;
+    assert_int_equal(hive_put(h, "x", 2, &m.refs[0]), HIVE_OK);
+    assert_int_equal(hive_create(h, 8, &w, &m.refs[1]), HIVE_OK);     /* never sealed */
+    pthread_t t;
+    pthread_create(&t, NULL, get_many_forever, &m);
+    WAIT_UNTIL(atomic_load(&h->store.sleepers) == 1, 10000);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(m.rc, HIVE_ESHUTDOWN);
+    assert_int_equal(m.status[0], HIVE_OK);
+    assert_int_equal(m.status[1], HIVE_ESHUTDOWN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_get_many_waits_and_reports_each),
         cmocka_unit_test(test_get_many_bad_input),
         cmocka_unit_test(test_get_many_inside_a_task),
+        cmocka_unit_test(test_get_many_returns_at_shutdown),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
