@@ -132,6 +132,8 @@ static void build_everywhere(struct hive *h, uint32_t index)
 {
     unsigned n = h->nworkers;
     eager_t *e = hive__malloc(sizeof *e + n * sizeof e->jobs[0]);   /* n <= 4096 */
+    /* relaxed: a hint (hive_local_new may not race a shutdown); posts made
+     * after the stop began are still handed back with w == NULL */
     if (e == NULL || atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)) {
         free(e);                            /* the values are built lazily instead */
         return;
@@ -328,7 +330,7 @@ static void thread_exit(void *marker)
     tlocal_t *mine = tl_mine;
     tl_mine = NULL;
     for (tlocal_t *r = mine; r != NULL; r = r->next_thread) {
-        struct hive *h = atomic_load_explicit(&r->h, memory_order_relaxed);
+        struct hive *h = atomic_load_explicit(&r->h, memory_order_relaxed);   /* under the lock */
         if (h != NULL)
             unlink_engine(r, h);
     }
@@ -366,6 +368,8 @@ void hive__local_threads_exit(struct hive *h)
 static tlocal_t *thread_record(struct hive *h)
 {
     for (tlocal_t *r = tl_mine; r != NULL; r = r->next_thread)
+        /* relaxed: only a shutdown of that engine changes it (to NULL, under
+         * the lock), and no call may race its own engine's shutdown */
         if (atomic_load_explicit(&r->h, memory_order_relaxed) == h)
             return r;
     pthread_once(&tl_once, tl_key_make);
@@ -379,7 +383,7 @@ static tlocal_t *thread_record(struct hive *h)
     pthread_mutex_lock(&tl_lock);
     for (tlocal_t **p = &tl_mine; *p != NULL;) {      /* drop records of engines gone */
         tlocal_t *dead = *p;
-        if (atomic_load_explicit(&dead->h, memory_order_relaxed) == NULL) {
+        if (atomic_load_explicit(&dead->h, memory_order_relaxed) == NULL) {   /* under the lock */
             *p = dead->next_thread;
             free(dead);
         } else {
