@@ -1,16 +1,28 @@
-# hive - GNU make build. No configure step: `make deps` installs what is
-# missing from Debian, everything else is plain rules.
+# hive - GNU make build. No configure step: each entry point installs what
+# it needs and is missing from Debian (tools/deps.sh), the rest is plain rules.
 #
-#   make            build/libhive.a, build/libhive.so, build/hive.pc
+#   make            build/libhive.a, build/libhive.so, build/hive.pc,
+#                   build/hive-static.pc and the examples
+#   make deps       the packages the build and the tests need (what CI runs)
 #   make test       deps, then unit + stress tests in three builds:
-#                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan
+#                   normal -O2, ThreadSanitizer, AddressSanitizer+UBSan,
+#                   the fuzz targets, the examples, the README's tour and
+#                   install recipes
 #   make check      the tests of one build (VARIANT=normal|tsan|asan); the
 #                   normal build's include a 30-second soak
+#   make examples-check  run every example, compare its output with
+#                   examples/expected/ (tools/examples-check.sh), any VARIANT
+#   make readme-check    compile and run README.md's API tour as one program
+#                   and check what it claims (tools/readme-check.sh)
 #   make soak       the soak alone, SOAK_S seconds (default 600), any VARIANT
 #   make fuzz       deps, then each libFuzzer target for FUZZ_S seconds (default 60)
-#   make bench      deps, then every benchmark; JSON in bench/results/
-#   make demo       deps, then the example users run first
-#   make install    PREFIX=/usr/local: headers, libraries and hive.pc
+#   make bench      bench-deps (the build's packages and the peers: TBB, CAF,
+#                   ck, concurrentqueue, Google Benchmark, numpy), then every
+#                   benchmark; JSON in bench/results/
+#   make demo       demo-deps (the build's packages only), then the RL
+#                   sampler (examples/rl_sampling.c)
+#   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
+#                   and hive-static.pc (links libhive.a)
 
 VARIANT ?= normal
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
@@ -67,9 +79,10 @@ endif
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build
+.PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
+        examples-check readme-check bench-deps demo-deps
 all: lib examples
-lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc)
+lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -82,8 +95,11 @@ $(B)/libhive.a: $(OBJS)
 $(B)/libhive.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
 
-$(B)/hive.pc: hive.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@
+# hive.pc: -lhive (the shared library when both are installed);
+# hive-static.pc: libhive.a by path, whatever else is installed
+PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|'
+$(B)/%.pc: %.pc.in Makefile
+	$(PC_SUBST) $< > $@
 
 # ------------------------------------------------------------------ tests
 $(B)/tests/%: tests/%.c tests/testutil.h $(B)/libhive.a
@@ -103,17 +119,32 @@ examples: $(EXAMPLE_BINS)
 check: lib $(TEST_BINS) $(EXAMPLE_BINS)
 	@tools/run-tests.sh $(VARIANT) $(TEST_BINS)
 
+examples-check: $(EXAMPLE_BINS)
+	@tools/examples-check.sh $(B)
+
+readme-check: $(B)/libhive.a
+	@tools/readme-check.sh $(B) "$(SANFLAGS)"
+
 soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
 
 deps:
-	@tools/deps.sh
+	@tools/deps.sh test
+
+bench-deps:
+	@tools/deps.sh bench
+
+demo-deps:
+	@tools/deps.sh build
 
 test: deps
 	@rm -f build/.test-summary
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
+	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
+	$(MAKE) --no-print-directory VARIANT=tsan examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
+	$(MAKE) --no-print-directory VARIANT=asan examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
 	@tools/run-fuzz.sh $(FUZZ_TEST_S) $(FUZZ_BINS)
 	@tools/install-test.sh
@@ -169,14 +200,15 @@ build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a
 	$(CXX) -o $@ $(BENCH_OBJS) build/libhive.a -pthread \
 	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lurcu-qsbr -lurcu-bp -lcaf_core -lm
 
-bench: deps
+bench: bench-deps
 	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench
 	@mkdir -p bench/results
 	build/bench/hive-bench --benchmark_out=bench/results/hive-bench.json \
 	    --benchmark_out_format=json $(BENCH_ARGS)
+	/usr/bin/python3 tools/bench-report.py bench/results/hive-bench.json bench/results
 
 # ------------------------------------------------------------------ demo
-demo: deps
+demo: demo-deps
 	$(MAKE) --no-print-directory VARIANT=normal examples
 	build/examples/$(DEMO)
 
@@ -189,8 +221,8 @@ install: lib
 	    install -m 644 include/hive/*.h $(DESTDIR)$(PREFIX)/include/hive/; fi
 	install -m 644 $(B)/libhive.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libhive.so $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@REQUIRES@|$(PKGS)|' hive.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
+	$(PC_SUBST) hive.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
+	$(PC_SUBST) hive-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive-static.pc
 
 clean:
 	rm -rf build

@@ -6,6 +6,7 @@
 
 void hb_register_all(void)
 {
+    hb_register(hb_limits_benches, hb_limits_nbenches);
     hb_register(hb_mpsc_benches, hb_mpsc_nbenches);
     hb_register(hb_store_benches, hb_store_nbenches);
     hb_register(hb_task_benches, hb_task_nbenches);

@@ -6,6 +6,8 @@
  * Shows: hive_put of a read-only object shared by every task (passed by ref,
  * read in place, never copied), small inline arguments (each state), results
  * returned with hive_return, and hive_wait + hive_get to fetch them by chunk.
+ * Like the seed, it ends with the mean Q value over the states (here the
+ * mean of each state's best action value).
  *
  *   make examples && build/examples/policy_eval
  */
@@ -117,6 +119,10 @@ int main(void)
         printf("\n");
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sum = 0;
+    for (int s = 0; s < STATES; s++)
+        sum += got[s];
+    printf("Mean Q value: %.4f\n", sum / STATES);
 
     /* The same computation serially: the results must match exactly (same
      * code, same order of operations). Tiny tasks like these cost more to

@@ -4,7 +4,9 @@
  * to it in place, atomically. The array lives in the object store; every
  * holder sees the same bytes, so nothing is copied and nobody owns it.
  *
- *   worker 1 adds one -> 1, worker 2 adds one -> 2, main reads -> 2
+ *   worker 1 adds one -> 1, worker 2 adds one -> 2, worker 1 reads -> 2
+ *
+ * (and main, holding the same ref, reads 2 as well).
  *
  * Then it shows that the bytes never move: each actor returns the address
  * it sees the element at, and main compares them with its own.
@@ -19,7 +21,7 @@
 
 /* ---- WorkerActor: its state is the array's ref, a plain value */
 typedef struct worker { hive_ref_t counter; } worker_t;
-enum { ADD_ONE, WHERE };
+enum { ADD_ONE, READ, WHERE };
 
 /* The array comes in by ref (HIVE_REF), not by value: the actor gets the
  * object itself, not a copy of its bytes. The actor's constructor record
@@ -45,6 +47,19 @@ static int worker_add_one(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, &now, sizeof now);
 }
 
+/* read: the element's current value, copied out as a consistent snapshot
+ * (never half of a write section). */
+static int worker_read(void *self, hive_ctx_t *ctx)
+{
+    worker_t *w = self;
+    hive_array_t v;
+    int64_t now;
+    if (hive_array_view(hive_engine(ctx), w->counter, &v) != HIVE_OK ||
+        hive_array_read(&v, &now, sizeof now) != HIVE_OK)
+        return 1;
+    return hive_return(ctx, &now, sizeof now);
+}
+
 /* where: the address this actor sees the element at. */
 static int worker_where(void *self, hive_ctx_t *ctx)
 {
@@ -58,11 +73,12 @@ static int worker_where(void *self, hive_ctx_t *ctx)
 
 static const hive_method_t worker_methods[] = {
     [ADD_ONE] = { "add_one", worker_add_one, HIVE_PRIO_NORMAL },
+    [READ]    = { "read",    worker_read,    HIVE_PRIO_NORMAL },
     [WHERE]   = { "where",   worker_where,   HIVE_PRIO_NORMAL },
 };
 static const hive_actor_class_t worker_class = {
     .name = "WorkerActor", .size = sizeof(worker_t), .init = worker_init,
-    .methods = worker_methods, .nmethods = 2,
+    .methods = worker_methods, .nmethods = 3,
 };
 
 /* Call a method with no arguments and wait for its 8-byte answer. */
@@ -108,6 +124,8 @@ int main(void)
 
     printf("worker 1 adds one: %lld\n", (long long)(int64_t)call_and_get(h, w1, ADD_ONE));
     printf("worker 2 adds one: %lld\n", (long long)(int64_t)call_and_get(h, w2, ADD_ONE));
+    int64_t read1 = (int64_t)call_and_get(h, w1, READ);
+    printf("worker 1 reads:    %lld\n", (long long)read1);
 
     /* main reads the same element: a consistent snapshot, copied out */
     hive_array_t v;
@@ -127,5 +145,5 @@ int main(void)
 
     hive_release(h, counter);            /* the actors still hold theirs until shutdown */
     hive_shutdown(h);
-    return value == 2 && p1 == p2 && p2 == pm ? 0 : 1;
+    return read1 == 2 && value == 2 && p1 == p2 && p2 == pm ? 0 : 1;
 }

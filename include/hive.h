@@ -184,11 +184,20 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * and above 256 bytes to one of four cell sizes per doubling (less than 25%
  * more than the size). A larger object takes its size rounded up to 64
  * bytes plus a 64-byte header. Zero-size objects take 64 bytes. A released
- * object counts until its grace period ends. objects: live objects. */
+ * object counts until its grace period ends. objects: live objects.
+ * resident: the bytes of store memory the kernel holds now (pages touched
+ * and not given back). Freed memory goes back in purges that a worker runs
+ * between jobs once small-object memory held passes used + capacity/4 +
+ * 16 MiB: whole free slabs (256 KiB) lose their pages and serve any size
+ * afterwards. Free large blocks keep theirs (the next large objects reuse
+ * them without faulting) unless the store holds more than capacity * 5/4
+ * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
+ * 128 per size class and thread) and slabs that still hold a live object. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;
     uint64_t objects;
+    size_t   resident;
 } hive_store_stats_t;
 int hive_store_stats(hive_t *h, hive_store_stats_t *out);
 

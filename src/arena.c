@@ -12,9 +12,19 @@
  *
  * Small allocator: slabs cut from the node's small area with one atomic
  * add, carved into cells; per-thread caches and lock-free batch rings
- * (ds/batch.h). A cell stays with its class forever (resident memory of a
- * class is its high-water mark); once the small area is spent, small
- * payloads fall back to large blocks (arena.h).
+ * (ds/batch.h). A slab serves one class until a purge finds all its cells
+ * free on the class's ring and gives its pages back; the slab then waits
+ * on the region's free-slab list for any class. Once the small area is
+ * spent, small payloads fall back to large blocks (arena.h).
+ *
+ * Purge (hive__arena_purge, a worker between jobs): per class, it drains
+ * the class's ring into one chain, counts the free cells of each slab,
+ * unlinks the cells of slabs that are wholly free, gives the rest back to
+ * the ring, and only then punches the freed slabs (their cells' links are
+ * read before their pages go). Threads keep allocating meanwhile: one that
+ * finds the ring empty takes a free slab or cuts a new one, which only
+ * costs memory for a moment. Free large blocks lose their pages (all but
+ * the header's) under the region's lock.
  *
  * Per-thread caches belong to one arena at a time (one cache per node and
  * class): the thread-local cache names the arena by its process-unique id. A thread that moves to
@@ -35,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ large blocks */
@@ -167,11 +178,17 @@ static size_t large_free(hive__region_t *r, void *p)
     }
     set_prev_size_of_next(r, b);
     bin_insert(r, b);
+    /* relaxed: a trigger for the purge (hive__arena_wants_purge); the
+     * lock orders the writers */
+    atomic_store_explicit(&r->large_dirty, atomic_load_explicit(&r->large_dirty, memory_order_relaxed)
+                          + freed, memory_order_relaxed);
     pthread_mutex_unlock(&r->lock);
     return freed;
 }
 
 /* ------------------------------------------------------------ small cells */
+
+#define PURGE_SLACK ((size_t)16 << 20)     /* held beyond live + capacity/4 before a purge */
 
 /* Classes 0..3 are 64, 128, 192, 256; above, four per doubling: for
  * 2^k < size <= 2^(k+1) (k >= 8) the cells are 2^k + j * 2^(k-2), j = 1..4,
@@ -196,11 +213,10 @@ static inline size_t class_size(unsigned c)
 
 _Static_assert(HIVE_ARENA_NCLASSES == 4 + 4 * (15 - 8), "classes up to 2^15");
 
-/* A slab holds a whole number of cells: at least 8 and at least 64 KiB. */
-static inline size_t slab_bytes(unsigned c)
+/* Cells of class c in a slab (the slab's tail past them is never used). */
+static inline size_t slab_cells(unsigned c)
 {
-    size_t cell = class_size(c), n = (65536 + cell - 1) / cell;
-    return cell * (n < 8 ? 8 : n);
+    return HIVE_ARENA_SLAB / class_size(c);
 }
 
 /* The class's batch list on r, made on first use; NULL only if that
@@ -313,24 +329,55 @@ void hive__arena_flush_thread(hive__arena_t *a)
         tc_release();
 }
 
-/* Fill the empty cache k of class c on r: a batch from the class's list,
- * else a new slab from the small area. False if the small area is spent. */
-static bool small_refill(hive__region_t *r, size_t small_size, unsigned c, hive__fcache_t *k)
+/* A slab a purge gave back, or NULL. The list is under a mutex: a thread
+ * comes here once per slab's worth of cells (256 KiB), only when its
+ * class's ring is empty too, and the purge holds the lock for a push; the
+ * relaxed look first keeps the common case (no free slab) lock-free. */
+static char *take_free_slab(hive__region_t *r)
 {
+    if (atomic_load_explicit(&r->free_slab_bytes, memory_order_relaxed) == 0)
+        return NULL;
+    pthread_mutex_lock(&r->slab_lock);
+    char *slab = r->free_slabs;
+    if (slab != NULL) {
+        r->free_slabs = *(char **)(void *)slab;
+        atomic_store_explicit(&r->free_slab_bytes,
+                              atomic_load_explicit(&r->free_slab_bytes, memory_order_relaxed) -
+                              HIVE_ARENA_SLAB, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&r->slab_lock);
+    return slab;
+}
+
+/* Fill the empty cache k of class c on region `node`: a batch from the
+ * class's list, else a slab a purge gave back, else a new slab from the
+ * small area (and, if memory held has outgrown live bytes, a purge is
+ * asked for). False if the small area is spent. */
+static bool small_refill(hive__arena_t *a, unsigned node, unsigned c, hive__fcache_t *k)
+{
+    hive__region_t *r = &a->regions[node];
     hive__batchlist_t *l = class_list(r, c);
     if (l == NULL)
         return false;
     if (hive__fcache_refill(k, l))
         return true;
-    size_t sb = slab_bytes(c);
-    /* relaxed: the area is only ever cut, never handed back; the load keeps
-     * a spent area's counter from growing on every miss */
-    if (atomic_load_explicit(&r->small_cut, memory_order_relaxed) + sb > small_size)
-        return false;
-    size_t off = atomic_fetch_add_explicit(&r->small_cut, sb, memory_order_relaxed);
-    if (off + sb > small_size)
-        return false;
-    hive__fcache_carve(k, r->small + off, sb, class_size(c), l);
+    char *slab = take_free_slab(r);
+    if (slab == NULL) {
+        size_t sb = HIVE_ARENA_SLAB;
+        /* relaxed: the area is only ever cut, never handed back; the load
+         * keeps a spent area's counter from growing on every miss */
+        if (atomic_load_explicit(&r->small_cut, memory_order_relaxed) + sb > a->small_size)
+            return false;
+        size_t off = atomic_fetch_add_explicit(&r->small_cut, sb, memory_order_relaxed);
+        if (off + sb > a->small_size)
+            return false;
+        slab = r->small + off;
+        if (a->ask_purge != NULL && hive__arena_wants_purge(a))
+            a->ask_purge(a->ask_ctx);
+    }
+    /* a slab from the free list may hold another class's poison */
+    HIVE_UNPOISON(slab, HIVE_ARENA_SLAB);
+    hive__fcache_carve(k, slab, slab_cells(c) * class_size(c), class_size(c), l);
     return true;
 }
 
@@ -339,7 +386,7 @@ static void *small_alloc(hive__arena_t *a, unsigned c, unsigned node)
     if (unlikely(!tc_is(a)) && !tc_switch(a))
         return NULL;
     hive__fcache_t *k = &tc.cls[node * HIVE_ARENA_NCLASSES + c];
-    if (unlikely(k->head == NULL) && !small_refill(&a->regions[node], a->small_size, c, k))
+    if (unlikely(k->head == NULL) && !small_refill(a, node, c, k))
         return NULL;
     return hive__fcache_pop(k, class_size(c));
 }
@@ -353,7 +400,7 @@ static void small_free(hive__arena_t *a, void *p, unsigned c, unsigned node)
         /* no memory for a cache: hand the cell over as a batch of one */
         hive__fblock_t *b = p;
         atomic_init(&b->next, NULL);
-        hive__batch_give(l, b);
+        hive__batch_give(l, b, 1);
         return;
     }
     hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c), l);
@@ -430,6 +477,10 @@ void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
     if (!take_capacity(a, size, need, err))
         return NULL;
     void *p = large_alloc(&a->regions[node], need);
+    /* relaxed: a trigger; many large frees since the last purge */
+    if (unlikely(atomic_load_explicit(&a->regions[node].large_dirty, memory_order_relaxed) >
+                 a->capacity / 8 + PURGE_SLACK) && a->ask_purge != NULL)
+        a->ask_purge(a->ask_ctx);
     if (unlikely(p == NULL)) {
         give_capacity(a, need);
         /* relaxed: a number for the sentence */
@@ -453,6 +504,195 @@ void hive__arena_free(hive__arena_t *a, void *p, size_t size)
         charge = large_free(&a->regions[node], p);
     }
     give_capacity(a, charge);
+}
+
+/* ------------------------------------------------------------ purge */
+
+#define PAGE        ((size_t)4096)
+
+/* Bytes of small area the regions hold: slabs cut, less those waiting on
+ * the free-slab lists (punched). Relaxed loads: an estimate for a trigger. */
+static size_t small_held(const hive__arena_t *a)
+{
+    size_t held = 0;
+    for (unsigned i = 0; i < a->nnodes; i++) {
+        const hive__region_t *r = &a->regions[i];
+        size_t cut = atomic_load_explicit(&r->small_cut, memory_order_relaxed);
+        held += (cut < a->small_size ? cut : a->small_size) -
+                atomic_load_explicit(&r->free_slab_bytes, memory_order_relaxed);
+    }
+    return held;
+}
+
+bool hive__arena_wants_purge(const hive__arena_t *a)
+{
+    /* relaxed loads throughout: a stale view only moves a purge a little */
+    size_t cap = a->capacity, used = atomic_load_explicit(&a->used, memory_order_relaxed);
+    size_t held = small_held(a), floor = atomic_load_explicit(&a->purge_floor, memory_order_relaxed);
+    /* held beyond live bytes + a quarter, and grown since the last purge
+     * (which may have been stopped by slabs with live cells) */
+    if (held > used + cap / 4 + PURGE_SLACK && held > floor + cap / 8 + PURGE_SLACK)
+        return true;
+    for (unsigned i = 0; i < a->nnodes; i++)
+        if (atomic_load_explicit(&a->regions[i].large_dirty, memory_order_relaxed) >
+            cap / 8 + PURGE_SLACK)
+            return true;
+    return false;
+}
+
+/* Give the pages of [p, p + n) back to the kernel (a hole in the memfd);
+ * they read as zeros and cost memory again when written. */
+static void punch(char *p, size_t n)
+{
+    if (n > 0)
+        madvise(p, n, MADV_REMOVE);        /* advice: a failure only keeps the pages */
+}
+
+/* Take every batch off class c's ring of r as one chain; *n its cells. At
+ * most max cells (threads freeing as fast as the drain cannot hold it). */
+static hive__fblock_t *drain_class(hive__batchlist_t *l, size_t max, size_t *n)
+{
+    hive__fblock_t *head = NULL, *tail = NULL;
+    *n = 0;
+    while (*n < max) {
+        hive__fblock_t *b = hive__batch_take(l);
+        if (b == NULL)
+            break;
+        if (tail == NULL)
+            head = b;
+        else
+            hive__fb_set_next(tail, b);
+        for (tail = b, (*n)++; hive__fb_next(tail) != NULL; tail = hive__fb_next(tail))
+            (*n)++;
+    }
+    return head;
+}
+
+#define WHOLE UINT32_MAX                    /* counts[] mark of a slab whose cells are all free */
+
+/* Purge class c of region r: slabs whose cells are all on the ring leave
+ * for the free-slab list. counts has a word per slab cut (nslabs). */
+static void purge_class(hive__region_t *r, unsigned c, uint32_t *counts, size_t nslabs)
+{
+    /* acquire: pairs with the release that published the list */
+    hive__batchlist_t *l = atomic_load_explicit(&r->lists[c], memory_order_acquire);
+    if (l == NULL)
+        return;
+    size_t n, per = slab_cells(c);
+    hive__fblock_t *chain = drain_class(l, nslabs * per, &n);
+    if (chain == NULL)
+        return;
+    memset(counts, 0, nslabs * sizeof *counts);
+    for (hive__fblock_t *b = chain; b != NULL; b = hive__fb_next(b)) {
+        size_t i = (size_t)((char *)b - r->small) / HIVE_ARENA_SLAB;
+        if (i < nslabs)                     /* cut after we read the bump: not counted */
+            counts[i]++;
+    }
+    size_t whole = 0;
+    for (size_t i = 0; i < nslabs; i++)
+        if (counts[i] == per) {
+            counts[i] = WHOLE;
+            whole++;
+        }
+    if (whole > 0) {                        /* unlink their cells: links are read before the punch */
+        hive__fblock_t *keep = NULL, *tail = NULL;
+        for (hive__fblock_t *b = chain, *next; b != NULL; b = next) {
+            next = hive__fb_next(b);
+            size_t i = (size_t)((char *)b - r->small) / HIVE_ARENA_SLAB;
+            if (i < nslabs && counts[i] == WHOLE)
+                continue;
+            if (tail != NULL)
+                hive__fb_set_next(tail, b);
+            else
+                keep = b;
+            tail = b;
+        }
+        if (tail != NULL)
+            hive__fb_set_next(tail, NULL);
+        chain = keep;
+    }
+    hive__batch_give_chain(l, chain);
+    for (size_t i = 0; i < nslabs && whole > 0; i++) {
+        if (counts[i] != WHOLE)
+            continue;
+        char *slab = r->small + i * HIVE_ARENA_SLAB;
+        HIVE_UNPOISON(slab, HIVE_ARENA_SLAB);
+        punch(slab, HIVE_ARENA_SLAB);
+        pthread_mutex_lock(&r->slab_lock);
+        *(char **)(void *)slab = r->free_slabs;   /* one page comes back for the link */
+        r->free_slabs = slab;
+        atomic_store_explicit(&r->free_slab_bytes,
+                              atomic_load_explicit(&r->free_slab_bytes, memory_order_relaxed) +
+                              HIVE_ARENA_SLAB, memory_order_relaxed);
+        pthread_mutex_unlock(&r->slab_lock);
+        whole--;
+    }
+}
+
+/* Punch the pages of every free large block of r but its header's. */
+static void purge_large(hive__region_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < 64; i++)
+        for (lblk_t *b = r->bins[i]; b != NULL; b = b->next) {
+            uintptr_t from = ((uintptr_t)b + HDR + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+            uintptr_t to = ((uintptr_t)b + bsize(b)) & ~(uintptr_t)(PAGE - 1);
+            if (to > from)
+                punch((char *)from, to - from);
+        }
+    atomic_store_explicit(&r->large_dirty, 0, memory_order_relaxed);   /* under lock, as large_free */
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Forget the large frees counted so far (they were not worth a purge). */
+static void clear_dirty(hive__region_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    atomic_store_explicit(&r->large_dirty, 0, memory_order_relaxed);   /* under lock, as large_free */
+    pthread_mutex_unlock(&r->lock);
+}
+
+void hive__arena_purge(hive__arena_t *a)
+{
+    /* acquire/release: one purger at a time, each after the last's writes */
+    if (atomic_exchange_explicit(&a->purging, 1, memory_order_acquire) != 0)
+        return;
+    for (unsigned n = 0; n < a->nnodes; n++) {
+        hive__region_t *r = &a->regions[n];
+        /* relaxed: slabs cut later are left for the next purge */
+        size_t cut = atomic_load_explicit(&r->small_cut, memory_order_relaxed);
+        size_t nslabs = (cut < a->small_size ? cut : a->small_size) / HIVE_ARENA_SLAB;
+        uint32_t *counts = nslabs > 0 ? hive__malloc(nslabs * sizeof *counts) : NULL;
+        if (counts != NULL)                 /* no memory for the counts: no small purge now */
+            for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+                purge_class(r, c, counts, nslabs);
+        free(counts);
+    }
+    /* Free large blocks are reused by the next large payloads, so their
+     * pages only cost when the store holds more than its bound: punching
+     * them otherwise would make every put after a release fault its pages
+     * in again (a copying put would run at page-fault speed, not memcpy's). */
+    bool over = hive__arena_resident(a) > a->large_bound;
+    for (unsigned n = 0; n < a->nnodes; n++) {
+        hive__region_t *r = &a->regions[n];
+        if (atomic_load_explicit(&r->large_dirty, memory_order_relaxed) == 0)
+            continue;
+        if (over)
+            purge_large(r);
+        else
+            clear_dirty(r);
+    }
+    atomic_store_explicit(&a->purge_floor, small_held(a), memory_order_relaxed);
+    atomic_fetch_add_explicit(&a->purges, 1, memory_order_relaxed);   /* a statistic */
+    atomic_store_explicit(&a->purging, 0, memory_order_release);
+}
+
+size_t hive__arena_resident(const hive__arena_t *a)
+{
+    struct stat st;
+    if (fstat(a->memfd, &st) != 0)
+        return 0;
+    return (size_t)st.st_blocks * 512;
 }
 
 /* ------------------------------------------------------------ address space */
@@ -521,6 +761,10 @@ static void init_region(hive__arena_t *a, unsigned i, const hive__topo_t *topo)
     for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
         atomic_init(&r->lists[c], NULL);
     pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->slab_lock, NULL);
+    r->free_slabs = NULL;
+    atomic_init(&r->free_slab_bytes, 0);
+    atomic_init(&r->large_dirty, 0);
     madvise(r->base, a->large_size, MADV_HUGEPAGE);  /* advice only: ignored where THP for shmem is off */
     if (!topo->synthetic) {
         /* place every page of this region on its node; on a single-node
@@ -553,6 +797,7 @@ static void close_region(hive__arena_t *a, hive__region_t *r)
         }
     }
     pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->slab_lock);
 }
 
 /* One memfd and one mapping for every node's region. */
@@ -615,6 +860,7 @@ int hive__arena_open(hive__arena_t *a, size_t capacity, const hive__topo_t *topo
     a->capacity = capacity;
     a->nnodes = topo->nnodes;
     a->id = atomic_fetch_add(&next_arena_id, 1);
+    a->large_bound = capacity / 4 * 5 + PURGE_SLACK;   /* cannot overflow: capacity < 2^47 here */
     int rc = hive__arena_check(capacity, a->nnodes);
     if (rc != HIVE_OK)
         return rc;

@@ -16,14 +16,20 @@
  *    fast path, no lock, no system call. Caches exchange batches with a
  *    lock-free per-class ring (ds/batch.h, made at the class's first slab on
  *    the node). Classes cut slabs from the node's small area with one atomic
- *    add; a cell never leaves its class.
- * A class keeps the cells it has cut, so a history of many sizes can spend
- * the small area on cells nobody needs any more. From then on a small
- * payload whose class has no free cell takes a block of the large allocator
- * instead (its mutex, its header): slower, but in an area of twice the
- * capacity, where only fragmentation could refuse it. Large payloads never
- * live in the small area, so cells kept by classes never take address
- * space from a large one.
+ *    add (or take one a purge gave back); a slab serves one class at a time.
+ * Slabs are all HIVE_ARENA_SLAB bytes, so a slab one class no longer needs
+ * can serve another: a purge (hive__arena_purge, run by a worker between
+ * jobs when the small memory held passes live bytes + capacity/4) finds
+ * the slabs whose cells are all free on their class's shared list, punches
+ * their pages out of the memfd and keeps them on the region's free-slab
+ * list, which a class takes before cutting a new slab. Cells in threads'
+ * caches (at most 128 per class and thread) and slabs with one live cell
+ * stay. Should the small area still run out, a small payload whose class
+ * has no free cell takes a block of the large allocator instead (its
+ * mutex, its header): slower, but in an area of twice the capacity, where
+ * only fragmentation could refuse it. Large payloads never live in the
+ * small area, so cells kept by classes never take address space from a
+ * large one; free large blocks lose their pages in a purge too.
  *
  * Capacity is counted exactly in one atomic, `used`: what live payloads
  * take from the store. A payload in a cell counts the cell (under 25% more
@@ -42,6 +48,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +58,7 @@
 
 #define HIVE_ARENA_SMALL_MAX (32u * 1024u)
 #define HIVE_ARENA_NCLASSES  32               /* 64 .. 32768, four per doubling */
+#define HIVE_ARENA_SLAB      ((size_t)256 << 10)  /* every slab; 8 cells of the largest class */
 
 struct hive__lblk;
 
@@ -62,7 +70,13 @@ typedef struct hive__region {
     pthread_mutex_t lock;                      /* the large allocator */
     struct hive__lblk *bins[64];               /* free blocks by floor(log2(size)) */
     size_t         large_free;                 /* bytes in free large blocks (stats) */
+    _Atomic size_t large_dirty;                /* bytes freed in the large area since its
+                                                  last purge (written under lock) */
     _Atomic(hive__batchlist_t *) lists[HIVE_ARENA_NCLASSES];  /* lock-free batch lists */
+    pthread_mutex_t slab_lock;                 /* the free slabs (a slow path: see small_refill) */
+    char          *free_slabs;                 /* slabs given back by a purge, linked through
+                                                  their first word */
+    _Atomic size_t free_slab_bytes;            /* their bytes (written under slab_lock) */
     HIVE_ALIGNED _Atomic size_t small_cut;     /* bump offset of cut slabs */
 } hive__region_t;
 
@@ -75,6 +89,13 @@ typedef struct hive__arena {
     size_t          region_size, large_size, small_size;
     int             memfd;
     hive__region_t *regions;
+    void          (*ask_purge)(void *ctx);     /* asks someone to call hive__arena_purge soon */
+    void           *ask_ctx;
+    _Atomic int     purging;                   /* one purge at a time */
+    _Atomic size_t  purge_floor;               /* small bytes held after the last purge */
+    _Atomic uint64_t purges;                   /* purges run (a statistic) */
+    size_t          large_bound;               /* held beyond this, a purge punches free large
+                                                  blocks (capacity * 5/4 + 16 MiB; tests lower it) */
     HIVE_ALIGNED _Atomic size_t used;          /* bytes live payloads take (see above) */
 } hive__arena_t;
 
@@ -106,5 +127,19 @@ size_t hive__arena_charge_of(const hive__arena_t *a, const void *p, size_t size)
 /* Give back whatever the calling thread caches for this arena (tests use it
  * to check that every block returns). */
 void hive__arena_flush_thread(hive__arena_t *a);
+
+/* Whether memory the store holds has grown past what a purge should give
+ * back (a few loads: callers check it between jobs). */
+bool hive__arena_wants_purge(const hive__arena_t *a);
+
+/* Give free memory back to the kernel: every slab whose cells are all on
+ * their class's shared list leaves the class (its pages punched out of the
+ * memfd) for any class to reuse, and free large blocks lose their pages.
+ * Slow (system calls, a pass over the free cells); never on a hot path.
+ * Concurrent callers: one purges, the others return at once. */
+void hive__arena_purge(hive__arena_t *a);
+
+/* Bytes of the store's memfd the kernel holds now (one fstat). */
+size_t hive__arena_resident(const hive__arena_t *a);
 
 #endif

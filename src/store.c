@@ -76,6 +76,33 @@ static char zero_payload[64] __attribute__((aligned(64)));
 
 #define TABLE_MIN ((unsigned long)1 << 12)
 
+/* The arena holds much more memory than live payloads need: a worker
+ * purges it (hive__arena_purge), as resize_job resizes the table. */
+static void purge_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__store_t *s = HIVE_CONTAINER_OF(job, hive__store_t, purge_job);
+    struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
+    if (w != NULL)
+        hive__arena_purge(&h->arena);
+    /* release: a later requester sees what this purge gave back */
+    atomic_store_explicit(&s->purge_asked, 0, memory_order_release);
+}
+
+static void request_purge(void *ctx)
+{
+    struct hive *h = ctx;
+    hive__store_t *s = &h->store;
+    /* acquire: pairs with purge_job's release */
+    if (atomic_exchange_explicit(&s->purge_asked, 1, memory_order_acquire) != 0)
+        return;
+    if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed) || h->sched.n == 0) {
+        atomic_store_explicit(&s->purge_asked, 0, memory_order_relaxed);
+        return;
+    }
+    s->purge_job.fn = purge_job;
+    hive__sched_post(&h->sched, 0, &s->purge_job);
+}
+
 int hive__store_open(hive__store_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -87,6 +114,10 @@ int hive__store_open(hive__store_t *s)
     atomic_init(&s->buckets, TABLE_MIN);
     if (s->ht == NULL)
         return hive__fail(HIVE_ENOMEM, "store: cannot create the object table");
+    /* the arena (opened first) asks for purges through the store's job */
+    struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
+    h->arena.ask_ctx = h;
+    h->arena.ask_purge = request_purge;
     return HIVE_OK;
 }
 
@@ -288,13 +319,16 @@ void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
     h->store.drop[kind] = fn;       /* at init, before any record of the kind exists */
 }
 
-/* Keep the table between 1/8 and 2 objects per bucket. Called by workers
+/* Keep the table between 1/8 and 2 objects per bucket, and the arena's
+ * memory near what live payloads need (a purge). Called by workers
  * between jobs and before parking, never inside a read-side section: a
  * resize takes liburcu's resize mutex and waits for grace periods, which
  * is why it stays off the put/submit paths. Whichever worker sees the
  * table out of shape first does it; others go on. */
 void hive__store_maintain(struct hive *h)
 {
+    if (unlikely(hive__arena_wants_purge(&h->arena)))
+        hive__arena_purge(&h->arena);
     hive__store_t *s = &h->store;
     /* relaxed: statistics; a stale view only delays a resize */
     uint64_t n = atomic_load_explicit(&s->objects, memory_order_relaxed);
@@ -797,6 +831,7 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
         return hive__fail(HIVE_EINVAL, "hive_store_stats: out is NULL");
     out->capacity = h->arena.capacity;
     out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    out->resident = hive__arena_resident(&h->arena);
     out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
     return HIVE_OK;
 }

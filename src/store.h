@@ -125,6 +125,8 @@ typedef struct hive__store {
     _Atomic uint64_t  resizes;
     _Atomic uint32_t  resize_asked;            /* resize_job is posted */
     hive__job_t       resize_job;
+    _Atomic uint32_t  purge_asked;             /* purge_job is posted */
+    hive__job_t       purge_job;
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);

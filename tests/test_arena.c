@@ -4,6 +4,7 @@
  * fallback, and the address space check. */
 #include "testutil.h"
 #include "arena.h"
+#include "hive_impl.h"
 
 #include <pthread.h>
 
@@ -271,6 +272,161 @@ static void test_spent_small_area_falls_back_to_blocks(void **state)
     hive__arena_close(&fresh);
 }
 
+/* ------------------------------------------------------------ purge */
+
+/* Every class in turn fills half the store and frees it all. Without
+ * purges each class keeps its cells: the memfd holds the sum of the
+ * history (here some 30 x 4 MiB). With a purge after each round, the
+ * memory held stays near one round's, and later classes take the slabs
+ * earlier ones gave back instead of cutting new ones. */
+static void test_purge_gives_slabs_back(void **state)
+{
+    (void)state;
+    const size_t cap = 8 * MiB;
+    open_fresh(cap);
+    static void *held[8 * MiB / 64 + 1];
+    size_t most = 0, rounds = 0;
+    for (size_t s = 64; s <= HIVE_ARENA_SMALL_MAX; s = hive__arena_charge(s) + 1, rounds++) {
+        size_t n = 0;
+        int err = 0;
+        while (atomic_load(&fresh.used) < cap / 2 &&
+               (held[n] = hive__arena_alloc(&fresh, s, 0, &err)) != NULL)
+            n++;
+        for (size_t i = 0; i < n; i++)
+            hive__arena_free(&fresh, held[i], s);
+        hive__arena_flush_thread(&fresh);
+        size_t before = hive__arena_resident(&fresh);
+        hive__arena_purge(&fresh);
+        size_t after = hive__arena_resident(&fresh);
+        if (before > most)
+            most = before;
+        /* all cells are on the rings: every slab goes; what stays is a page
+         * per free slab (its link) and the large area's first header */
+        if (after > 64 * KiB + (fresh.regions[0].free_slab_bytes / HIVE_ARENA_SLAB) * 4 * KiB)
+            fail_msg("size %zu: %zu bytes held after the purge (%zu before)", s, after, before);
+    }
+    /* a round fills cap / 2 (plus a slab); the history never held much more */
+    if (most > cap / 2 + 2 * MiB)
+        fail_msg("%zu bytes held at most over %zu rounds of %zu", most, rounds, cap / 2);
+    size_t cut = atomic_load(&fresh.regions[0].small_cut);
+    assert_true(cut <= cap / 2 + 2 * MiB);   /* slabs were reused, not cut anew */
+    assert_int_equal(atomic_load(&fresh.purges), rounds);
+    hive__arena_close(&fresh);
+}
+
+/* A slab with one live cell stays with its class; its neighbours go. */
+static void test_purge_keeps_slabs_with_live_cells(void **state)
+{
+    (void)state;
+    open_fresh(8 * MiB);
+    const size_t s = 1000, per = HIVE_ARENA_SLAB / hive__arena_charge(s);
+    static void *held[4096];
+    int err;
+    size_t n = 8 * per;                       /* eight slabs' worth */
+    for (size_t i = 0; i < n; i++)
+        assert_non_null(held[i] = hive__arena_alloc(&fresh, s, 0, &err));
+    for (size_t i = 0; i < n; i++)
+        if (i != 3 * per + 5)                 /* one cell of one slab stays live */
+            hive__arena_free(&fresh, held[i], s);
+    hive__arena_flush_thread(&fresh);
+    hive__arena_purge(&fresh);
+    size_t freed = fresh.regions[0].free_slab_bytes;
+    size_t cut = atomic_load(&fresh.regions[0].small_cut);
+    assert_int_equal(freed, cut - HIVE_ARENA_SLAB);   /* every slab but the one */
+    /* the slab that stayed still serves its class, and the live cell is intact */
+    memset(held[3 * per + 5], 0x5a, s);
+    hive__arena_free(&fresh, held[3 * per + 5], s);
+    hive__arena_flush_thread(&fresh);
+    hive__arena_purge(&fresh);
+    assert_int_equal(fresh.regions[0].free_slab_bytes, cut);
+    /* purging twice with nothing new changes nothing */
+    hive__arena_purge(&fresh);
+    assert_int_equal(fresh.regions[0].free_slab_bytes, cut);
+    assert_int_equal(atomic_load(&fresh.used), 0);
+    hive__arena_close(&fresh);
+}
+
+/* Freed large blocks keep their pages while the store holds less than its
+ * bound (the next large payloads reuse them without faulting), and lose
+ * them in a purge beyond it. */
+static void test_purge_gives_large_pages_back(void **state)
+{
+    (void)state;
+    open_fresh(64 * MiB);
+    void *p[40];
+    int err;
+    for (int i = 0; i < 40; i++) {
+        assert_non_null(p[i] = hive__arena_alloc(&fresh, MiB, 0, &err));
+        memset(p[i], 1, MiB);
+    }
+    size_t full = hive__arena_resident(&fresh);
+    assert_true(full >= 40 * MiB);
+    for (int i = 0; i < 40; i += 2)           /* every other one: no coalescing among them */
+        hive__arena_free(&fresh, p[i], MiB);
+    hive__arena_purge(&fresh);                /* 40 MiB held, under 64 * 5/4 + 16: kept */
+    assert_true(hive__arena_resident(&fresh) >= 40 * MiB);
+    assert_int_equal(atomic_load(&fresh.regions[0].large_dirty), 0);
+    fresh.large_bound = 0;                    /* as if the store held more than its bound */
+    for (int i = 0; i < 40; i += 2) {         /* dirty again */
+        assert_non_null(p[i] = hive__arena_alloc(&fresh, MiB, 0, &err));
+        hive__arena_free(&fresh, p[i], MiB);
+    }
+    hive__arena_purge(&fresh);
+    size_t half = hive__arena_resident(&fresh);
+    if (half > 20 * MiB + MiB)
+        fail_msg("%zu bytes held with 20 of 40 MiB blocks live (%zu before)", half, full);
+    for (int i = 1; i < 40; i += 2)
+        hive__arena_free(&fresh, p[i], MiB);
+    hive__arena_purge(&fresh);
+    assert_true(hive__arena_resident(&fresh) <= 64 * KiB);
+    assert_int_equal(atomic_load(&fresh.regions[0].large_dirty), 0);
+    /* the memory serves again */
+    void *big = hive__arena_alloc(&fresh, 40 * MiB, 0, &err);
+    assert_non_null(big);
+    memset(big, 2, 40 * MiB);
+    hive__arena_free(&fresh, big, 40 * MiB);
+    hive__arena_close(&fresh);
+}
+
+/* Through an engine, nobody calls the purge: the arena asks a worker when
+ * the memory held outgrows live bytes. Every size class in turn fills 3/4
+ * of a 64 MiB store and is released; the memory the store holds stays
+ * within capacity + capacity/4 + the 16 MiB slack (without purges the
+ * history piles up past 200 MiB). */
+static void test_engine_purges_by_itself(void **state)
+{
+    (void)state;
+    const size_t cap = 64 * MiB;
+    hive_t *h = test_engine(cap, 1, NULL);
+    static hive_ref_t refs[64 * MiB / 64];
+    size_t most = 0;
+    for (size_t s = 64; s <= HIVE_ARENA_SMALL_MAX; s = hive__arena_charge(s) + 1) {
+        size_t n = 0;
+        hive_store_stats_t st;
+        do {
+            void *data;
+            if (hive_create(h, s, &data, &refs[n]) != HIVE_OK)
+                fail_msg("size %zu, object %zu: %s", s, n, hive_last_error());
+            memset(data, 1, s);
+            assert_int_equal(hive_seal(h, refs[n]), HIVE_OK);
+            n++;
+            assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+        } while (st.used < cap / 4 * 3);
+        assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+        if (st.resident > most)
+            most = st.resident;
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(hive_release(h, refs[i]), HIVE_OK);
+        test_expect_empty_store(h);
+    }
+    printf("held at most %zu MiB over the history, %llu purges\n", most >> 20,
+           (unsigned long long)atomic_load(&h->arena.purges));
+    if (most > cap + cap / 4 + 16 * MiB)
+        fail_msg("the store held %zu bytes at most (capacity %zu)", most, cap);
+    assert_true(atomic_load(&h->arena.purges) > 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 /* ------------------------------------------------------------ address space */
 
 static void test_address_space_is_checked_up_front(void **state)
@@ -297,6 +453,10 @@ int main(void)
         cmocka_unit_test(test_every_size_fills_the_store),
         cmocka_unit_test(test_fill_beyond_the_slack),
         cmocka_unit_test(test_spent_small_area_falls_back_to_blocks),
+        cmocka_unit_test(test_purge_gives_slabs_back),
+        cmocka_unit_test(test_purge_keeps_slabs_with_live_cells),
+        cmocka_unit_test(test_purge_gives_large_pages_back),
+        cmocka_unit_test(test_engine_purges_by_itself),
         cmocka_unit_test(test_address_space_is_checked_up_front),
     };
     return cmocka_run_group_tests_name("arena", tests, setup, teardown);

@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
-# deps.sh - install, with apt-get and only when missing, every Debian package
-# that hive's build, tests, benches and demo need. Safe to run repeatedly:
-# when everything is present it only asks dpkg.
+# deps.sh [--list] GROUP... - install, with apt-get and only when missing,
+# the Debian packages that a group of make targets needs. Safe to run
+# repeatedly: when everything is present it only asks dpkg. --list prints
+# the group's packages and installs nothing.
+#
+#   build   the library, the examples and `make demo`
+#   test    build + what `make test` / `make fuzz` add (`make deps`, CI)
+#   bench   build + the peers `make bench` measures hive against
 set -euo pipefail
-pkgs=(
-  build-essential g++ make pkg-config
+build=(
+  build-essential make pkg-config
   liburcu-dev libhwloc-dev libnuma-dev    # the library's own dependencies
-  libudev-dev                             # hwloc's private link flags (pkg-config --static)
-  libcmocka-dev                           # tests
-  clang libclang-rt-14-dev                # fuzz targets (libFuzzer, run by make test and make fuzz)
-  libbenchmark-dev                        # benches (C++ library behind bench/shim.cc)
-  libtbb-dev libcaf-dev libck-dev libconcurrentqueue-dev   # peers measured side by side
-  python3-numpy                           # the multiprocessing.shared_memory peer
 )
+test=(
+  libcmocka-dev                           # unit and stress tests
+  clang libclang-rt-14-dev                # fuzz targets (libFuzzer, run by make test and make fuzz)
+)
+bench=(
+  g++ libbenchmark-dev                    # the C++ Google Benchmark harness behind bench/shim.cc
+  libtbb-dev libcaf-dev libck-dev libconcurrentqueue-dev   # peers measured side by side
+  python3-numpy                           # the multiprocessing.shared_memory peer (bench/peer_shm.py)
+  python3-matplotlib                      # the report's charts (tools/bench-report.py)
+)
+list=0
+if [ "${1:-}" = "--list" ]; then list=1; shift; fi
+[ $# -gt 0 ] || set -- test
+pkgs=("${build[@]}")
+for group in "$@"; do
+  case $group in
+    build) ;;
+    test)  pkgs+=("${test[@]}") ;;
+    bench) pkgs+=("${bench[@]}") ;;
+    *) echo "deps.sh: unknown group '$group' (build, test or bench)" >&2; exit 2 ;;
+  esac
+done
+if [ $list -eq 1 ]; then
+  echo "${pkgs[*]}"
+  exit 0
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

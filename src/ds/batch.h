@@ -46,6 +46,9 @@
 typedef struct hive__fblock {
     _Atomic(struct hive__fblock *) next;        /* next free block in this cache or batch */
     struct hive__fblock *next_batch;            /* on the spill list (under its lock) */
+    size_t n;                                   /* a batch's first block: blocks in the batch
+                                                   (so a taker need not walk cold blocks to
+                                                   count them); ordered like next */
 } hive__fblock_t;
 
 #define HIVE_FBLOCK_LINKS sizeof(hive__fblock_t)  /* bytes of a free block kept unpoisoned */
@@ -88,9 +91,11 @@ static inline void hive__fb_set_next(hive__fblock_t *b, hive__fblock_t *n)
     atomic_store_explicit(&b->next, n, memory_order_relaxed);
 }
 
-/* Hand a batch to the shared list: the ring, or the spill list if full. */
-static inline void hive__batch_give(hive__batchlist_t *l, hive__fblock_t *batch)
+/* Hand a batch of n blocks to the shared list: the ring, or the spill list
+ * if full. */
+static inline void hive__batch_give(hive__batchlist_t *l, hive__fblock_t *batch, size_t n)
 {
+    batch->n = n;
     if (likely(hive__ring_put(&l->ring, batch)))
         return;
     pthread_mutex_lock(&l->spill_lock);
@@ -124,6 +129,9 @@ static inline void *hive__fcache_pop(hive__fcache_t *c, size_t block_size)
         return NULL;
     c->head = hive__fb_next(b);
     c->count--;
+    /* the next pop's block is likely cold (freed by another thread, a
+     * grace period ago): ask for its line now, while this one is used */
+    __builtin_prefetch(c->head);
     HIVE_UNPOISON(b, block_size);
     return b;
 }
@@ -134,11 +142,8 @@ static inline bool hive__fcache_refill(hive__fcache_t *c, hive__batchlist_t *l)
     hive__fblock_t *batch = hive__batch_take(l);
     if (batch == NULL)
         return false;
-    unsigned n = 0;
-    for (hive__fblock_t *b = batch; b != NULL; b = hive__fb_next(b))
-        n++;
     c->head = batch;
-    c->count = n;
+    c->count = (unsigned)batch->n;
     return true;
 }
 
@@ -158,7 +163,7 @@ static inline void hive__fcache_push(hive__fcache_t *c, void *p, size_t block_si
         hive__fblock_t *rest = hive__fb_next(keep_last);
         hive__fb_set_next(keep_last, NULL);
         c->count = HIVE_BATCH;
-        hive__batch_give(l, rest);
+        hive__batch_give(l, rest, HIVE_BATCH);
     }
 }
 
@@ -167,11 +172,12 @@ static inline void hive__batch_give_chain(hive__batchlist_t *l, hive__fblock_t *
 {
     while (b != NULL) {
         hive__fblock_t *last = b;
-        for (unsigned i = 1; i < HIVE_BATCH && hive__fb_next(last) != NULL; i++)
+        size_t n = 1;
+        for (; n < HIVE_BATCH && hive__fb_next(last) != NULL; n++)
             last = hive__fb_next(last);
         hive__fblock_t *next = hive__fb_next(last);
         hive__fb_set_next(last, NULL);
-        hive__batch_give(l, b);
+        hive__batch_give(l, b, n);
         b = next;
     }
 }

@@ -1,0 +1,1 @@
+s/took [0-9]+\.[0-9]+ s$/took <seconds> s/

@@ -1,0 +1,2 @@
+/^check: /!d
+s/\(steps .*\)$/(<counts>)/

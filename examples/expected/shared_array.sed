@@ -1,0 +1,1 @@
+s/0x[0-9a-f]+/<address>/g

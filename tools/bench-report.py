@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""bench-report.py JSON OUTDIR - turn one `make bench` run into OUTDIR/REPORT.md
+and one PNG chart per family group (queue, store, tasks, actors, replay, scale).
+
+Reads Google Benchmark's JSON (bench/results/hive-bench.json). A benchmark is
+named "<family>/<impl>[/<rest>]": rows with the same family and rest are
+compared, hive against every other impl of that row (the peers, all measured
+in the same run). The ratio is hive's speed over the peer's (> 1: hive is
+faster). Some rows also carry:
+  - the machine's limit measured in the same run (bench/bench_limits.c), as
+    limit / hive (1.0 would be hive at the machine's floor);
+  - Ray's published figure for the rows that carry a Ray microbenchmark
+    name (Ray 2.48 on m5.16xlarge, from Ray's release notes; quoted, not
+    re-run), as hive / Ray.
+Needs matplotlib (Debian: python3-matplotlib) for the charts; without it the
+report is still written, with a note instead of the pictures.
+"""
+import json
+import os
+import sys
+
+# Ray 2.48 microbenchmark, m5.16xlarge (published figures, per second)
+RAY = {
+    "single_client_tasks_sync": (980.7, "tasks_sync"),
+    "single_client_tasks_async": (8040.0, "tasks_async"),
+    "1_1_actor_calls_sync": (2012.0, "1_1_actor_calls_sync"),
+    "1_1_actor_calls_async": (8664.0, "1_1_actor_calls_async"),
+    "n_n_actor_calls_async": (27376.0, "n_n_actor_calls_async"),
+    "single_client_get_calls": (10620.0, "get_calls"),
+    "single_client_put_calls": (5173.0, "put_calls"),
+    "single_client_put_gigabytes": (19.86e9, "put_gigabytes (bytes/s)"),
+}
+
+# rows whose floor is a round trip between two threads
+LIMIT_OF = {
+    "single_client_tasks_sync": "roundtrip/cacheline",
+    "1_1_actor_calls_sync": "roundtrip/cacheline",
+    "actor_pingpong": "roundtrip/cacheline",
+}
+
+GROUPS = [
+    ("limits", lambda f: f.startswith("roundtrip")),
+    ("queue", lambda f: f.startswith("mpsc")),
+    ("store", lambda f: any(k in f for k in ("put", "get", "lookup", "create"))),
+    ("tasks", lambda f: "task" in f or f in ("fib30", "spawn_wait")),
+    ("actors", lambda f: "actor" in f),
+    ("replay", lambda f: f.startswith("replay")),
+    ("scale", lambda f: f.startswith("scale")),
+]
+
+
+def group_of(family):
+    for name, test in GROUPS:
+        if test(family):
+            return name
+    return "other"
+
+
+def parse(name):
+    parts = name.split("/")
+    family, impl = parts[0], parts[1] if len(parts) > 1 else "?"
+    rest = [p for p in parts[2:] if not p.startswith("iterations:")
+            and p not in ("manual_time", "real_time", "process_time")]
+    return family, impl, "/".join(rest)
+
+
+def to_ns(v, unit):
+    return v * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+
+
+class Fig:
+    """One impl's figure for a row: a rate (items or bytes per second)
+    when the benchmark counted items, else the time per iteration."""
+
+    def __init__(self, b):
+        self.error = bool(b.get("error_occurred"))
+        self.ns = to_ns(b.get("real_time", 0.0), b.get("time_unit", "ns"))
+        if "bytes_per_second" in b:
+            self.rate, self.unit = b["bytes_per_second"], "B/s"
+        elif "items_per_second" in b:
+            self.rate, self.unit = b["items_per_second"], "/s"
+        else:
+            self.rate, self.unit = (1e9 / self.ns if self.ns > 0 else 0.0), "/s (1/time)"
+
+    def show(self):
+        if self.error:
+            return "error"
+        return "%s (%s)" % (human(self.rate, self.unit), human_ns(self.ns))
+
+
+def human(v, unit):
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return "%.3g %s%s" % (v / div, suf, unit)
+    return "%.3g %s" % (v, unit)
+
+
+def human_ns(ns):
+    for div, suf in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if ns >= div:
+            return "%.3g %s" % (ns / div, suf)
+    return "%.3g ns" % ns
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    rows, order = {}, []
+    for b in d["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        family, impl, rest = parse(b.get("run_name", b["name"]))
+        key = (family, rest)
+        if key not in rows:
+            rows[key] = {}
+            order.append(key)
+        rows[key][impl] = Fig(b)
+    return d.get("context", {}), rows, order
+
+
+def limit_fig(rows, family):
+    """The limit row measured for family's rows, or None."""
+    if family not in LIMIT_OF:
+        return None
+    lfam, limpl = LIMIT_OF[family].split("/", 1)
+    f = rows.get((lfam, ""), {}).get(limpl)
+    return f if f is not None and not f.error else None
+
+
+def ratio(h, p):
+    if h.error or p.error or p.rate <= 0:
+        return None
+    return h.rate / p.rate
+
+
+def report(ctx, rows, order, outdir, charts):
+    lines = ["# hive benchmark report", ""]
+    lines.append("One `make bench` run; every peer and limit was measured in the same process and run.")
+    lines.append("")
+    lines.append("- machine: %s, %s CPUs at %s MHz; load average at start %s" % (
+        ctx.get("host_name", "?"), ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"),
+        ", ".join("%.2f" % x for x in ctx.get("load_avg", []))))
+    lines.append("- date: %s" % ctx.get("date", "?"))
+    lines.append("- ratio = hive's speed / the peer's (> 1: hive is faster); limit = the machine's floor "
+                 "measured in the same run / hive (1.0: hive at the floor); Ray = hive / Ray 2.48's "
+                 "published figure (m5.16xlarge, quoted from Ray's release notes, not re-run).")
+    lines.append("")
+    for gname, _ in GROUPS + [("other", None)]:
+        keys = [k for k in order if group_of(k[0]) == gname]
+        if not keys:
+            continue
+        lines.append("## %s" % gname)
+        lines.append("")
+        if gname in charts:
+            lines.append("![%s](%s)" % (gname, charts[gname]))
+            lines.append("")
+        lines.append("| row | hive | peer | peer figure | ratio | limit | Ray (published) |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for key in keys:
+            impls = rows[key]
+            row = key[0] + ("/" + key[1] if key[1] else "")
+            h = impls.get("hive")
+            lim = ""
+            lfig = limit_fig(rows, key[0])
+            if h is not None and lfig is not None and not h.error and h.ns > 0:
+                lim = "%.2f (%s: %s)" % (lfig.ns / h.ns, LIMIT_OF[key[0]], human_ns(lfig.ns))
+            ray = ""
+            if h is not None and key[0] in RAY and not h.error:
+                rv, rname = RAY[key[0]]
+                ray = "%s: %s → %.3g×" % (rname, human(rv, h.unit.split(" ")[0]), h.rate / rv)
+            peers = [i for i in impls if i != "hive"]
+            if h is None:
+                for p in peers:
+                    lines.append("| %s | — | %s | %s | — | | |" % (row, p, impls[p].show()))
+                continue
+            if not peers:
+                lines.append("| %s | %s | — | — | — | %s | %s |" % (row, h.show(), lim, ray))
+            for i, p in enumerate(peers):
+                r = ratio(h, impls[p])
+                lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    row if i == 0 else "", h.show() if i == 0 else "", p, impls[p].show(),
+                    "**%.2f**" % r if r is not None else "—", lim if i == 0 else "",
+                    ray if i == 0 else ""))
+        lines.append("")
+    with open(os.path.join(outdir, "REPORT.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def draw(rows, order, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    charts = {}
+    for gname, _ in GROUPS:
+        keys = [k for k in order if group_of(k[0]) == gname]
+        if not keys:
+            continue
+        impls = []
+        for k in keys:
+            for i in rows[k]:
+                if i not in impls:
+                    impls.append(i)
+        impls.sort(key=lambda i: (i != "hive", i))
+        if any(limit_fig(rows, k[0]) is not None for k in keys):
+            impls.append("limit")
+        labels = [k[0] + ("/" + k[1] if k[1] else "") for k in keys]
+        height = 0.8 / max(len(impls), 1)
+        fig, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * len(keys) * max(1, len(impls) / 2)))
+        for j, impl in enumerate(impls):
+            ys, xs = [], []
+            for y, k in enumerate(keys):
+                f = rows[k].get(impl) if impl != "limit" else limit_fig(rows, k[0])
+                if f is not None and not f.error and f.rate > 0:
+                    ys.append(y + j * height)
+                    xs.append(f.rate)
+            ax.barh(ys, xs, height=height, label=impl)
+        ax.set_yticks([y + 0.4 - height / 2 for y in range(len(keys))])
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("operations (or bytes) per second, log scale: longer is faster")
+        ax.set_title("hive vs peers: %s" % gname)
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(axis="x", which="both", alpha=0.3)
+        fig.tight_layout()
+        name = "%s.png" % gname
+        fig.savefig(os.path.join(outdir, name), dpi=90)
+        plt.close(fig)
+        charts[gname] = name
+    return charts
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: bench-report.py JSON OUTDIR")
+    ctx, rows, order = load(sys.argv[1])
+    charts = draw(rows, order, sys.argv[2])
+    report(ctx, rows, order, sys.argv[2], charts)
+    print("bench: wrote %s/REPORT.md and %d charts" % (sys.argv[2], len(charts)))
+
+
+if __name__ == "__main__":
+    main()
