@@ -923,10 +923,12 @@ static void pick_uniform(uint64_t *st, uint64_t fill, size_t batch, rowset_t *se
 }
 
 /* One row among those not in set, in proportion to their leaves (uniform
- * among the unfilled-mass rows below fill when the rest has no mass). */
-static uint64_t pick_prioritized(const hive_replay_t *rb, uint64_t *st, uint64_t fill, rowset_t *set)
+ * among the rows below fill when the rest has no mass; *massless then
+ * stays set, so that later draws of the batch go there at once). */
+static uint64_t pick_prioritized(const hive_replay_t *rb, uint64_t *st, uint64_t fill, rowset_t *set,
+                                 bool *massless)
 {
-    for (int tries = 0; tries < SET_REDRAWS; tries++) {
+    for (int tries = 0; !*massless && tries < SET_REDRAWS; tries++) {
         double total = node_get(rb, 1);
         if (!(total > 0))
             break;
@@ -938,9 +940,10 @@ static uint64_t pick_prioritized(const hive_replay_t *rb, uint64_t *st, uint64_t
             return row;
     }
     double rest = 0;                        /* the exact draw: one scan */
-    for (uint64_t row = 0; row < rb->cap; row++)
+    for (uint64_t row = 0; !*massless && row < rb->cap; row++)
         if (!set_has(set, row))
             rest += leaf_get(rb, row);
+    *massless = !(rest > 0);
     if (rest > 0) {
         double u = rng_unit(st) * rest;
         uint64_t last = UINT64_MAX;
@@ -973,8 +976,9 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
     if (uniform) {
         pick_uniform(&st, fill, batch, set, rows);
     } else {
+        bool massless = false;
         for (size_t i = 0; i < batch; i++)
-            rows[i] = pick_prioritized(rb, &st, fill, set);
+            rows[i] = pick_prioritized(rb, &st, fill, set, &massless);
     }
     if (rng_state != NULL)
         *rng_state = st;
