@@ -44,7 +44,11 @@ const char *hive_strerror(int status);
 /*
  * hive_last_error - the calling thread's last failure as a sentence with the
  * numbers that explain it; "" if this thread has seen no failure. The string
- * stays valid until the thread's next failing hive call.
+ * stays valid until the thread's next failing hive call. A successful call
+ * does not clear it: it is meaningful only right after a call reported a
+ * failure (a negative status, NULL, or -1 where documented). To tell
+ * whether a value-returning call failed, use the status-returning form
+ * (hive_array_fetch_add_*, hive_array_write_lock/unlock).
  */
 const char *hive_last_error(void);
 
@@ -145,6 +149,27 @@ int hive_seal(hive_t *h, hive_ref_t ref);
  * (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN or HIVE_EDEAD). size may be NULL. */
 int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size);
 
+/*
+ * hive_get_many - the payloads of n objects at once (Ray's ray.get([refs],
+ * timeout)). Waits until every ref is sealed or failed, or timeout_ns passes
+ * (< 0 forever, 0 polls); inside a task it runs other work while it waits,
+ * as hive_get does. Then datas[i] points at the payload of refs[i] (as
+ * hive_get: zero-copy, valid while the caller holds a count) or is NULL;
+ * sizes[i] is its size (0 when NULL); status[i] is HIVE_OK, the object's
+ * failure code (HIVE_ETASK, HIVE_ECANCELED, HIVE_ESHUTDOWN, HIVE_EDEAD),
+ * HIVE_ETIMEDOUT if it was still pending at the deadline (HIVE_ESHUTDOWN
+ * if the engine began to shut down meanwhile), HIVE_ENOENT if
+ * the ref names no object, or HIVE_ESTATE for a cell or actor handle.
+ * sizes and status may be NULL; datas is written even when the call fails
+ * (its entries are scratch space while it waits: no allocation for any n).
+ * Returns HIVE_OK if every status is HIVE_OK, else the status of the first
+ * failing ref (lowest index), with a sentence naming it and how many failed;
+ * HIVE_EINVAL (nothing written) for a NULL engine, NULL refs or datas with
+ * n > 0, or n so large that an array of n refs overflows a size.
+ */
+int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
+                  const void **datas, size_t *sizes, int *status);
+
 /* hive_retain / hive_release - add or drop one count. Releasing a count the
  * caller does not hold is an error only when it is detectable: a ref whose
  * object is already gone gives HIVE_ENOENT. */
@@ -235,6 +260,16 @@ int     hive_array_slice(const hive_array_t *a, int dim, int64_t start, int64_t 
  * return 0, change nothing, and hive_last_error() says why. */
 int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta);
 double  hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta);
+/* The same with a status, as C11's atomic_fetch_add: HIVE_OK and *old
+ * (may be NULL) the element's value before the add (widened from its
+ * dtype; the new value is old + delta in the element's type).
+ * HIVE_EINVAL (nothing changed, *old untouched) for a NULL or broken view,
+ * an index outside 0 .. numel-1, or a wrong dtype (fetch_add_i64: not an
+ * integer dtype; fetch_add_f64: not F32/F64). */
+int     hive_array_fetch_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta,
+                                 int64_t *old);
+int     hive_array_fetch_add_f64(const hive_array_t *a, int64_t flat_index, double delta,
+                                 double *old);
 
 /* Write sections: a seqlock per array object. Writers exclude each other;
  * readers never block them. hive_array_read copies a consistent snapshot of
@@ -242,6 +277,13 @@ double  hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double del
  * HIVE_EINVAL if dst_size is smaller than numel * itemsize. */
 void    hive_array_write_begin(const hive_array_t *a);
 void    hive_array_write_end(const hive_array_t *a);
+/* The same with a status. hive_array_write_lock: HIVE_OK once the section
+ * is open; HIVE_EINVAL for NULL or a view not from hive_array_view /
+ * hive_array_slice. hive_array_write_unlock: HIVE_OK; HIVE_EINVAL as
+ * lock, HIVE_ESTATE if no section is open on the array. (begin/end do the
+ * same and say nothing; a failed begin leaves no section open.) */
+int     hive_array_write_lock(const hive_array_t *a);
+int     hive_array_write_unlock(const hive_array_t *a);
 int     hive_array_read(const hive_array_t *a, void *dst, size_t dst_size);
 
 /* ------------------------------------------------------------------ cells
@@ -281,6 +323,13 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
     int priority;                            /* higher runs first among queued work (> 0: HIGH lane,
                                                 0: NORMAL, < 0: LOW); for hive_call, NULL opts take
                                                 the method's own priority instead */
+    unsigned max_retries;                    /* hive_submit only (hive_call ignores it): a task whose
+                                                function returns nonzero runs again, at once on the
+                                                same worker, up to this many more times before its
+                                                result fails with HIVE_ETASK. Each run starts with
+                                                an empty result (what a failed run returned is
+                                                dropped) and counts as a new task for worker-local
+                                                values. A cancelled task is never run again. */
 } hive_opts_t;
 
 /*
@@ -495,6 +544,7 @@ int hive_pool_map_unordered(hive_pool_t *pool, unsigned method, const hive_arg_t
  * before each later task on that worker that uses it, finalised at
  * shutdown on its worker's thread. A task that runs on a worker while
  * another task of that worker waits inside hive_get gets its own instance.
+ * A user thread (the driver) gets its own instance with hive_local_thread.
  */
 typedef struct hive_local_def {
     void *(*init)(void *arg);                /* builds the value, once on each worker that uses it */
@@ -502,14 +552,39 @@ typedef struct hive_local_def {
                                                 NULL: fini then init again */
     void  (*fini)(void *value, void *arg);   /* at shutdown; may be NULL */
     void   *arg;
+    int     eager;                           /* nonzero: hive_local_new builds the value on every
+                                                worker at once (the first task on each worker then
+                                                takes it as built, without a reset); from a user
+                                                thread it returns once every worker has built it,
+                                                from inside a task at once. 0: on first use */
 } hive_local_def_t;
+/* A key names one definition of one engine: a key of another engine is
+ * refused with HIVE_ENOENT (engines are told apart by a serial in the id,
+ * which repeats only after four million engines). {0} is never a key. */
 typedef struct hive_local { uint32_t id; } hive_local_t;
 void  hive_local_keep(void *value, void *arg);   /* a reinit that keeps the value as it is */
-/* HIVE_EINVAL for NULL def/out or def->init; HIVE_ENOMEM past 1024 keys. */
+/* HIVE_EINVAL for NULL h/def/out or def->init; HIVE_ENOMEM past 1024 keys.
+ * An eager init that returns NULL is not an error here: that worker builds
+ * the value on first use instead (and hive_local reports a second NULL). */
 int   hive_local_new(hive_t *h, const hive_local_def_t *def, hive_local_t *out);
 /* The value for this worker (same value for repeated calls in one task);
- * NULL (and the sentence) for an unknown key or if init returned NULL. */
+ * NULL (and the sentence) for a key of another engine or never made
+ * (HIVE_ENOENT), outside a task (HIVE_EINVAL), or if init returned NULL
+ * (HIVE_ENOMEM). */
 void *hive_local(hive_ctx_t *ctx, hive_local_t key);
+/*
+ * hive_local_thread - the calling user thread's own value of key (the
+ * driver's environment, say): built with init on the thread's first call,
+ * the same value on every later call from that thread (never reset: no task
+ * marks a boundary there), finalised with fini on the thread's exit or at
+ * hive_shutdown of h, whichever comes first (at shutdown, on the thread
+ * that shuts down; the value must not be used after). Each thread has its
+ * own instance, apart from every worker's. No lock after the first call.
+ * NULL (and the sentence) for NULL h (HIVE_EINVAL), a call from a worker of
+ * h (HIVE_ESTATE: inside a task use hive_local), a key of another engine or
+ * never made (HIVE_ENOENT), or if init returned NULL (HIVE_ENOMEM).
+ */
+void *hive_local_thread(hive_t *h, hive_local_t key);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * array.c - shared numpy-style arrays and cells.
+ * array.c - shared numpy-style arrays.
  *
  * An array is an object whose payload is its C-contiguous elements and whose
  * record holds dtype, shape and the seqlock of its write sections. Views
@@ -13,11 +13,6 @@
  * exclude each other) and back to even with a release store. A reader copies
  * between two reads of the sequence and retries if they differ or were odd;
  * it never writes shared memory, so it never slows a writer down.
- *
- * A cell is an object whose record points to a slot {version, seq}. Readers
- * load the slot under RCU and take a count on its version; a publisher
- * installs a new slot with a CAS and drops the cell's count on the old
- * version, freeing the old slot after a grace period.
  */
 #include "store.h"
 #include "ds/pool.h"
@@ -252,57 +247,101 @@ static void *flat_at(const hive_array_t *a, int64_t flat_index, const char *fn)
     return p;
 }
 
-/* relaxed: these are counters; ordering with other data is the job of
- * write sections or of whatever the caller publishes afterwards */
+/* One atomic add on an integer element: *old the value before, *upd after
+ * (both in the element's type, widened). relaxed: these are counters;
+ * ordering with other data is the job of write sections or of whatever the
+ * caller publishes afterwards. */
+#define ADD_INT(V, T, p, d)  /* V: the element's type, T: its unsigned twin (wraps) */ \
+    do {                                                                       \
+        T o_ = __atomic_fetch_add((T *)(p), (T)(d), __ATOMIC_RELAXED);         \
+        *old = (int64_t)(V)o_;                                                 \
+        *upd = (int64_t)(V)(T)(o_ + (T)(d));                                   \
+    } while (0)
+
+static int add_int(const hive_array_t *a, int64_t flat_index, int64_t delta, int64_t *old,
+                   int64_t *upd, const char *fn)
+{
+    void *p = flat_at(a, flat_index, fn);
+    if (p == NULL)
+        return HIVE_EINVAL;                 /* flat_at said why */
+    switch (a->dtype) {
+    case HIVE_I8:  ADD_INT(int8_t, uint8_t, p, delta);   return HIVE_OK;
+    case HIVE_U8:  ADD_INT(uint8_t, uint8_t, p, delta);  return HIVE_OK;
+    case HIVE_I16: ADD_INT(int16_t, uint16_t, p, delta);  return HIVE_OK;
+    case HIVE_U16: ADD_INT(uint16_t, uint16_t, p, delta); return HIVE_OK;
+    case HIVE_I32: ADD_INT(int32_t, uint32_t, p, delta);  return HIVE_OK;
+    case HIVE_U32: ADD_INT(uint32_t, uint32_t, p, delta); return HIVE_OK;
+    case HIVE_I64: ADD_INT(int64_t, uint64_t, p, delta); return HIVE_OK;
+    case HIVE_U64: ADD_INT(uint64_t, uint64_t, p, delta); return HIVE_OK;
+    default:
+        return hive__fail(HIVE_EINVAL, "%s: dtype %d is not an integer type", fn, (int)a->dtype);
+    }
+}
+
+/* Float elements: a CAS loop on the bits. relaxed: as add_int. */
+static int add_float(const hive_array_t *a, int64_t flat_index, double delta, double *old,
+                     double *upd, const char *fn)
+{
+    void *p = flat_at(a, flat_index, fn);
+    if (p == NULL)
+        return HIVE_EINVAL;
+    if (a->dtype == HIVE_F64) {
+        uint64_t ob = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), nb;
+        double o, v;
+        do {
+            memcpy(&o, &ob, sizeof o);
+            v = o + delta;
+            memcpy(&nb, &v, sizeof nb);
+        } while (!__atomic_compare_exchange_n((uint64_t *)p, &ob, nb, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        *old = o;
+        *upd = v;
+        return HIVE_OK;
+    }
+    if (a->dtype == HIVE_F32) {
+        uint32_t ob = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), nb;
+        float o, v;
+        do {
+            memcpy(&o, &ob, sizeof o);
+            v = o + (float)delta;
+            memcpy(&nb, &v, sizeof nb);
+        } while (!__atomic_compare_exchange_n((uint32_t *)p, &ob, nb, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED));
+        *old = o;
+        *upd = v;
+        return HIVE_OK;
+    }
+    return hive__fail(HIVE_EINVAL, "%s: dtype %d is not F32 or F64", fn, (int)a->dtype);
+}
+
 int64_t hive_array_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta)
 {
-    void *p = flat_at(a, flat_index, "hive_array_add_i64");
-    if (p == NULL)
-        return 0;
-    switch (a->dtype) {
-    case HIVE_I8:  return __atomic_add_fetch((int8_t *)p, (int8_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U8:  return __atomic_add_fetch((uint8_t *)p, (uint8_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I16: return __atomic_add_fetch((int16_t *)p, (int16_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U16: return __atomic_add_fetch((uint16_t *)p, (uint16_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I32: return __atomic_add_fetch((int32_t *)p, (int32_t)delta, __ATOMIC_RELAXED);
-    case HIVE_U32: return __atomic_add_fetch((uint32_t *)p, (uint32_t)delta, __ATOMIC_RELAXED);
-    case HIVE_I64: return __atomic_add_fetch((int64_t *)p, delta, __ATOMIC_RELAXED);
-    case HIVE_U64: return (int64_t)__atomic_add_fetch((uint64_t *)p, (uint64_t)delta, __ATOMIC_RELAXED);
-    default:
-        hive__fail(HIVE_EINVAL, "hive_array_add_i64: dtype %d is not an integer type", (int)a->dtype);
-        return 0;
-    }
+    int64_t old = 0, upd = 0;
+    return add_int(a, flat_index, delta, &old, &upd, "hive_array_add_i64") == HIVE_OK ? upd : 0;
 }
 
 double hive_array_add_f64(const hive_array_t *a, int64_t flat_index, double delta)
 {
-    void *p = flat_at(a, flat_index, "hive_array_add_f64");
-    if (p == NULL)
-        return 0;
-    if (a->dtype == HIVE_F64) {
-        uint64_t old = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), upd;
-        double v;
-        do {
-            memcpy(&v, &old, sizeof v);
-            v += delta;
-            memcpy(&upd, &v, sizeof upd);
-        } while (!__atomic_compare_exchange_n((uint64_t *)p, &old, upd, true, __ATOMIC_RELAXED,
-                                              __ATOMIC_RELAXED));
-        return v;
-    }
-    if (a->dtype == HIVE_F32) {
-        uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), upd;
-        float v;
-        do {
-            memcpy(&v, &old, sizeof v);
-            v += (float)delta;
-            memcpy(&upd, &v, sizeof upd);
-        } while (!__atomic_compare_exchange_n((uint32_t *)p, &old, upd, true, __ATOMIC_RELAXED,
-                                              __ATOMIC_RELAXED));
-        return v;
-    }
-    hive__fail(HIVE_EINVAL, "hive_array_add_f64: dtype %d is not F32 or F64", (int)a->dtype);
-    return 0;
+    double old = 0, upd = 0;
+    return add_float(a, flat_index, delta, &old, &upd, "hive_array_add_f64") == HIVE_OK ? upd : 0;
+}
+
+int hive_array_fetch_add_i64(const hive_array_t *a, int64_t flat_index, int64_t delta, int64_t *old)
+{
+    int64_t o = 0, upd = 0;
+    int rc = add_int(a, flat_index, delta, &o, &upd, "hive_array_fetch_add_i64");
+    if (rc == HIVE_OK && old != NULL)
+        *old = o;
+    return rc;
+}
+
+int hive_array_fetch_add_f64(const hive_array_t *a, int64_t flat_index, double delta, double *old)
+{
+    double o = 0, upd = 0;
+    int rc = add_float(a, flat_index, delta, &o, &upd, "hive_array_fetch_add_f64");
+    if (rc == HIVE_OK && old != NULL)
+        *old = o;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ seqlock */
@@ -323,11 +362,11 @@ static hive__obj_t *array_record(const hive_array_t *a, const char *fn)
     return o;
 }
 
-void hive_array_write_begin(const hive_array_t *a)
+static int write_lock(const hive_array_t *a, const char *fn)
 {
-    hive__obj_t *o = array_record(a, "hive_array_write_begin");
+    hive__obj_t *o = array_record(a, fn);
     if (o == NULL)
-        return;
+        return HIVE_EINVAL;
     uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
     for (;;) {
         if (s & 1) {                       /* another writer: wait for it */
@@ -343,21 +382,41 @@ void hive_array_write_begin(const hive_array_t *a)
     /* release fence: the odd sequence is ordered before every data store of
      * the section, so a reader that sees one of them sees the sequence move */
     atomic_thread_fence(memory_order_release);
+    return HIVE_OK;
+}
+
+static int write_unlock(const hive_array_t *a, const char *fn)
+{
+    hive__obj_t *o = array_record(a, fn);
+    if (o == NULL)
+        return HIVE_EINVAL;
+    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    if (!(s & 1))
+        return hive__fail(HIVE_ESTATE, "%s: no write section is open on object %llu", fn,
+                          (unsigned long long)o->id);
+    /* release: the section's data stores are visible before the even value */
+    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+    return HIVE_OK;
+}
+
+void hive_array_write_begin(const hive_array_t *a)
+{
+    (void)write_lock(a, "hive_array_write_begin");
 }
 
 void hive_array_write_end(const hive_array_t *a)
 {
-    hive__obj_t *o = array_record(a, "hive_array_write_end");
-    if (o == NULL)
-        return;
-    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
-    if (!(s & 1)) {
-        hive__fail(HIVE_ESTATE, "hive_array_write_end: no write section is open on object %llu",
-                   (unsigned long long)o->id);
-        return;
-    }
-    /* release: the section's data stores are visible before the even value */
-    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+    (void)write_unlock(a, "hive_array_write_end");
+}
+
+int hive_array_write_lock(const hive_array_t *a)
+{
+    return write_lock(a, "hive_array_write_lock");
+}
+
+int hive_array_write_unlock(const hive_array_t *a)
+{
+    return write_unlock(a, "hive_array_write_unlock");
 }
 
 /* Copy view a into dst packed in C order. */
@@ -427,169 +486,4 @@ int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
         if (hive__seq_reread(&o->u.arr.seq) == s1)
             return HIVE_OK;
     }
-}
-
-/* ------------------------------------------------------------------ cells */
-
-typedef struct hive__cell_slot {
-    hive__obj_t    *version;
-    uint64_t        seq;
-    struct hive    *h;
-    struct rcu_head rcu;
-} cell_slot_t;
-
-static int find_cell(hive_t *h, hive_ref_t cell, const char *fn, hive__obj_t **out)
-{
-    hive__obj_t *c = hive__obj_find(h, cell, fn);
-    if (c == NULL)
-        return HIVE_ENOENT;
-    if (c->kind != HIVE__CELL)
-        return hive__fail(HIVE_ESTATE, "%s: object %llu is %s, not a cell", fn,
-                          (unsigned long long)cell.id, hive__kind_name(c->kind));
-    *out = c;
-    return HIVE_OK;
-}
-
-/* Find a version and take the cell's count on it. */
-static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj_t **out)
-{
-    hive__rcu_lock();
-    hive__obj_t *v = version.id ? hive__obj_find(h, version, fn) : NULL;
-    int rc = HIVE_OK;
-    if (v == NULL)
-        rc = version.id ? HIVE_ENOENT : hive__fail(HIVE_ENOENT, "%s: version ref {0} names no object", fn);
-    else if (v->kind == HIVE__CELL || v->kind == HIVE__ACTOR)
-        rc = hive__fail(HIVE_ESTATE, "%s: object %llu is %s and cannot be a version", fn,
-                        (unsigned long long)version.id, hive__kind_name(v->kind));
-    else if (!hive__obj_retain_live(v))
-        rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
-                        (unsigned long long)version.id);
-    hive__rcu_unlock();
-    if (rc == HIVE_OK)
-        *out = v;
-    return rc;
-}
-
-int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell)
-{
-    if (h == NULL || cell == NULL)
-        return hive__fail(HIVE_EINVAL, "hive_cell_new: %s is NULL", h ? "cell" : "engine");
-    hive__obj_t *v = NULL;
-    if (initial.id != 0) {
-        int rc = take_version(h, initial, "hive_cell_new", &v);
-        if (rc != HIVE_OK)
-            return rc;
-    }
-    cell_slot_t *slot = NULL;
-    if (v != NULL && (slot = hive__pool_alloc(sizeof *slot)) == NULL) {
-        hive__obj_release(h, v);
-        return hive__fail(HIVE_ENOMEM, "hive_cell_new: cannot allocate a slot");
-    }
-    hive__obj_t *c;
-    int rc = hive__obj_new(h, HIVE__CELL, 0, false, &c);
-    if (rc != HIVE_OK) {
-        if (v != NULL) {
-            hive__pool_free(slot, sizeof *slot);
-            hive__obj_release(h, v);
-        }
-        return rc;
-    }
-    if (slot != NULL)
-        *slot = (cell_slot_t){ .version = v, .seq = 0, .h = h };
-    atomic_init(&c->u.cell.cur, slot);
-    atomic_store_explicit(&c->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
-    atomic_store_explicit(&c->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
-    hive__obj_publish(h, c);
-    cell->id = c->id;
-    return HIVE_OK;
-}
-
-static void slot_free_cb(struct rcu_head *head)
-{
-    hive__rcu_callback_begin();
-    cell_slot_t *slot = caa_container_of(head, cell_slot_t, rcu);
-    struct hive *h = slot->h;
-    hive__pool_free(slot, sizeof *slot);
-    /* release: see free_cb in store.c */
-    atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
-}
-
-int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
-{
-    if (h == NULL)
-        return hive__fail(HIVE_EINVAL, "hive_cell_publish: engine is NULL");
-    hive__obj_t *c, *v;
-    int rc = find_cell(h, cell, "hive_cell_publish", &c);
-    if (rc != HIVE_OK)
-        return rc;
-    rc = take_version(h, version, "hive_cell_publish", &v);
-    if (rc != HIVE_OK)
-        return rc;
-    cell_slot_t *slot = hive__pool_alloc(sizeof *slot);
-    if (slot == NULL) {
-        hive__obj_release(h, v);
-        return hive__fail(HIVE_ENOMEM, "hive_cell_publish: cannot allocate a slot");
-    }
-    slot->version = v;
-    slot->h = h;
-    cell_slot_t *old = atomic_load_explicit(&c->u.cell.cur, memory_order_acquire);
-    do {
-        slot->seq = old ? old->seq + 1 : 1;
-        /* release: readers that load the new slot (acquire) see its fields;
-         * acquire on failure: we read old->seq of the slot we now see */
-    } while (!atomic_compare_exchange_weak_explicit(&c->u.cell.cur, &old, slot, memory_order_acq_rel,
-                                                    memory_order_acquire));
-    if (old != NULL) {
-        hive__obj_release(h, old->version);
-        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
-        hive__call_rcu(&old->rcu, slot_free_cb);
-    }
-    return HIVE_OK;
-}
-
-int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
-{
-    if (h == NULL || version == NULL)
-        return hive__fail(HIVE_EINVAL, "hive_cell_acquire: %s is NULL", h ? "version" : "engine");
-    hive__obj_t *c;
-    int rc = find_cell(h, cell, "hive_cell_acquire", &c);
-    if (rc != HIVE_OK)
-        return rc;
-    hive__rcu_lock();
-    for (;;) {
-        /* acquire: pairs with publish's release; the slot's fields are set */
-        cell_slot_t *slot = atomic_load_explicit(&c->u.cell.cur, memory_order_acquire);
-        if (slot == NULL) {
-            hive__rcu_unlock();
-            return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu is still empty",
-                              (unsigned long long)cell.id);
-        }
-        /* the slot and its version stay readable until we unlock; if the
-         * version's count already fell to zero a newer slot is in place */
-        if (hive__obj_retain_live(slot->version)) {
-            version->id = slot->version->id;
-            if (seq)
-                *seq = slot->seq;
-            break;
-        }
-    }
-    hive__rcu_unlock();
-    return HIVE_OK;
-}
-
-void hive__cell_drop(struct hive *h, hive__obj_t *cell)
-{
-    cell_slot_t *slot = atomic_load_explicit(&cell->u.cell.cur, memory_order_acquire);
-    if (slot == NULL)
-        return;
-    hive__obj_release(h, slot->version);
-    hive__pool_free(slot, sizeof *slot);
-}
-
-void hive__cell_drop_slot_only(struct hive *h, hive__obj_t *cell)
-{
-    (void)h;
-    cell_slot_t *slot = atomic_load_explicit(&cell->u.cell.cur, memory_order_relaxed);
-    if (slot != NULL)
-        hive__pool_free(slot, sizeof *slot);
 }

@@ -2,6 +2,7 @@
  * hive.c - the engine: configuration, init and shutdown, placement queries.
  */
 #include "hive_impl.h"
+#include "cell.h"
 #include "util/common.h"
 #include "util/error.h"
 #include "task.h"
@@ -66,6 +67,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     if (rc != HIVE_OK)
         goto fail_arena;
     h->store.help = hive__task_help;
+    hive__cells_init(h);
     hive__locals_init(&h->locals);
     hive__actors_init(&h->actors);
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
@@ -106,6 +108,7 @@ int hive_shutdown(hive_t *h)
     hive__sched_stop(&h->sched);
     /* 3. actors: queued calls fail, fini runs for every live one */
     hive__actors_shutdown(h);
+    hive__local_threads_exit(h);         /* user threads' worker-local values */
     /* 4. whatever the last jobs created, and then nobody may still be
      *    inside a get or a wait when the records go */
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);

@@ -249,11 +249,18 @@ static void free_cb(struct rcu_head *head)
     hive__rcu_callback_begin();
     hive__obj_t *o = caa_container_of(head, hive__obj_t, rcu);
     struct hive *h = o->h;
-    if (o->kind == HIVE__CELL)
-        hive__cell_drop(h, o);
+    if (h->store.drop[o->kind] != NULL)
+        h->store.drop[o->kind](h, o, false);
     free_record(h, o);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+}
+
+void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
+{
+    if (kind >= HIVE__KINDS)
+        HIVE_DIE("store: no kind %u", (unsigned)kind);
+    h->store.drop[kind] = fn;       /* at init, before any record of the kind exists */
 }
 
 /* Called by workers between jobs and before parking, never inside a
@@ -267,8 +274,8 @@ void hive__store_maintain(struct hive *h)
 void hive__store_drain(struct hive *h)
 {
     hive__rcu_thread();
-    /* a cell's free may queue its version's: loop until none is left
-     * (only when nobody else is releasing: tests, stats, shutdown) */
+    /* a record's drop hook may release other records: loop until no free
+     * is left (only when nobody else is releasing: tests, stats, shutdown) */
     while (atomic_load_explicit(&h->store.callbacks, memory_order_acquire) != 0)
         hive__rcu_barrier();
 }
@@ -303,8 +310,8 @@ static void free_left(void *obj, void *arg)
     struct hive *h = arg;
     hive__obj_t *o = obj;
     hive__handles_unpublish(&h->store.table, o->id);
-    if (o->kind == HIVE__CELL)
-        hive__cell_drop_slot_only(h, o);
+    if (h->store.drop[o->kind] != NULL)
+        h->store.drop[o->kind](h, o, true);
     free_record(h, o);
 }
 
@@ -593,9 +600,9 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
-    if (unlikely(o->kind == HIVE__CELL || o->kind == HIVE__ACTOR))
-        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s", (unsigned long long)ref.id,
-                          o->kind == HIVE__CELL ? "a cell; use hive_cell_acquire" : "an actor handle");
+    if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
+        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
+                          (unsigned long long)ref.id, hive__kind_name(o->kind));
     uint32_t st = hive__obj_state(o);
     if (likely(st != HIVE__PENDING))
         return get_result(o, st, data, size);
@@ -752,5 +759,104 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
     out->resident = hive__arena_resident(&h->arena);
     out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
+    return HIVE_OK;
+}
+
+/* ------------------------------------------------------------------ get_many
+ * hive_get_many keeps no table of its own: while it waits, datas[i] holds
+ * the record of refs[i] (the caller's count keeps it alive), or for a ref
+ * that names no object it can get, the negated status as a small integer
+ * (no record lives in the first page); only at the end does it become the
+ * payload. So any n costs no allocation. It waits for the
+ * refs one after another against one deadline: waiting for the slowest is
+ * waiting for all, and each wait is hive_get's (spin, futex, or helping on a
+ * worker). */
+
+/* Look refs[i] up: its record in *o, or its status (HIVE_ENOENT, HIVE_ESTATE). */
+static int many_find(struct hive *h, hive_ref_t ref, size_t i, hive__obj_t **o)
+{
+    *o = hive__obj_find(h, ref, "hive_get_many");
+    if (unlikely(*o == NULL))
+        return HIVE_ENOENT;
+    if (unlikely((*o)->kind != HIVE__BLOB && (*o)->kind != HIVE__ARRAY))
+        return hive__fail(HIVE_ESTATE, "hive_get_many: refs[%zu] (object %llu) is %s", i,
+                          (unsigned long long)ref.id, hive__kind_name((*o)->kind));
+    return HIVE_OK;
+}
+
+#define MANY_CODE_MAX 4096u           /* datas[i] below this: -status of a bad ref */
+
+static inline hive__obj_t *many_obj(const void *d)
+{
+    return (uintptr_t)d < MANY_CODE_MAX ? NULL : (hive__obj_t *)(uintptr_t)d;
+}
+
+/* Wait for every pending record until deadline (UINT64_MAX: forever).
+ * The caller counts itself a sleeper around this and its reading of the
+ * records after it (as hive_get), so that shutdown does not free them. */
+static void many_wait(struct hive *h, const void **datas, size_t n, uint64_t deadline)
+{
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o = many_obj(datas[i]);
+        if (o == NULL)
+            continue;
+        if (hive__obj_state(o) != HIVE__PENDING)
+            continue;
+        uint64_t now = hive__now_ns();
+        int64_t left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0 : (int64_t)(deadline - now);
+        if (wait_state(h, o, left, "hive_get_many") == HIVE_ESHUTDOWN)
+            return;                  /* the outcome is read below */
+    }
+}
+
+int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
+                  const void **datas, size_t *sizes, int *status)
+{
+    CHECK_ENGINE(h, "hive_get_many");
+    size_t bytes;
+    if (unlikely(__builtin_mul_overflow(n, sizeof *refs, &bytes) ||
+                 __builtin_mul_overflow(n, sizeof *datas, &bytes)))
+        return hive__fail(HIVE_EINVAL, "hive_get_many: %zu refs: an array of %zu-byte entries "
+                          "overflows a size", n, sizeof *refs);
+    if (unlikely(n != 0 && (refs == NULL || datas == NULL)))
+        return hive__fail(HIVE_EINVAL, "hive_get_many: %s is NULL for %zu refs",
+                          refs == NULL ? "refs" : "datas", n);
+    bool pending = false;
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o;
+        int st = many_find(h, refs[i], i, &o);
+        datas[i] = st == HIVE_OK ? (const void *)o : (const void *)(uintptr_t)-st;
+        pending |= st == HIVE_OK && hive__obj_state(o) == HIVE__PENDING;
+    }
+    if (pending) {
+        sleeper_enter(h);
+        many_wait(h, datas, n, timeout_ns < 0 ? UINT64_MAX : hive__now_ns() + (uint64_t)timeout_ns);
+    }
+    size_t bad = 0, first = n;
+    int first_rc = HIVE_OK;
+    for (size_t i = 0; i < n; i++) {
+        hive__obj_t *o = many_obj(datas[i]);
+        int st = o == NULL ? -(int)(uintptr_t)datas[i] : HIVE_OK;
+        if (st == HIVE_OK) {
+            uint32_t s = hive__obj_state(o);
+            st = s == HIVE__FAILED ? hive__obj_fail_code(o) : s == HIVE__SEALED ? HIVE_OK
+                 : engine_stopping(h) ? HIVE_ESHUTDOWN : HIVE_ETIMEDOUT;
+        }
+        datas[i] = st == HIVE_OK ? (o->size ? o->data : zero_payload) : NULL;
+        if (sizes != NULL)
+            sizes[i] = st == HIVE_OK ? o->size : 0;
+        if (status != NULL)
+            status[i] = st;
+        if (st != HIVE_OK && bad++ == 0) {
+            first = i;
+            first_rc = st;
+        }
+    }
+    if (pending)
+        sleeper_leave(h);            /* the records are not touched again */
+    if (unlikely(bad != 0))
+        return hive__fail(first_rc, "hive_get_many: %zu of %zu refs are not available; the first, "
+                          "refs[%zu] (object %llu): %s", bad, n, first,
+                          (unsigned long long)refs[first].id, hive_strerror(first_rc));
     return HIVE_OK;
 }

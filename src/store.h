@@ -34,7 +34,10 @@ enum {
     HIVE__CODE_SHIFT = 8,            /* FAILED: bits 8.. hold -code (see hive__obj_fail_code) */
 };
 
-enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3, HIVE__ACTOR = 4 };
+/* The kinds of record; the store treats them all alike, except that only
+ * blobs and arrays have a payload to get (a kind's extra state goes in the
+ * record's union and its drop hook). */
+enum { HIVE__BLOB = 1, HIVE__ARRAY = 2, HIVE__CELL = 3, HIVE__ACTOR = 4, HIVE__KINDS = 5 };
 
 /* The kind with its article, for sentences: "object 7 is an actor handle". */
 static inline const char *hive__kind_name(unsigned kind)
@@ -63,8 +66,6 @@ typedef struct hive__dep {
 
 #define HIVE__DEPS_CLOSED ((hive__dep_t *)1)
 
-struct hive__cell_slot;
-
 typedef struct hive__obj {
     uint64_t          id;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
@@ -83,14 +84,20 @@ typedef struct hive__obj {
             int32_t  ndim;
             int64_t  shape[HIVE_MAX_DIMS];
         } arr;
-        struct {                     /* HIVE__CELL */
-            _Atomic(struct hive__cell_slot *) cur;
-        } cell;
+        _Atomic(void *) owned;       /* another kind's own pointer (a cell's current
+                                        slot: cell.c), freed by the kind's drop hook */
         struct {                     /* HIVE__ACTOR: a handle's record (actor.c) */
             struct hive__actor *actor;
         } actor;
     } u;
 } hive__obj_t;
+
+/* A kind's drop hook: the store calls it when a record of that kind goes,
+ * before the record's memory is freed, so that the kind frees what it hung
+ * on the record (u.owned). closing: the engine is closing and every record
+ * goes at once; free only memory, drop no counts on other records. The
+ * store knows no kind beyond this; kinds register at hive_init. */
+typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
 
 typedef struct hive__store {
     hive__handles_t   table;
@@ -102,6 +109,7 @@ typedef struct hive__store {
      * it shares no line with the counters below, which every put, call
      * and release writes. */
     bool (*help)(struct hive *h, bool (*done)(void *arg), void *arg);
+    hive__drop_fn drop[HIVE__KINDS];           /* per kind, set at init (hive__store_on_drop) */
     HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats): written by new and free */
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
@@ -175,9 +183,9 @@ void hive__obj_fail(struct hive *h, hive__obj_t *o, int code);
 bool hive__obj_retain_live(hive__obj_t *o);
 void hive__obj_release(struct hive *h, hive__obj_t *o);
 
-/* array.c: what a cell holds when it goes (its version's count, its slot) */
-void hive__cell_drop(struct hive *h, hive__obj_t *cell);
-void hive__cell_drop_slot_only(struct hive *h, hive__obj_t *cell);
+/* Register kind's drop hook (at hive_init, before any record of the kind). */
+
+void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn);
 
 static inline uint32_t hive__obj_state(const hive__obj_t *o)
 {

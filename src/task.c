@@ -151,6 +151,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
     t->result = NULL;
     t->nargs = nargs;
     t->lane = hive__prio_lane(HIVE_PRIO_NORMAL);
+    t->max_retries = 0;
     t->node = -1;
     t->job.fn = task_job;
     atomic_init(&t->pending, 1);
@@ -225,6 +226,7 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
         return rc;
     t->fn = fn;
     t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
+    t->max_retries = opts ? opts->max_retries : 0;
     result->id = t->result->id;
 
     /* dependencies: count first, then hang the dep (it may fire at once) */
@@ -243,6 +245,18 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
     return HIVE_OK;
 }
 
+/* Drop what a failed run wrote into the result (hive_return). Only the
+ * running task touches the payload fields until it finishes. */
+static void drop_result(hive__task_t *t)
+{
+    hive__obj_t *r = t->result;
+    if (r->data != NULL) {
+        hive__arena_free(&t->h->arena, r->data, r->size);
+        r->data = NULL;
+        r->size = 0;
+    }
+}
+
 static void run_task(hive__task_t *t, hive__worker_t *w)
 {
     hive__obj_t *r = t->result;
@@ -252,7 +266,13 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
-    hive__task_finish(t, t->fn(&ctx) == 0 ? HIVE_OK : HIVE_ETASK);
+    int rc = t->fn(&ctx);
+    for (unsigned retry = 0; rc != 0 && retry < t->max_retries && !hive_cancelled(&ctx); retry++) {
+        drop_result(t);               /* the next run starts from an empty result */
+        ctx.seq = ++w->task_seq;      /* a new run for worker-local values */
+        rc = t->fn(&ctx);
+    }
+    hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     cleanup(t);
 }
 
@@ -270,11 +290,7 @@ void hive__task_finish(hive__task_t *t, int code)
         HIVE__RUN_CANCEL_ASKED)
         code = HIVE_ECANCELED;
     if (code != HIVE_OK) {
-        if (r->data != NULL) {        /* a result written before failing is dropped */
-            hive__arena_free(&t->h->arena, r->data, r->size);
-            r->data = NULL;
-            r->size = 0;
-        }
+        drop_result(t);               /* a result written before failing is dropped */
         hive__obj_fail(t->h, r, code);
     } else {
         hive__obj_seal(t->h, r);

@@ -37,6 +37,7 @@ typedef struct hive__task {
     _Atomic int32_t  pending;    /* pending ref args + 1 while submit is under way */
     _Atomic int32_t  dep_failed;
     unsigned         lane;
+    unsigned         max_retries;/* runs after a failed one (hive_opts_t); 0 for actor calls */
     int              node;       /* preferred NUMA node, -1: none */
     size_t           bytes;      /* size of this record */
     size_t           nargs;

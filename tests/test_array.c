@@ -454,6 +454,65 @@ static void test_kind_sentences(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* The status forms tell a failure from a result of 0, which the old forms cannot. */
+static void test_status_forms(void **state)
+{
+    (void)state;
+    hive_t *h = test_engine(16u << 20, 1, NULL);
+    int64_t shape[1] = { 4 };
+    hive_ref_t ri, rf;
+    assert_int_equal(hive_array_new(h, HIVE_I32, 1, shape, &ri), HIVE_OK);
+    assert_int_equal(hive_array_new(h, HIVE_F32, 1, shape, &rf), HIVE_OK);
+    hive_array_t ai, af;
+    assert_int_equal(hive_array_view(h, ri, &ai), HIVE_OK);
+    assert_int_equal(hive_array_view(h, rf, &af), HIVE_OK);
+
+    int64_t old = 42;
+    assert_int_equal(hive_array_fetch_add_i64(&ai, 1, 5, &old), HIVE_OK);
+    assert_int_equal(old, 0);
+    assert_int_equal(hive_array_fetch_add_i64(&ai, 1, -5, &old), HIVE_OK);
+    assert_int_equal(old, 5);                        /* the value before; now 0 again */
+    assert_int_equal(hive_array_fetch_add_i64(&ai, 2, INT32_MAX, NULL), HIVE_OK);
+    assert_int_equal(hive_array_fetch_add_i64(&ai, 2, 1, &old), HIVE_OK);
+    assert_int_equal(old, INT32_MAX);                /* wraps in the element's type */
+    assert_int_equal(hive_array_add_i64(&ai, 2, 0), INT32_MIN);
+    double dold = 42;
+    assert_int_equal(hive_array_fetch_add_f64(&af, 3, 1.5, &dold), HIVE_OK);
+    assert_true(dold == 0.0);
+    assert_int_equal(hive_array_fetch_add_f64(&af, 3, 1.0, &dold), HIVE_OK);
+    assert_true(dold == 1.5);
+
+    /* bad input: a status and a sentence; the output untouched */
+    old = 42;
+    ASSERT_FAILS_WITH(hive_array_fetch_add_i64(&ai, 4, 1, &old), HIVE_EINVAL,
+                      "flat index 4 out of range 0..3");
+    ASSERT_FAILS_WITH(hive_array_fetch_add_i64(&af, 0, 1, &old), HIVE_EINVAL,
+                      "is not an integer type");
+    ASSERT_FAILS_WITH(hive_array_fetch_add_i64(NULL, 0, 1, &old), HIVE_EINVAL, "hive_array_fetch_add_i64");
+    assert_int_equal(old, 42);
+    ASSERT_FAILS_WITH(hive_array_fetch_add_f64(&ai, 0, 1, &dold), HIVE_EINVAL, "is not F32 or F64");
+    ASSERT_FAILS_WITH(hive_array_fetch_add_f64(&af, -1, 1, &dold), HIVE_EINVAL,
+                      "flat index -1 out of range");
+    assert_true(dold == 1.5);
+
+    /* write sections with a status */
+    ASSERT_FAILS_WITH(hive_array_write_unlock(&ai), HIVE_ESTATE, "no write section is open");
+    assert_int_equal(hive_array_write_lock(&ai), HIVE_OK);
+    assert_int_equal(hive_array_write_unlock(&ai), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_array_write_lock(NULL), HIVE_EINVAL, "hive_array_write_lock: array is NULL");
+    hive_array_t forged = ai;
+    forged.priv = NULL;
+    ASSERT_FAILS_WITH(hive_array_write_lock(&forged), HIVE_EINVAL, "no array record");
+    ASSERT_FAILS_WITH(hive_array_write_unlock(&forged), HIVE_EINVAL, "no array record");
+    int32_t back[4];
+    assert_int_equal(hive_array_read(&ai, back, sizeof back), HIVE_OK);   /* no section left open */
+    assert_int_equal(back[2], INT32_MIN);
+
+    hive_release(h, ri);
+    hive_release(h, rf);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_slice_extreme_steps),
         cmocka_unit_test(test_zero_extent_shapes),
         cmocka_unit_test(test_kind_sentences),
+        cmocka_unit_test(test_status_forms),
     };
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
 }

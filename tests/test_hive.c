@@ -154,6 +154,77 @@ static void test_thousands_of_workers(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* Every handle of engine A is refused by engine B with HIVE_ENOENT: refs
+ * (blobs, task results, arrays, cells), actors and worker-local keys. */
+static int nop_task(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static int nop_method(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    (void)ctx;
+    return 0;
+}
+
+static void *one_init(void *arg)
+{
+    return arg;
+}
+
+static void test_handles_of_another_engine(void **state)
+{
+    (void)state;
+    hive_t *a = test_engine(16u << 20, 1, NULL), *b = test_engine(16u << 20, 1, NULL);
+    hive_ref_t blob, task, arr, cell, mine;
+    assert_int_equal(hive_put(a, "a", 2, &blob), HIVE_OK);
+    assert_int_equal(hive_submit(a, nop_task, NULL, 0, NULL, &task), HIVE_OK);
+    int64_t shape[1] = { 4 };
+    assert_int_equal(hive_array_new(a, HIVE_I64, 1, shape, &arr), HIVE_OK);
+    assert_int_equal(hive_cell_new(a, blob, &cell), HIVE_OK);
+    assert_int_equal(hive_put(b, "b", 2, &mine), HIVE_OK);
+    static const hive_method_t m[1] = { { "nop", nop_method, 0 } };
+    static const hive_actor_class_t cls = { .name = "c", .size = 8, .methods = m, .nmethods = 1 };
+    hive_actor_t actor;
+    assert_int_equal(hive_actor_new(a, &cls, NULL, 0, NULL, &actor), HIVE_OK);
+    int one = 1;
+    hive_local_def_t def = { .init = one_init, .arg = &one };
+    hive_local_t key;
+    assert_int_equal(hive_local_new(a, &def, &key), HIVE_OK);
+
+    const void *p;
+    hive_array_t v;
+    hive_ref_t got, res;
+    ASSERT_FAILS_WITH(hive_get(b, blob, 0, &p, NULL), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_get(b, task, 0, &p, NULL), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_retain(b, blob), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_release(b, blob), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_cancel(b, task), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_array_view(b, arr, &v), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_cell_acquire(b, cell, &got, NULL), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_cell_publish(b, cell, mine), HIVE_ENOENT, "does not exist");
+    ASSERT_FAILS_WITH(hive_submit(b, nop_task, &HIVE_REF(blob), 1, NULL, &res), HIVE_ENOENT,
+                      "does not exist");
+    int st[2];
+    const void *d[2];
+    hive_ref_t two[2] = { mine, blob };
+    ASSERT_FAILS_WITH(hive_get_many(b, two, 2, 0, d, NULL, st), HIVE_ENOENT, "refs[1]");
+    assert_int_equal(st[0], HIVE_OK);
+    assert_int_equal(st[1], HIVE_ENOENT);
+    ASSERT_FAILS_WITH(hive_call(b, actor, 0, NULL, 0, NULL, &res), HIVE_ENOENT, "not an actor of this engine");
+    ASSERT_FAILS_WITH(hive_actor_kill(b, actor), HIVE_ENOENT, "not an actor of this engine");
+    assert_null(hive_local_thread(b, key));
+    assert_non_null(strstr(hive_last_error(), "another engine"));
+    assert_ptr_equal(hive_local_thread(a, key), &one);   /* all still fine in a */
+    assert_int_equal(hive_get(a, blob, 0, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_cell_acquire(a, cell, &got, NULL), HIVE_OK);
+    assert_int_equal(got.id, blob.id);
+    assert_int_equal(hive_shutdown(b), HIVE_OK);
+    assert_int_equal(hive_shutdown(a), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_shutdown_from_inside_is_refused),
         cmocka_unit_test(test_huge_stores_fail_at_init_or_work),
         cmocka_unit_test(test_thousands_of_workers),
+        cmocka_unit_test(test_handles_of_another_engine),
     };
     return cmocka_run_group_tests_name("hive", tests, NULL, NULL);
 }

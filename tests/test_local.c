@@ -8,6 +8,8 @@
 #include "testutil.h"
 #include "hive_impl.h"
 
+#include <pthread.h>
+
 #define MiB         (1024u * 1024u)
 #define DEADLINE_MS 10000u
 #define MAXW        4
@@ -363,14 +365,14 @@ static void test_bad_keys_and_definitions(void **state)
     assert_int_equal(hive_local_new(h, &def, &good), HIVE_OK);
     hive_local_def_t dn = { .init = init_null };
     assert_int_equal(hive_local_new(h, &dn, &nul), HIVE_OK);
-    hive_local_t keys[2] = { { 500 }, nul };
+    hive_local_t keys[2] = { { good.id + 500 }, nul };   /* this engine's serial, index 500 */
     hive_arg_t a = HIVE_BYTES(keys, sizeof keys);
     hive_ref_t r;
     assert_int_equal(hive_submit(h, probe_bad_keys, &a, 1, NULL, &r), HIVE_OK);
     const bad_report_t *br;
     get_ok(h, r, (const void **)&br, NULL);
     assert_true(br->unknown_null);
-    if (strstr(br->unknown_msg, "key 500 was never made (2 keys)") == NULL)
+    if (strstr(br->unknown_msg, "(index 500) was never made (2 keys)") == NULL)
         fail_msg("unknown key: \"%s\"", br->unknown_msg);
     assert_true(br->null_init_null);
     if (strstr(br->null_init_msg, "returned NULL") == NULL)
@@ -386,11 +388,12 @@ static void test_bad_keys_and_definitions(void **state)
     hive_local_t k;
     for (uint32_t i = 2; i < HIVE_MAX_LOCALS; i++)
         assert_int_equal(hive_local_new(h, &def, &k), HIVE_OK);
-    assert_int_equal(k.id, HIVE_MAX_LOCALS - 1);
+    assert_int_equal(k.id, good.id + HIVE_MAX_LOCALS - 1);   /* the serial, then the index */
+    hive_local_t last = k;
     k.id = 9;
     ASSERT_FAILS_WITH(hive_local_new(h, &def, &k), HIVE_ENOMEM, "1024 keys");
     assert_int_equal(k.id, 9);
-    ok = run_one(h, (hive_local_t){ HIVE_MAX_LOCALS - 1 });   /* the last key works */
+    ok = run_one(h, last);                            /* the last key works */
     assert_true(ok.owner_ok);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     assert_int_equal(atomic_load(&c.init[0]), 2);
@@ -440,6 +443,208 @@ static void test_nested_task_gets_own_instance(void **state)
     assert_int_equal(atomic_load(&c.fini_wrong_worker), 0);
 }
 
+/* ------------------------------------------------------ user threads, eager */
+
+/* A value that knows the thread that built it. */
+typedef struct tval {
+    pthread_t builder;
+    int       magic;
+} tval_t;
+
+static _Atomic int t_inits, t_finis, t_fini_elsewhere;
+
+static void *tv_init(void *arg)
+{
+    (void)arg;
+    tval_t *v = calloc(1, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    v->builder = pthread_self();
+    v->magic = MAGIC;
+    atomic_fetch_add(&t_inits, 1);
+    return v;
+}
+
+static void tv_fini(void *value, void *arg)
+{
+    (void)arg;
+    tval_t *v = value;
+    if (!pthread_equal(v->builder, pthread_self()))
+        atomic_fetch_add(&t_fini_elsewhere, 1);
+    atomic_fetch_add(&t_finis, 1);
+    v->magic = 0;
+    free(v);
+}
+
+typedef struct tl_run {
+    hive_t      *h;
+    hive_local_t key;
+    void        *first, *second;
+    _Atomic int  built, go_on;
+    int          wait_for_go;
+} tl_run_t;
+
+static void *thread_uses_local(void *arg)
+{
+    tl_run_t *r = arg;
+    r->first = hive_local_thread(r->h, r->key);
+    r->second = hive_local_thread(r->h, r->key);
+    atomic_store(&r->built, 1);
+    while (r->wait_for_go && !atomic_load(&r->go_on))
+        test_sleep_ms(1);
+    return NULL;
+}
+
+typedef struct on_worker_report {
+    int  was_null;
+    char msg[200];
+} on_worker_report_t;
+
+static int thread_call_on_worker(hive_ctx_t *ctx)
+{
+    const hive_local_t *key = hive_arg(ctx, 0, NULL);
+    on_worker_report_t r = { .was_null = hive_local_thread(hive_engine(ctx), *key) == NULL };
+    snprintf(r.msg, sizeof r.msg, "%s", hive_last_error());
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static void test_thread_values(void **state)
+{
+    (void)state;
+    atomic_store(&t_inits, 0);
+    atomic_store(&t_finis, 0);
+    atomic_store(&t_fini_elsewhere, 0);
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    hive_local_def_t def = { .init = tv_init, .fini = tv_fini };
+    hive_local_t key;
+    assert_int_equal(hive_local_new(h, &def, &key), HIVE_OK);
+    assert_int_equal(atomic_load(&t_inits), 0);       /* lazy by default */
+
+    /* the driver: built on first use, the same value afterwards */
+    tval_t *mine = hive_local_thread(h, key);
+    assert_non_null(mine);
+    assert_true(pthread_equal(mine->builder, pthread_self()));
+    assert_ptr_equal(hive_local_thread(h, key), mine);
+    assert_int_equal(atomic_load(&t_inits), 1);
+
+    /* another thread: its own value, finalised on it when it exits */
+    tl_run_t a = { .h = h, .key = key };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, thread_uses_local, &a), 0);
+    pthread_join(t, NULL);
+    assert_non_null(a.first);
+    assert_ptr_equal(a.first, a.second);
+    assert_ptr_not_equal(a.first, mine);
+    assert_int_equal(atomic_load(&t_inits), 2);
+    assert_int_equal(atomic_load(&t_finis), 1);
+    assert_int_equal(atomic_load(&t_fini_elsewhere), 0);
+
+    /* a thread still alive at shutdown: shutdown finalises its value once */
+    tl_run_t b = { .h = h, .key = key, .wait_for_go = 1 };
+    assert_int_equal(pthread_create(&t, NULL, thread_uses_local, &b), 0);
+    WAIT_UNTIL(atomic_load(&b.built), DEADLINE_MS);
+    assert_non_null(b.first);
+
+    /* on a worker it is refused: tasks have hive_local */
+    hive_arg_t arg = HIVE_VAL(key);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, thread_call_on_worker, &arg, 1, NULL, &r), HIVE_OK);
+    const on_worker_report_t *rep;
+    get_ok(h, r, (const void **)&rep, NULL);
+    assert_true(rep->was_null);
+    if (strstr(rep->msg, "inside a task use hive_local") == NULL)
+        fail_msg("on a worker: \"%s\"", rep->msg);
+    hive_release(h, r);
+
+    /* bad input */
+    assert_null(hive_local_thread(NULL, key));
+    assert_non_null(strstr(hive_last_error(), "hive_local_thread: engine is NULL"));
+    assert_null(hive_local_thread(h, (hive_local_t){ 0 }));
+    assert_non_null(strstr(hive_last_error(), "made by another engine"));
+    assert_null(hive_local_thread(h, (hive_local_t){ key.id + 7 }));
+    assert_non_null(strstr(hive_last_error(), "(index 7) was never made (1 keys)"));
+    hive_local_def_t dn = { .init = init_null };
+    hive_local_t nul;
+    assert_int_equal(hive_local_new(h, &dn, &nul), HIVE_OK);
+    assert_null(hive_local_thread(h, nul));
+    assert_non_null(strstr(hive_last_error(), "init of key"));
+
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&t_finis), 3);       /* the driver's and b's */
+    atomic_store(&b.go_on, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&t_finis), 3);       /* b's exit finalises nothing more */
+    assert_int_equal(atomic_load(&t_fini_elsewhere), 1);   /* b's, on the shutting-down thread */
+}
+
+/* eager: built on every worker by hive_local_new, and the first task on
+ * each takes it as built (no fini + init although reinit is NULL) */
+static void test_eager_builds_on_every_worker(void **state)
+{
+    (void)state;
+    static counters_t c;
+    memset(&c, 0, sizeof c);
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    hive_local_def_t def = { .init = lv_init, .fini = lv_fini, .arg = &c, .eager = 1 };
+    hive_local_t key;
+    assert_int_equal(hive_local_new(h, &def, &key), HIVE_OK);
+    assert_int_equal(atomic_load(&c.init[0]), 1);     /* done before hive_local_new returned */
+    assert_int_equal(atomic_load(&c.init[1]), 1);
+    assert_int_equal(atomic_load(&c.off_worker), 0);
+    report_t rep = run_one(h, key);
+    assert_true(rep.owner_ok);
+    assert_int_equal(rep.total, 1);                   /* the eager value, first use */
+    assert_int_equal(sum(c.init), 2);                 /* not rebuilt for the first task */
+    assert_int_equal(sum(c.fini), 0);
+    rep = run_one(h, key);                            /* later tasks reset it as before */
+    assert_true(rep.owner_ok);
+    assert_int_equal(rep.uses_before, 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&c.live), 0);
+    assert_int_equal(atomic_load(&c.fini_wrong_worker), 0);
+}
+
+/* A key of engine A is refused by engine B: it used to be a bare index,
+ * which named B's key of the same index. */
+static int probe_key(hive_ctx_t *ctx)
+{
+    const hive_local_t *key = hive_arg(ctx, 0, NULL);
+    on_worker_report_t r = { .was_null = hive_local(ctx, *key) == NULL };
+    snprintf(r.msg, sizeof r.msg, "%s", hive_last_error());
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static void test_key_of_another_engine(void **state)
+{
+    (void)state;
+    static counters_t ca, cb;
+    memset(&ca, 0, sizeof ca);
+    memset(&cb, 0, sizeof cb);
+    hive_t *a = engine(16 * MiB, 1, NULL), *b = engine(16 * MiB, 1, NULL);
+    hive_local_def_t da = { .init = lv_init, .fini = lv_fini, .arg = &ca };
+    hive_local_def_t db = { .init = lv_init, .fini = lv_fini, .arg = &cb };
+    hive_local_t ka, kb;
+    assert_int_equal(hive_local_new(a, &da, &ka), HIVE_OK);
+    assert_int_equal(hive_local_new(b, &db, &kb), HIVE_OK);   /* both the first key of their engine */
+    assert_int_not_equal(ka.id, kb.id);
+    hive_arg_t arg = HIVE_VAL(ka);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(b, probe_key, &arg, 1, NULL, &r), HIVE_OK);
+    const on_worker_report_t *rep;
+    get_ok(b, r, (const void **)&rep, NULL);
+    assert_true(rep->was_null);
+    if (strstr(rep->msg, "was made by another engine") == NULL)
+        fail_msg("a key of another engine: \"%s\"", rep->msg);
+    hive_release(b, r);
+    assert_int_equal(sum(cb.init), 0);                /* b's key was not touched */
+    assert_null(hive_local_thread(b, ka));
+    assert_non_null(strstr(hive_last_error(), "was made by another engine"));
+    assert_true(run_one(b, kb).owner_ok);             /* b's own key works */
+    assert_true(run_one(a, ka).owner_ok);
+    assert_int_equal(hive_shutdown(a), HIVE_OK);
+    assert_int_equal(hive_shutdown(b), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +654,9 @@ int main(void)
         cmocka_unit_test(test_null_fini),
         cmocka_unit_test(test_bad_keys_and_definitions),
         cmocka_unit_test(test_nested_task_gets_own_instance),
+        cmocka_unit_test(test_thread_values),
+        cmocka_unit_test(test_eager_builds_on_every_worker),
+        cmocka_unit_test(test_key_of_another_engine),
     };
     return cmocka_run_group_tests_name("local", tests, NULL, NULL);
 }

@@ -766,10 +766,183 @@ static void test_bad_input(void **state)
     finish(h);
 }
 
+/* ------------------------------------------------------- without replacement */
+
+static double chi_square(const uint64_t *counts, const double *expect, int n)
+{
+    double chi = 0;
+    for (int i = 0; i < n; i++)
+        chi += (counts[i] - expect[i]) * (counts[i] - expect[i]) / expect[i];
+    return chi;
+}
+
+/* Every key of the batch is distinct, and items match keys. */
+static void assert_distinct(const uint64_t *items, const uint64_t *keys, size_t batch, uint64_t nkeys)
+{
+    for (size_t i = 0; i < batch; i++) {
+        if (items != NULL)
+            assert_int_equal(items[i], keys[i]);
+        assert_true(keys[i] < nkeys);
+        for (size_t j = 0; j < i; j++)
+            if (keys[i] == keys[j])
+                fail_msg("batch of %zu: key %llu at %zu and %zu", batch,
+                         (unsigned long long)keys[i], j, i);
+    }
+}
+
+static void test_distinct_uniform(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 300, 0, 0, 0, 4242);
+    push_n(rb, 0, 100);
+    /* 20000 batches of 10 out of 100: each key is in a batch with
+     * probability 1/10, and first in it with probability 1/100 (the order
+     * is random too). Chi-square, 99 degrees of freedom: below 148.2 with
+     * probability 0.999. */
+    enum { B = 10, ROUNDS = 20000 };
+    uint64_t in_batch[100] = { 0 }, first[100] = { 0 }, rng = 5;
+    uint64_t items[B], keys[B];
+    for (int r = 0; r < ROUNDS; r++) {
+        assert_int_equal(hive_replay_sample_ex(rb, B, HIVE_REPLAY_DISTINCT, r % 2 ? &rng : NULL,
+                                               items, keys, NULL, 0), HIVE_OK);
+        assert_distinct(items, keys, B, 100);
+        for (int i = 0; i < B; i++)
+            in_batch[keys[i]]++;
+        first[keys[0]]++;
+    }
+    double e_in[100], e_first[100];
+    for (int i = 0; i < 100; i++) {
+        e_in[i] = ROUNDS * (double)B / 100;
+        e_first[i] = ROUNDS / 100.0;
+    }
+    /* the in-batch counts are not independent draws (they are 10 at a
+     * time without replacement), which only makes their spread smaller */
+    double c1 = chi_square(in_batch, e_in, 100), c2 = chi_square(first, e_first, 100);
+    printf("distinct uniform chi-square: in batch %.1f, first %.1f (critical 148.2)\n", c1, c2);
+    assert_true(c1 < 148.2);
+    assert_true(c2 < 148.2);
+
+    /* a batch of everything held: each key exactly once; without out_keys,
+     * and above the stack set (heap scratch) */
+    uint64_t all[100];
+    assert_int_equal(hive_replay_sample_ex(rb, 100, HIVE_REPLAY_DISTINCT, &rng, all, NULL, NULL, 0),
+                     HIVE_OK);
+    assert_distinct(all, all, 100, 100);
+    push_n(rb, 100, 200);                            /* full: 300 items */
+    uint64_t big_items[300], big_keys[300];
+    double w[300];
+    assert_int_equal(hive_replay_sample_ex(rb, 300, HIVE_REPLAY_DISTINCT, &rng, big_items, big_keys,
+                                           w, 0), HIVE_OK);
+    assert_distinct(big_items, big_keys, 300, 300);
+    for (int i = 0; i < 300; i++)
+        assert_true(w[i] == 1.0);
+    /* flags 0 is hive_replay_sample: same stream, same samples */
+    uint64_t a = 9, b = 9, ka[16], kb[16];
+    assert_int_equal(hive_replay_sample_ex(rb, 16, 0, &a, NULL, ka, NULL, 0), HIVE_OK);
+    assert_int_equal(hive_replay_sample(rb, 16, &b, NULL, kb, NULL, 0), HIVE_OK);
+    assert_memory_equal(ka, kb, sizeof ka);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void test_distinct_prioritized(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 4, 1, 1.0, 0.5, 7);
+    push_n(rb, 0, 4);
+    uint64_t keys4[4] = { 0, 1, 2, 3 };
+    double prio[4] = { 1, 2, 3, 4 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys4, prio, 4), 4);
+    /* batches of 2: the first draw follows p / 10, the second p_k / (10 - p_i)
+     * given the first was i. Chi-square, 3 degrees of freedom: below 16.27
+     * with probability 0.999. */
+    enum { ROUNDS = 40000 };
+    uint64_t c0[4] = { 0 }, c1[4] = { 0 }, rng = 11;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t items[2], keys[2];
+        double w[2];
+        assert_int_equal(hive_replay_sample_ex(rb, 2, HIVE_REPLAY_DISTINCT, &rng, items, keys, w, 0),
+                         HIVE_OK);
+        assert_distinct(items, keys, 2, 4);
+        /* weights: (min leaf / leaf)^beta over the batch */
+        uint64_t lo = keys[0] < keys[1] ? 0 : 1;
+        assert_true(fabs(w[lo] - 1.0) < 1e-12);
+        assert_true(fabs(w[1 - lo] - pow(prio[keys[lo]] / prio[keys[1 - lo]], 0.5)) < 1e-12);
+        c0[keys[0]]++;
+        c1[keys[1]]++;
+    }
+    double e0[4], e1[4];
+    for (int k = 0; k < 4; k++) {
+        e0[k] = ROUNDS * prio[k] / 10;
+        double p = 0;
+        for (int i = 0; i < 4; i++)
+            if (i != k)
+                p += prio[i] / 10 * prio[k] / (10 - prio[i]);
+        e1[k] = ROUNDS * p;
+    }
+    double x0 = chi_square(c0, e0, 4), x1 = chi_square(c1, e1, 4);
+    printf("distinct prioritized chi-square: first %.2f, second %.2f (critical 16.27)\n", x0, x1);
+    assert_true(x0 < 16.27);
+    assert_true(x1 < 16.27);
+
+    /* priority 0 is drawn only after every item with mass, uniformly */
+    double z[4] = { 0, 0, 5, 0 };
+    assert_int_equal(hive_replay_update_priorities(rb, keys4, z, 4), 4);
+    uint64_t zc[4] = { 0 };
+    for (int r = 0; r < 3000; r++) {
+        uint64_t items[3], keys[3];
+        assert_int_equal(hive_replay_sample_ex(rb, 3, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        assert_distinct(items, keys, 3, 4);
+        assert_int_equal(keys[0], 2);
+        zc[keys[1]]++;
+        zc[keys[2]]++;
+    }
+    assert_int_equal(zc[2], 0);
+    for (int k = 0; k < 4; k++)                      /* 2000 each; a wide band */
+        if (k != 2 && (zc[k] < 1700 || zc[k] > 2300))
+            fail_msg("zero-priority key %d drawn %llu times, want about 2000", k,
+                     (unsigned long long)zc[k]);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
+static void test_distinct_bad_input(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    hive_replay_t *rb = make(h, 8, 1, 1.0, 0.5, 7);
+    push_n(rb, 0, 4);
+    uint64_t keys[16];
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(rb, 5, HIVE_REPLAY_DISTINCT, NULL, NULL, keys, NULL, 0),
+                      HIVE_EINVAL, "batch 5 is larger than the 4 items held");
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(rb, 9, HIVE_REPLAY_DISTINCT, NULL, NULL, keys, NULL, 0),
+                      HIVE_EINVAL, "batch 9 is larger than the capacity 8");
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(rb, 1, 6, NULL, NULL, keys, NULL, 0), HIVE_EINVAL,
+                      "unknown flags 0x6");
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(rb, 0, HIVE_REPLAY_DISTINCT, NULL, NULL, keys, NULL, 0),
+                      HIVE_EINVAL, "batch is 0");
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(NULL, 1, HIVE_REPLAY_DISTINCT, NULL, NULL, keys, NULL, 0),
+                      HIVE_EINVAL, "buffer is NULL");
+    hive_replay_stats_t st;
+    assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+    assert_int_equal(st.samples, 0);                 /* nothing counted */
+    /* with replacement, a batch above the contents is refused as before */
+    ASSERT_FAILS_WITH(hive_replay_sample_ex(rb, 5, 0, NULL, NULL, keys, NULL, 0), HIVE_EINVAL,
+                      "batch 5 is larger than the 4 items held");
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    finish(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform_chi_square),
+        cmocka_unit_test(test_distinct_uniform),
+        cmocka_unit_test(test_distinct_prioritized),
+        cmocka_unit_test(test_distinct_bad_input),
         cmocka_unit_test(test_array_is_shared),
         cmocka_unit_test(test_prioritized_follows_priorities),
         cmocka_unit_test(test_importance_weights),

@@ -427,6 +427,183 @@ static void test_engines_do_not_share_refs(void **state)
     assert_int_equal(hive_shutdown(a), HIVE_OK);
 }
 
+/* ---------------------------------------------------------------- get_many */
+
+static void test_get_many_all_ready(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    enum { N = 100 };                                /* more than any fixed table */
+    hive_ref_t refs[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(hive_put(h, &i, sizeof i, &refs[i]), HIVE_OK);
+    const void *datas[N];
+    size_t sizes[N];
+    int status[N];
+    assert_int_equal(hive_get_many(h, refs, N, 0, datas, sizes, status), HIVE_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(status[i], HIVE_OK);
+        assert_int_equal(sizes[i], sizeof(int));
+        assert_int_equal(*(const int *)datas[i], i);
+        const void *p;
+        assert_int_equal(hive_get(h, refs[i], 0, &p, NULL), HIVE_OK);
+        assert_ptr_equal(p, datas[i]);               /* zero-copy, as hive_get */
+    }
+    /* sizes and status may be NULL; n = 0 is a no-op */
+    assert_int_equal(hive_get_many(h, refs, N, 0, datas, NULL, NULL), HIVE_OK);
+    assert_int_equal(*(const int *)datas[N - 1], N - 1);
+    assert_int_equal(hive_get_many(h, NULL, 0, 0, NULL, NULL, NULL), HIVE_OK);
+    for (int i = 0; i < N; i++)
+        hive_release(h, refs[i]);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+struct seal_later { hive_t *h; hive_ref_t ref; };
+
+static void *seal_after_a_while(void *arg)
+{
+    struct seal_later *s = arg;
+    test_sleep_ms(20);
+    assert_int_equal(hive_seal(s->h, s->ref), HIVE_OK);
+    return NULL;
+}
+
+static void test_get_many_waits_and_reports_each(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    hive_ref_t refs[4], cell;
+    void *w;
+    assert_int_equal(hive_put(h, "ok", 3, &refs[0]), HIVE_OK);
+    assert_int_equal(hive_create(h, 8, &w, &refs[1]), HIVE_OK);    /* sealed by a thread */
+    memcpy(w, "late", 5);
+    assert_int_equal(hive_create(h, 8, &w, &refs[2]), HIVE_OK);    /* never sealed */
+    assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &cell), HIVE_OK);
+    refs[3] = cell;
+    const void *datas[4];
+    size_t sizes[4];
+    int status[4];
+
+    /* a short timeout: everything reported, the first failure returned */
+    ASSERT_FAILS_WITH(hive_get_many(h, refs, 4, 1000000, datas, sizes, status), HIVE_ETIMEDOUT,
+                      "3 of 4 refs are not available; the first, refs[1]");
+    assert_int_equal(status[0], HIVE_OK);
+    assert_string_equal(datas[0], "ok");
+    assert_int_equal(status[1], HIVE_ETIMEDOUT);
+    assert_null(datas[1]);
+    assert_int_equal(sizes[1], 0);
+    assert_int_equal(status[2], HIVE_ETIMEDOUT);
+    assert_int_equal(status[3], HIVE_ESTATE);
+
+    /* waits for a seal that comes later */
+    struct seal_later sl = { h, refs[1] };
+    pthread_t t;
+    pthread_create(&t, NULL, seal_after_a_while, &sl);
+    assert_int_equal(hive_get_many(h, refs, 2, HIVE_FOREVER, datas, sizes, status), HIVE_OK);
+    pthread_join(t, NULL);
+    assert_string_equal(datas[1], "late");
+    assert_int_equal(sizes[1], 8);
+
+    /* unknown refs are reported per ref too */
+    hive_ref_t gone[2] = { refs[0], { 0 } };
+    ASSERT_FAILS_WITH(hive_get_many(h, gone, 2, 0, datas, NULL, status), HIVE_ENOENT,
+                      "refs[1] (object 0)");
+    assert_int_equal(status[0], HIVE_OK);
+    assert_int_equal(status[1], HIVE_ENOENT);
+    for (int i = 0; i < 4; i++)
+        hive_release(h, refs[i]);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_get_many_bad_input(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    hive_ref_t r;
+    assert_int_equal(hive_put(h, "x", 2, &r), HIVE_OK);
+    const void *d[1] = { (const void *)0x1 };
+    ASSERT_FAILS_WITH(hive_get_many(NULL, &r, 1, 0, d, NULL, NULL), HIVE_EINVAL, "engine is NULL");
+    ASSERT_FAILS_WITH(hive_get_many(h, NULL, 1, 0, d, NULL, NULL), HIVE_EINVAL,
+                      "refs is NULL for 1 refs");
+    ASSERT_FAILS_WITH(hive_get_many(h, &r, 1, 0, NULL, NULL, NULL), HIVE_EINVAL,
+                      "datas is NULL for 1 refs");
+    ASSERT_FAILS_WITH(hive_get_many(h, &r, SIZE_MAX / 4, 0, d, NULL, NULL), HIVE_EINVAL,
+                      "overflows a size");
+    assert_ptr_equal(d[0], (const void *)0x1);        /* nothing written */
+    hive_release(h, r);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static int square_task(hive_ctx_t *ctx)
+{
+    int64_t x = *(const int64_t *)hive_arg(ctx, 0, NULL);
+    int64_t y = x * x;
+    return hive_return(ctx, &y, sizeof y);
+}
+
+/* A task that gets its children's results at once: the wait inside a task
+ * runs the children on the same worker (one worker: it must help). */
+static int fan_out_task(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    hive_ref_t kids[8];
+    for (int64_t i = 0; i < 8; i++)
+        if (hive_submit(h, square_task, &HIVE_VAL(i), 1, NULL, &kids[i]) != HIVE_OK)
+            return 1;
+    const void *d[8];
+    int st[8];
+    int rc = hive_get_many(h, kids, 8, HIVE_FOREVER, d, NULL, st);
+    int64_t sum = 0;
+    for (int i = 0; i < 8 && rc == HIVE_OK; i++)
+        sum += *(const int64_t *)d[i];
+    for (int i = 0; i < 8; i++)
+        hive_release(h, kids[i]);
+    return rc == HIVE_OK ? hive_return(ctx, &sum, sizeof sum) : 1;
+}
+
+static void test_get_many_inside_a_task(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, fan_out_task, NULL, 0, NULL, &r), HIVE_OK);
+    const void *p;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(*(const int64_t *)p, 0 + 1 + 4 + 9 + 16 + 25 + 36 + 49);
+    hive_release(h, r);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+struct many_blocked { hive_t *h; hive_ref_t refs[2]; int rc, status[2]; };
+
+static void *get_many_forever(void *arg)
+{
+    struct many_blocked *m = arg;
+    const void *d[2];
+    m->rc = hive_get_many(m->h, m->refs, 2, HIVE_FOREVER, d, NULL, m->status);
+    return NULL;
+}
+
+/* A user thread blocked in hive_get_many returns at shutdown, and shutdown
+ * waits for it before freeing the records it reads. */
+static void test_get_many_returns_at_shutdown(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    struct many_blocked m = { .h = h };
+    void *w;
+    assert_int_equal(hive_put(h, "x", 2, &m.refs[0]), HIVE_OK);
+    assert_int_equal(hive_create(h, 8, &w, &m.refs[1]), HIVE_OK);     /* never sealed */
+    pthread_t t;
+    pthread_create(&t, NULL, get_many_forever, &m);
+    WAIT_UNTIL(atomic_load(&h->store.sleepers) == 1, 10000);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(m.rc, HIVE_ESHUTDOWN);
+    assert_int_equal(m.status[0], HIVE_OK);
+    assert_int_equal(m.status[1], HIVE_ESHUTDOWN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +619,11 @@ int main(void)
         cmocka_unit_test(test_wait_huge_count),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
+        cmocka_unit_test(test_get_many_all_ready),
+        cmocka_unit_test(test_get_many_waits_and_reports_each),
+        cmocka_unit_test(test_get_many_bad_input),
+        cmocka_unit_test(test_get_many_inside_a_task),
+        cmocka_unit_test(test_get_many_returns_at_shutdown),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -128,6 +128,10 @@ static void round_of_everything(struct run *r, uint64_t i)
     CHECK(hive_create(h, 256, &d, &b) == HIVE_OK, "create");
     memset(d, (int)i, 256);
     CHECK(hive_seal(h, b) == HIVE_OK, "seal");
+    hive_ref_t both[2] = { a, b };
+    const void *ps[2];
+    int sts[2];
+    CHECK(hive_get_many(h, both, 2, 0, ps, NULL, sts) == HIVE_OK && ps[0] != NULL, "get many");
     CHECK(hive_put(h, &i, sizeof i, &v) == HIVE_OK, "put version");
     CHECK(hive_cell_publish(h, r->cell, v) == HIVE_OK, "cell publish");
     CHECK(hive_release(h, v) == HIVE_OK, "release version");

@@ -1500,9 +1500,108 @@ static void test_numa_steal_same_node_first(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ---------------------------------------------------------------- retries */
+
+/* Fails (after a hive_return of its run number) until run number
+ * fails_first, then succeeds returning nothing, so a result with bytes
+ * proves that a failed run's bytes leaked. */
+static _Atomic int retry_runs;
+
+static int flaky_task(hive_ctx_t *ctx)
+{
+    int fails_first = *(const int *)hive_arg(ctx, 0, NULL);
+    int run = atomic_fetch_add(&retry_runs, 1);
+    if (run < fails_first) {
+        hive_return(ctx, &run, sizeof run);
+        return 1;
+    }
+    return 0;
+}
+
+static void test_retries_count_runs(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    const void *p;
+    size_t n = 99;
+    /* fails twice, 3 retries allowed: 3 runs, sealed, empty result */
+    atomic_store(&retry_runs, 0);
+    int fails = 2;
+    hive_opts_t o = { .max_retries = 3 };
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, flaky_task, &HIVE_VAL(fails), 1, &o, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+    assert_int_equal(n, 0);                          /* the failed runs' bytes are gone */
+    assert_int_equal(atomic_load(&retry_runs), 3);
+    hive_release(h, r);
+    /* fails 5 times, 3 retries: 4 runs, then HIVE_ETASK */
+    atomic_store(&retry_runs, 0);
+    fails = 5;
+    assert_int_equal(hive_submit(h, flaky_task, &HIVE_VAL(fails), 1, &o, &r), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_ETASK, "failed");
+    assert_int_equal(atomic_load(&retry_runs), 4);
+    hive_release(h, r);
+    /* zero-initialised opts (and NULL): one run, as before */
+    atomic_store(&retry_runs, 0);
+    hive_opts_t zero = { 0 };
+    assert_int_equal(hive_submit(h, flaky_task, &HIVE_VAL(fails), 1, &zero, &r), HIVE_OK);
+    ASSERT_FAILS_WITH(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_ETASK, "failed");
+    assert_int_equal(atomic_load(&retry_runs), 1);
+    hive_release(h, r);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* Counts its runs, waits for the cancel, fails. */
+static _Atomic int cancel_retry_runs;
+
+static int fail_when_cancelled(hive_ctx_t *ctx)
+{
+    atomic_fetch_add(&cancel_retry_runs, 1);
+    uint64_t deadline = test_now_ns() + (uint64_t)DEADLINE_MS * 1000000u;
+    while (!hive_cancelled(ctx) && test_now_ns() < deadline)
+        sched_yield();
+    return 1;
+}
+
+static void test_cancelled_task_is_not_retried(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    atomic_store(&cancel_retry_runs, 0);
+    hive_opts_t o = { .max_retries = 5 };
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, fail_when_cancelled, NULL, 0, &o, &r), HIVE_OK);
+    WAIT_UNTIL(atomic_load(&cancel_retry_runs) == 1, DEADLINE_MS);
+    assert_int_equal(hive_cancel(h, r), HIVE_OK);
+    const void *p;
+    ASSERT_FAILS_WITH(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_ECANCELED, "cancelled");
+    assert_int_equal(atomic_load(&cancel_retry_runs), 1);
+    /* cancelled while queued: never runs at all */
+    gate_reset();
+    hive_ref_t g[2], q;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(hive_submit(h, gate_task, NULL, 0, NULL, &g[i]), HIVE_OK);
+    WAIT_UNTIL(atomic_load(&gate_entered) == 2, DEADLINE_MS);
+    assert_int_equal(hive_submit(h, fail_when_cancelled, NULL, 0, &o, &q), HIVE_OK);
+    assert_int_equal(hive_cancel(h, q), HIVE_OK);
+    atomic_store(&gate_open, 1);
+    ASSERT_FAILS_WITH(hive_get(h, q, HIVE_FOREVER, &p, NULL), HIVE_ECANCELED, "cancelled");
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(hive_get(h, g[i], HIVE_FOREVER, &p, NULL), HIVE_OK);
+        hive_release(h, g[i]);
+    }
+    assert_int_equal(atomic_load(&cancel_retry_runs), 1);
+    hive_release(h, q);
+    hive_release(h, r);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retries_count_runs),
+        cmocka_unit_test(test_cancelled_task_is_not_retried),
         cmocka_unit_test(test_inline_args_copied_at_submit),
         cmocka_unit_test(test_inline_args_alignment),
         cmocka_unit_test(test_ref_args_zero_copy),

@@ -127,7 +127,8 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n);
 /*
  * hive_replay_sample - copy a batch of items out of the buffer.
  * @rb: the buffer.
- * @batch: items to sample (with replacement); 1 .. the number held.
+ * @batch: items to sample (with replacement; hive_replay_sample_ex samples
+ *         without); 1 .. the number held.
  * @rng_state: NULL, or the caller's own 64-bit random state, used and
  *             advanced (seed it once, e.g. one per sampler thread). NULL uses
  *             the buffer's stream: call number k of the buffer draws from
@@ -156,6 +157,32 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n);
  */
 int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, void *out_items,
                        uint64_t *out_keys, double *out_weights, int64_t timeout_ns);
+
+/*
+ * hive_replay_sample_ex - hive_replay_sample with flags.
+ * @flags: 0 (exactly hive_replay_sample) or HIVE_REPLAY_DISTINCT: sample
+ *         without replacement, as Python's random.sample: the batch holds
+ *         batch distinct keys, in random order.
+ *
+ * Without replacement, uniform sampling gives every set of batch items held
+ * the same chance. Prioritized sampling draws one item after another, each
+ * among the items not drawn yet in proportion to priority^alpha (as
+ * numpy's choice(replace=False, p=...), not stratified); items of priority
+ * 0 are drawn, uniformly, only once every item with a positive priority is
+ * in the batch. Weights are computed as for hive_replay_sample from the
+ * drawn items' priorities. The rows are chosen first (a set of twice the
+ * batch: on the stack up to 128 items, else malloc'd), then copied; an item
+ * overwritten during its copy is copied again as its replacement, with the
+ * replacement's key, which is still distinct (one row, one key). A draw
+ * costs O(log capacity), except once the items drawn hold nearly all the
+ * mass: then a draw scans the capacity once.
+ * Returns as hive_replay_sample; also HIVE_EINVAL for unknown flags or, with
+ * HIVE_REPLAY_DISTINCT, a batch larger than the items held (the numbers in
+ * the sentence); HIVE_ENOMEM if the set cannot be allocated.
+ */
+#define HIVE_REPLAY_DISTINCT 1u
+int hive_replay_sample_ex(hive_replay_t *rb, size_t batch, unsigned flags, uint64_t *rng_state,
+                          void *out_items, uint64_t *out_keys, double *out_weights, int64_t timeout_ns);
 
 /*
  * hive_replay_update_priorities - set new priorities after learning.

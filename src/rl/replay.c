@@ -785,30 +785,37 @@ static int admit_wait(hive_replay_t *rb, size_t batch, int64_t timeout_ns, uint6
     }
 }
 
-int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, void *out_items,
-                       uint64_t *out_keys, double *out_weights, int64_t timeout_ns)
+/* The random state of one sample call: the caller's, or call k of the
+ * buffer's stream, a state made from seed and k only (relaxed: k only has
+ * to be distinct). */
+static uint64_t call_state(hive_replay_t *rb, const uint64_t *rng_state)
 {
-    if (rb == NULL)
-        return hive__fail(HIVE_EINVAL, "hive_replay_sample: buffer is NULL");
-    if (batch == 0)
-        return hive__fail(HIVE_EINVAL, "hive_replay_sample: batch is 0");
-    uint64_t fill;
-    int rc = rb->may_wait ? admit_wait(rb, batch, timeout_ns, &fill) : admit_once(rb, batch, &fill, true);
-    if (rc != HIVE_OK)
-        return rc;
+    if (rng_state != NULL)
+        return *rng_state;
+    uint64_t k = atomic_fetch_add_explicit(&rb->calls, 1, memory_order_relaxed);
+    uint64_t st = rb->seed ^ (k * UINT64_C(0xD1B54A32D192ED03));
+    rng_next(&st);
+    return st;
+}
 
+/* Importance weights from the leaves in w (in place): w_i = (N P(i))^-beta
+ * / max_j w_j with P(i) = leaf_i / total: N and total cancel, and the max
+ * is at the smallest leaf, so w_i = (min_j leaf_j / leaf_i)^beta - computed
+ * so, it cannot overflow. A leaf set to 0 after the descent gets the max, 1. */
+static void leaves_to_weights(const hive_replay_t *rb, double *w, size_t batch, double min_leaf)
+{
+    for (size_t i = 0; i < batch; i++) {
+        double leaf = w[i];
+        w[i] = leaf > 0 && rb->beta != 0 ? pow(min_leaf / leaf, rb->beta) : 1.0;
+    }
+}
+
+static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fill, uint64_t *rng_state,
+                                   void *out_items, uint64_t *out_keys, double *out_weights)
+{
     /* the random state lives in a register for the call (it would else be
      * stored and reloaded around every copy, which may alias it) */
-    uint64_t st;
-    if (rng_state != NULL) {
-        st = *rng_state;
-    } else {
-        /* call k of the buffer's stream: a state made from seed and k only
-         * (relaxed: k only has to be distinct) */
-        uint64_t k = atomic_fetch_add_explicit(&rb->calls, 1, memory_order_relaxed);
-        st = rb->seed ^ (k * UINT64_C(0xD1B54A32D192ED03));
-        rng_next(&st);
-    }
+    uint64_t st = call_state(rb, rng_state);
     const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz,
                           .leaf = rb->leaf };
     /* Rows are chosen a chunk at a time and their lines prefetched before
@@ -853,17 +860,221 @@ int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, voi
                 out_weights[i] = 1.0;
         return HIVE_OK;
     }
-    if (out_weights != NULL) {
-        /* w_i = (N P(i))^-beta / max_j w_j with P(i) = leaf_i / total: N and
-         * total cancel, and the max is at the smallest leaf, so
-         * w_i = (min_j leaf_j / leaf_i)^beta - computed so, it cannot
-         * overflow. A leaf set to 0 after the descent gets the max, 1. */
-        for (size_t i = 0; i < batch; i++) {
-            double leaf = out_weights[i];
-            out_weights[i] = leaf > 0 && rb->beta != 0 ? pow(min_leaf / leaf, rb->beta) : 1.0;
+    if (out_weights != NULL)
+        leaves_to_weights(rb, out_weights, batch, min_leaf);
+    return HIVE_OK;
+}
+
+/* ------------------------------------------------------------------ distinct
+ * Sampling without replacement picks distinct rows (a row holds one item at
+ * a time, so distinct rows give distinct keys), all of them before any is
+ * copied, remembering them in an open-addressing set of twice the batch.
+ * Uniform: Floyd's algorithm (exactly batch draws, every subset equally
+ * likely), then a Fisher-Yates shuffle so that the order is random too, as
+ * Python's random.sample. Prioritized: draw after draw from the sum tree,
+ * redrawing a row already taken (which is drawing among the rest in
+ * proportion to their mass); after SET_REDRAWS redraws in a row the rest
+ * holds little mass, and one scan of the leaves draws among it exactly. */
+#define SET_STACK   256                    /* set slots on the stack (batch <= 128) */
+#define SET_REDRAWS 64
+#define SET_EMPTY   UINT64_MAX
+
+typedef struct rowset {
+    uint64_t *slot;
+    uint64_t  mask;
+} rowset_t;
+
+/* Add row; false if it was there already. */
+static bool set_add(rowset_t *s, uint64_t row)
+{
+    for (uint64_t i = (row * UINT64_C(0x9E3779B97F4A7C15)) >> 7 & s->mask;; i = (i + 1) & s->mask) {
+        if (s->slot[i] == row)
+            return false;
+        if (s->slot[i] == SET_EMPTY) {
+            s->slot[i] = row;
+            return true;
         }
     }
+}
+
+static bool set_has(const rowset_t *s, uint64_t row)
+{
+    for (uint64_t i = (row * UINT64_C(0x9E3779B97F4A7C15)) >> 7 & s->mask;; i = (i + 1) & s->mask) {
+        if (s->slot[i] == row)
+            return true;
+        if (s->slot[i] == SET_EMPTY)
+            return false;
+    }
+}
+
+static void pick_uniform(uint64_t *st, uint64_t fill, size_t batch, rowset_t *set, uint64_t *rows)
+{
+    size_t n = 0;
+    for (uint64_t j = fill - batch; j < fill; j++) {         /* Floyd */
+        uint64_t t = rng_below(st, j + 1);
+        rows[n++] = set_add(set, t) ? t : (set_add(set, j), j);
+    }
+    for (size_t i = batch - 1; i > 0; i--) {                 /* Fisher-Yates */
+        size_t k = (size_t)rng_below(st, i + 1);
+        uint64_t tmp = rows[i];
+        rows[i] = rows[k];
+        rows[k] = tmp;
+    }
+}
+
+/* One row among those not in set, in proportion to their leaves (uniform
+ * among the rows below fill when the rest has no mass; *massless then
+ * stays set, so that later draws of the batch go there at once). */
+static uint64_t pick_prioritized(const hive_replay_t *rb, uint64_t *st, uint64_t fill, rowset_t *set,
+                                 bool *massless)
+{
+    for (int tries = 0; !*massless && tries < SET_REDRAWS; tries++) {
+        double total = node_get(rb, 1);
+        if (!(total > 0))
+            break;
+        double u = rng_unit(st) * total;
+        uint64_t row = descend(rb, u < total ? u : below(total));
+        if (row == UINT64_MAX)
+            break;
+        if (set_add(set, row))
+            return row;
+    }
+    double rest = 0;                        /* the exact draw: one scan */
+    for (uint64_t row = 0; !*massless && row < rb->cap; row++)
+        if (!set_has(set, row))
+            rest += leaf_get(rb, row);
+    *massless = !(rest > 0);
+    if (rest > 0) {
+        double u = rng_unit(st) * rest;
+        uint64_t last = UINT64_MAX;
+        for (uint64_t row = 0; row < rb->cap; row++) {
+            double v = leaf_get(rb, row);
+            if (v > 0 && !set_has(set, row)) {
+                last = row;
+                if (u < v)
+                    break;
+                u -= v;
+            }
+        }
+        if (last != UINT64_MAX && set_add(set, last))
+            return last;
+    }
+    uint64_t row;                           /* no mass left: uniform among the rest */
+    do
+        row = rng_below(st, fill);
+    while (!set_add(set, row));
+    return row;
+}
+
+static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint64_t *rng_state,
+                           void *out_items, uint64_t *out_keys, double *out_weights,
+                           uint64_t *rows, rowset_t *set)
+{
+    uint64_t st = call_state(rb, rng_state);
+    double total = rb->tree != NULL ? node_get(rb, 1) : 0;
+    bool uniform = !(total > 0);
+    if (uniform) {
+        pick_uniform(&st, fill, batch, set, rows);
+    } else {
+        bool massless = false;
+        for (size_t i = 0; i < batch; i++)
+            rows[i] = pick_prioritized(rb, &st, fill, set, &massless);
+    }
+    if (rng_state != NULL)
+        *rng_state = st;
+    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf };
+    unsigned char *dst = out_items;
+    uint64_t keys[CHUNK];
+    double leaves[CHUNK], min_leaf = INFINITY;
+    for (size_t base = 0; base < batch; base += CHUNK) {
+        size_t m = batch - base < CHUNK ? batch - base : CHUNK;
+        for (size_t j = 0; j < m; j++)
+            row_prefetch(rb, rows[base + j], dst != NULL);
+        /* out_keys may be rows itself: rows_get reads rows[j] before it writes keys[j] */
+        rows_get(&rd, rows + base, m, dst ? dst + base * rd.isz : NULL,
+                 out_keys ? out_keys + base : keys, uniform ? NULL : leaves);
+        if (!uniform) {
+            for (size_t j = 0; j < m; j++)
+                if (leaves[j] > 0 && leaves[j] < min_leaf)
+                    min_leaf = leaves[j];
+            if (out_weights != NULL)
+                memcpy(out_weights + base, leaves, m * sizeof *leaves);
+        }
+    }
+    if (out_weights != NULL) {
+        if (uniform)
+            for (size_t i = 0; i < batch; i++)
+                out_weights[i] = 1.0;
+        else
+            leaves_to_weights(rb, out_weights, batch, min_leaf);
+    }
     return HIVE_OK;
+}
+
+/* The scratch of a distinct sample: the rows (out_keys when given) and the
+ * set, on the stack for small batches, else from malloc. */
+static int distinct_scratch(size_t batch, uint64_t *out_keys, uint64_t *stack_rows,
+                            uint64_t *stack_set, uint64_t **rows, rowset_t *set, void **heap)
+{
+    size_t slots = 4, bytes;
+    while (slots < 2 * batch)
+        slots *= 2;                             /* batch <= fill <= 2^62: no overflow */
+    *heap = NULL;
+    *rows = out_keys != NULL ? out_keys : stack_rows;
+    set->slot = stack_set;
+    if (slots > SET_STACK || (out_keys == NULL && batch > SET_STACK / 2)) {
+        if (__builtin_mul_overflow(slots + batch, sizeof(uint64_t), &bytes) ||
+            (*heap = hive__malloc(bytes)) == NULL)
+            return hive__fail(HIVE_ENOMEM, "hive_replay_sample_ex: cannot allocate %zu set slots "
+                              "for a batch of %zu distinct items", slots, batch);
+        set->slot = *heap;
+        if (out_keys == NULL)
+            *rows = set->slot + slots;
+    }
+    set->mask = slots - 1;
+    for (size_t i = 0; i < slots; i++)
+        set->slot[i] = SET_EMPTY;
+    return HIVE_OK;
+}
+
+int hive_replay_sample_ex(hive_replay_t *rb, size_t batch, unsigned flags, uint64_t *rng_state,
+                          void *out_items, uint64_t *out_keys, double *out_weights, int64_t timeout_ns)
+{
+    const char *fn = flags & HIVE_REPLAY_DISTINCT ? "hive_replay_sample_ex" : "hive_replay_sample";
+    if (rb == NULL)
+        return hive__fail(HIVE_EINVAL, "%s: buffer is NULL", fn);
+    if (batch == 0)
+        return hive__fail(HIVE_EINVAL, "%s: batch is 0", fn);
+    if (flags & ~(unsigned)HIVE_REPLAY_DISTINCT)
+        return hive__fail(HIVE_EINVAL, "%s: unknown flags 0x%x", fn, flags & ~(unsigned)HIVE_REPLAY_DISTINCT);
+    if (!(flags & HIVE_REPLAY_DISTINCT)) {
+        uint64_t fill;
+        int rc = rb->may_wait ? admit_wait(rb, batch, timeout_ns, &fill)
+                              : admit_once(rb, batch, &fill, true);
+        return rc == HIVE_OK ? sample_with_replacement(rb, batch, fill, rng_state, out_items,
+                                                       out_keys, out_weights) : rc;
+    }
+    if (batch > rb->cap)                    /* before the scratch is sized by it */
+        return hive__fail(HIVE_EINVAL, "%s: batch %zu is larger than the capacity %llu", fn, batch,
+                          (unsigned long long)rb->cap);
+    uint64_t stack_rows[SET_STACK / 2], stack_set[SET_STACK];
+    uint64_t *rows;
+    rowset_t set = { NULL, 0 };
+    void *heap;
+    int rc = distinct_scratch(batch, out_keys, stack_rows, stack_set, &rows, &set, &heap);
+    uint64_t fill;
+    if (rc == HIVE_OK)
+        rc = rb->may_wait ? admit_wait(rb, batch, timeout_ns, &fill) : admit_once(rb, batch, &fill, true);
+    if (rc == HIVE_OK)
+        rc = sample_distinct(rb, batch, fill, rng_state, out_items, out_keys, out_weights, rows, &set);
+    free(heap);
+    return rc;
+}
+
+int hive_replay_sample(hive_replay_t *rb, size_t batch, uint64_t *rng_state, void *out_items,
+                       uint64_t *out_keys, double *out_weights, int64_t timeout_ns)
+{
+    return hive_replay_sample_ex(rb, batch, 0, rng_state, out_items, out_keys, out_weights, timeout_ns);
 }
 
 /* Raise an atomic double to at least v. Relaxed: a statistic that new

@@ -268,8 +268,25 @@ static void op_add_i64(state_t *s, fz_t *f)
     int64_t k = pick_index(f, model_numel(m, s->ndim));
     int64_t delta = fz_i64(f);
     i128 off = flat_offset(s, m, k);
+    bool bad = off < 0 || !is_int_dtype(s->dtype);
+    if (delta & 1) {                         /* odd deltas: the status form, fetch_add_i64 */
+        int64_t old = INT64_MIN + 7;
+        int rc = hive_array_fetch_add_i64(&m->v, k, delta, &old);
+        if (bad) {
+            FZ_CHECK(rc == HIVE_EINVAL, "hive_array_fetch_add_i64 on bad input gave %d", rc);
+            FZ_CHECK(old == INT64_MIN + 7, "hive_array_fetch_add_i64 wrote *old on bad input");
+            FZ_CHECK(hive_last_error()[0] != '\0', "hive_array_fetch_add_i64 failed without a sentence");
+            return;
+        }
+        FZ_CHECK(rc == HIVE_OK, "hive_array_fetch_add_i64 on good input gave %d", rc);
+        int64_t before = model_add_int(s, (size_t)off, 0);
+        model_add_int(s, (size_t)off, delta);
+        FZ_CHECK(old == before, "hive_array_fetch_add_i64(flat %lld) gave old %lld, the model says %lld",
+                 (long long)k, (long long)old, (long long)before);
+        return;
+    }
     int64_t got = hive_array_add_i64(&m->v, k, delta);
-    if (off < 0 || !is_int_dtype(s->dtype)) {
+    if (bad) {
         FZ_CHECK(got == 0, "hive_array_add_i64 on bad input returned %lld, not 0", (long long)got);
         FZ_CHECK(hive_last_error()[0] != '\0', "hive_array_add_i64 failed without a sentence");
         return;

@@ -223,7 +223,7 @@ static int model_admit(const model_t *m, size_t batch)
 }
 
 static void check_sample(run_t *r, size_t batch, const unsigned char *items, const uint64_t *keys,
-                         const double *w)
+                         const double *w, bool distinct)
 {
     const model_t *m = &r->m;
     size_t isz = m->cfg.item_size;
@@ -238,7 +238,11 @@ static void check_sample(run_t *r, size_t batch, const unsigned char *items, con
         FZ_CHECK(items == NULL || memcmp(items + i * isz, m->bytes + k * isz, isz) == 0,
                  "sampled item %zu (key %llu) is not the bytes pushed under its key", i,
                  (unsigned long long)k);
-        if (weighted)
+        for (size_t j = 0; distinct && j < i; j++)
+            FZ_CHECK(keys[j] != k, "a distinct batch of %zu has key %llu at %zu and %zu", batch,
+                     (unsigned long long)k, j, i);
+        /* without replacement, priority-0 items follow once the rest is drawn */
+        if (weighted && !distinct)
             FZ_CHECK(m->leaf[k] > 0, "sampled key %llu has priority^alpha %g while the total is %g",
                      (unsigned long long)k, m->leaf[k], total);
         if (w == NULL)
@@ -268,6 +272,7 @@ static void op_sample(run_t *r, fz_t *f)
         batch = MAX_PUSHED / r->m.cfg.item_size + 1;
     uint8_t how = fz_u8(f);
     bool own_rng = how & 1, want_items = how & 2, want_keys = how & 4, want_w = how & 8;
+    bool distinct = how & 32;                /* hive_replay_sample_ex, without replacement */
     int64_t timeout = (how & 16) ? 1000 : 0;
     size_t isz = r->m.cfg.item_size;
     unsigned char *items[2];
@@ -283,12 +288,13 @@ static void op_sample(run_t *r, fz_t *f)
         if (rb == NULL)
             continue;
         /* keys and weights are always asked for when the items are, to check them */
-        rc[which] = hive_replay_sample(rb, batch, own_rng ? (which ? &r->rng_b : &r->rng_a) : NULL,
-                                       want_items ? items[which] : NULL,
-                                       want_keys || want_items ? keys[which] : NULL,
-                                       want_w || want_items ? w[which] : NULL, timeout);
+        rc[which] = hive_replay_sample_ex(rb, batch, distinct ? HIVE_REPLAY_DISTINCT : 0,
+                                          own_rng ? (which ? &r->rng_b : &r->rng_a) : NULL,
+                                          want_items ? items[which] : NULL,
+                                          want_keys || want_items ? keys[which] : NULL,
+                                          want_w || want_items ? w[which] : NULL, timeout);
     }
-    int want = model_admit(&r->m, batch);
+    int want = distinct && batch > r->m.cfg.capacity ? HIVE_EINVAL : model_admit(&r->m, batch);
     if (want != HIVE_OK) {
         FZ_CHECK_FAIL(rc[0], FZ_BIT(want), "hive_replay_sample (refused by the model)");
     } else {
@@ -297,7 +303,7 @@ static void op_sample(run_t *r, fz_t *f)
         r->m.samples += batch;
         if (want_keys || want_items)
             check_sample(r, batch, want_items ? items[0] : NULL, keys[0],
-                         want_w || want_items ? w[0] : NULL);
+                         want_w || want_items ? w[0] : NULL, distinct);
         if (want_keys || want_items) {
             memcpy(r->last_keys, keys[0], batch * sizeof(uint64_t));
             r->nlast = batch;
