@@ -183,7 +183,7 @@ fuzz: deps
 	@tools/run-fuzz.sh $(FUZZ_S) $(FUZZ_BINS)
 
 # ------------------------------------------------------------------ bench
-BENCH_C    := $(wildcard bench/*.c)
+BENCH_C    := $(filter-out bench/scale_mem.c,$(wildcard bench/*.c))
 BENCH_CXX  := bench/shim.cc
 BENCH_OBJS := $(patsubst bench/%.c,build/bench/%.o,$(BENCH_C)) build/bench/shim.o
 BENCH_PKGS := benchmark ck tbb
@@ -196,7 +196,11 @@ build/bench/shim.o: bench/shim.cc bench/shim.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -Ibench -c $< -o $@
 
-build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a
+build/bench/scale-mem: bench/scale_mem.c build/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 $< -o $@ build/libhive.a $(LDFLAGS) $(LIBS)
+
+build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a build/bench/scale-mem
 	$(CXX) -o $@ $(BENCH_OBJS) build/libhive.a -pthread \
 	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lurcu-qsbr -lurcu-bp -lcaf_core -lm
 

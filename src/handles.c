@@ -42,6 +42,7 @@ static bool chunk_ready(hive__handles_t *t, uint32_t s)
             hive__fail(HIVE_ENOMEM, "store: cannot map slots %u.. of the object table (%zu bytes)",
                        s & ~(CHUNK_SLOTS - 1), CHUNK_BYTES);
         } else {
+            madvise(m, CHUNK_BYTES, MADV_HUGEPAGE);   /* advice, as the pool's chunks */
             /* release: the (zeroed) chunk before its pointer */
             atomic_store_explicit(d, (hive__hslot_t *)m, memory_order_release);
         }

@@ -81,11 +81,14 @@ class Fig:
             self.rate, self.unit = b["items_per_second"], "/s"
         else:
             self.rate, self.unit = (1e9 / self.ns if self.ns > 0 else 0.0), "/s (1/time)"
+        self.extra = ", ".join("%s %.4g" % (c, b[c]) for c in ("bytes_per_item", "shutdown_s")
+                               if c in b)
 
     def show(self):
         if self.error:
             return "error"
-        return "%s (%s)" % (human(self.rate, self.unit), human_ns(self.ns))
+        out = "%s (%s)" % (human(self.rate, self.unit), human_ns(self.ns))
+        return out + ("; " + self.extra if self.extra else "")
 
 
 def human(v, unit):
@@ -198,6 +201,9 @@ def draw(rows, order, outdir):
         keys = [k for k in order if group_of(k[0]) == gname]
         if not keys:
             continue
+        if gname == "scale":
+            charts[gname] = draw_scale(plt, rows, keys, outdir)
+            continue
         impls = []
         for k in keys:
             for i in rows[k]:
@@ -231,6 +237,37 @@ def draw(rows, order, outdir):
         plt.close(fig)
         charts[gname] = name
     return charts
+
+
+def draw_scale(plt, rows, keys, outdir):
+    """Cost per operation against the work held, log-log: one line per
+    family (a flat line is the goal)."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    fams = []
+    for k in keys:
+        if k[0] not in fams:
+            fams.append(k[0])
+    for fam in fams:
+        pts = []
+        for k in keys:
+            f = rows[k].get("hive")
+            if k[0] != fam or f is None or f.error or ":" not in k[1]:
+                continue
+            pts.append((float(k[1].split(":")[1]), f.ns))
+        pts.sort()
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=fam)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("work held (live objects, queued tasks, actors)")
+    ax.set_ylabel("ns per operation (log)")
+    ax.set_title("hive: cost against the work held (flat is the goal)")
+    ax.legend(fontsize=8)
+    ax.grid(which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "scale.png"), dpi=90)
+    plt.close(fig)
+    return "scale.png"
 
 
 def main():

@@ -76,6 +76,10 @@ static bool refill(unsigned c)
     char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (chunk == MAP_FAILED)
         return false;
+    /* records of millions of objects: huge pages spare the TLB a miss per
+     * random lookup (advice; ignored where THP is off) */
+    if (bytes >= ((size_t)2 << 20))
+        madvise(chunk, bytes, MADV_HUGEPAGE);
     atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
     hive__fcache_carve(k, chunk, bytes, class_size(c), &shared[c]);
     return true;

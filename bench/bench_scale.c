@@ -1,0 +1,315 @@
+/*
+ * bench_scale.c - how per-operation costs grow with the work held: the
+ * "scale" family of the report (issue: costs that stay flat at millions).
+ *
+ *   scale_get/hive/objects:N      a random hive_get among N live 8-byte
+ *                                 objects (a random order fixed up front,
+ *                                 so the cost is the lookup's misses)
+ *   scale_put/hive/objects:N      hive_put + hive_release of one 8-byte
+ *                                 object while N others stay live
+ *   scale_submit/hive/queued:N    hive_submit of N tasks queued behind
+ *                                 workers that are all busy (time per submit)
+ *   scale_actor_new/hive/actors:N hive_actor_new of N actors with 64 bytes
+ *                                 of state (time per actor)
+ *   scale_actor_call/hive/actors:N a sync call to a random one of N idle actors
+ *
+ * Each row also reports bytes_per_item: what one live object, queued task
+ * or idle actor costs in memory, all included, measured by
+ * build/bench/scale-mem (bench/scale_mem.c) in a fresh process: the growth
+ * of its resident memory while it makes N of them, over N (in this process
+ * the block pool would reuse what earlier rows touched). Each
+ * instance runs in an engine of its own (2 workers) shut down after it;
+ * scale_actor_new also reports how long that shutdown took (shutdown_s).
+ * `make bench` runs N up to 10^7 objects and 10^6 tasks and actors.
+ */
+#include "shim.h"
+#include "benches.h"
+
+#include <hive.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* bytes_per_item from a fresh process (see the top), or -1. */
+static double memory_per(const char *kind, size_t n)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "build/bench/scale-mem %s %zu", kind, n);
+    FILE *f = popen(cmd, "r");
+    double b = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &b) != 1)
+            b = -1;
+        pclose(f);
+    }
+    return b;
+}
+
+static hive_t *engine_for(hb_state *s, size_t store_bytes)
+{
+    hive_config_t cfg = { .workers = 2, .store_bytes = store_bytes };
+    hive_t *h = NULL;
+    if (hive_init(&cfg, &h) != HIVE_OK) {
+        hb_skip_with_error(s, hive_last_error());
+        return NULL;
+    }
+    return h;
+}
+
+static uint64_t mix(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 17;
+}
+
+/* N live 8-byte objects; NULL (and the benchmark skipped) if not. */
+static hive_ref_t *fill(hb_state *s, hive_t *h, size_t n, size_t *rss_grown)
+{
+    hive_ref_t *refs = malloc(n * sizeof *refs);
+    if (refs == NULL) {
+        hb_skip_with_error(s, "no memory for the refs");
+        return NULL;
+    }
+    size_t before = rss_bytes();
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = i;
+        if (hive_put(h, &v, sizeof v, &refs[i]) != HIVE_OK) {
+            hb_skip_with_error(s, hive_last_error());
+            free(refs);
+            return NULL;
+        }
+    }
+    *rss_grown = rss_bytes() - before;
+    return refs;
+}
+
+static size_t store_for(size_t n)
+{
+    return n * 128 + ((size_t)256 << 20);
+}
+
+static void bm_get(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0), grown;
+    hive_t *h = engine_for(s, store_for(n));
+    if (h == NULL)
+        return;
+    hive_ref_t *refs = fill(s, h, n, &grown);
+    if (refs == NULL) {
+        hive_shutdown(h);
+        return;
+    }
+    enum { ORDER = 1 << 16 };
+    uint32_t *order = malloc(ORDER * sizeof *order);
+    uint64_t x = 42;
+    for (size_t i = 0; i < ORDER; i++)
+        order[i] = (uint32_t)(mix(&x) % n);
+    size_t i = 0;
+    uint64_t sum = 0;
+    while (hb_keep_running(s)) {
+        const void *p;
+        size_t sz;
+        hive_get(h, refs[order[i++ & (ORDER - 1)]], 0, &p, &sz);
+        sum += *(const uint64_t *)p;
+    }
+    __asm__ __volatile__("" ::"r"(sum));
+    hb_set_items_processed(s, hb_iterations(s));
+    hb_counter(s, "bytes_per_item", memory_per("objects", n), HB_PLAIN);
+    (void)grown;
+    free(order);
+    free(refs);
+    hive_shutdown(h);
+}
+
+static void bm_put(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0), grown;
+    hive_t *h = engine_for(s, store_for(n));
+    if (h == NULL)
+        return;
+    hive_ref_t *refs = fill(s, h, n, &grown);
+    if (refs == NULL) {
+        hive_shutdown(h);
+        return;
+    }
+    uint64_t v = 7;
+    while (hb_keep_running(s)) {
+        hive_ref_t r;
+        hive_put(h, &v, sizeof v, &r);
+        hive_release(h, r);
+    }
+    hb_set_items_processed(s, hb_iterations(s));
+    (void)grown;
+    free(refs);
+    hive_shutdown(h);
+}
+
+static int noop(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+/* Keeps a worker busy (spinning, not waiting in hive_get, which would
+ * help by running the queued tasks) until the gate opens. */
+static _Atomic int gate_open;
+
+static int hold(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    /* acquire: nothing to see; just the flag */
+    while (!atomic_load_explicit(&gate_open, memory_order_acquire))
+        __builtin_ia32_pause();
+    return 0;
+}
+
+static void bm_submit(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0);
+    while (hb_keep_running(s)) {
+        hb_pause(s);
+        hive_t *h = engine_for(s, (size_t)256 << 20);
+        if (h == NULL)
+            return;
+        hive_ref_t held[2], *res = malloc(n * sizeof *res);
+        atomic_store(&gate_open, 0);
+        for (int w = 0; w < 2; w++)
+            hive_submit(h, hold, NULL, 0, NULL, &held[w]);
+        usleep(20000);                      /* both workers have taken a hold task */
+        size_t before = rss_bytes();
+        hb_resume(s);
+        double t0 = now_s();
+        for (size_t i = 0; i < n; i++)
+            if (hive_submit(h, noop, NULL, 0, NULL, &res[i]) != HIVE_OK) {
+                hb_skip_with_error(s, hive_last_error());
+                break;
+            }
+        double t1 = now_s();
+        hb_pause(s);
+        (void)before;
+        hb_set_iteration_time(s, (t1 - t0) / (double)n);
+        atomic_store(&gate_open, 1);
+        for (size_t i = 0; i < n; i++)
+            hive_release(h, res[i]);
+        hive_release(h, held[0]);
+        hive_release(h, held[1]);
+        hive_shutdown(h);
+        free(res);
+        hb_resume(s);
+    }
+    hb_set_items_processed(s, hb_iterations(s));
+    hb_counter(s, "bytes_per_item", memory_per("tasks", n), HB_PLAIN);
+}
+
+typedef struct state64 { char bytes[64]; } state64_t;
+
+static int ping(void *self, hive_ctx_t *ctx)
+{
+    state64_t *st = self;
+    st->bytes[0]++;
+    return hive_return(ctx, st->bytes, 1);
+}
+
+static const hive_method_t methods[] = { { .name = "ping", .fn = ping } };
+static const hive_actor_class_t cls64 = { .name = "idle64", .size = sizeof(state64_t),
+                                          .methods = methods, .nmethods = 1 };
+
+static hive_actor_t *spawn_actors(hb_state *s, hive_t *h, size_t n, double *per, size_t *grown)
+{
+    hive_actor_t *a = malloc(n * sizeof *a);
+    size_t before = rss_bytes();
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++)
+        if (hive_actor_new(h, &cls64, NULL, 0, NULL, &a[i]) != HIVE_OK) {
+            hb_skip_with_error(s, hive_last_error());
+            free(a);
+            return NULL;
+        }
+    *per = (now_s() - t0) / (double)n;
+    *grown = rss_bytes() - before;
+    return a;
+}
+
+static void bm_actor_new(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0), grown = 0;
+    double per = 0, down = 0;
+    while (hb_keep_running(s)) {
+        hive_t *h = engine_for(s, store_for(n));
+        if (h == NULL)
+            return;
+        hive_actor_t *a = spawn_actors(s, h, n, &per, &grown);
+        hb_set_iteration_time(s, per);
+        double t0 = now_s();
+        hive_shutdown(h);
+        down = now_s() - t0;
+        free(a);
+    }
+    hb_set_items_processed(s, hb_iterations(s));
+    hb_counter(s, "bytes_per_item", memory_per("actors", n), HB_PLAIN);
+    (void)grown;
+    hb_counter(s, "shutdown_s", down, HB_PLAIN);
+}
+
+static void bm_actor_call(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0), grown;
+    double per;
+    hive_t *h = engine_for(s, store_for(n));
+    if (h == NULL)
+        return;
+    hive_actor_t *a = spawn_actors(s, h, n, &per, &grown);
+    if (a == NULL) {
+        hive_shutdown(h);
+        return;
+    }
+    uint64_t x = 9;
+    while (hb_keep_running(s)) {
+        hive_ref_t r;
+        const void *p;
+        hive_call(h, a[mix(&x) % n], 0, NULL, 0, NULL, &r);
+        hive_get(h, r, HIVE_FOREVER, &p, NULL);
+        hive_release(h, r);
+    }
+    hb_set_items_processed(s, hb_iterations(s));
+    free(a);
+    hive_shutdown(h);
+}
+
+static const int64_t objects[] = { 1000, 100000, 1000000, 10000000 };
+static const int64_t queued[] = { 1000, 100000, 1000000 };
+static const int64_t actors[] = { 1, 1000, 100000, 1000000 };
+
+const hb_bench hb_scale_benches[] = {
+    { .name = "scale_get/hive", .fn = bm_get, .args = objects, .nargs = 4, .arg_name = "objects" },
+    { .name = "scale_put/hive", .fn = bm_put, .args = objects, .nargs = 4, .arg_name = "objects" },
+    { .name = "scale_submit/hive", .fn = bm_submit, .args = queued, .nargs = 3, .arg_name = "queued",
+      .use_manual_time = 1, .iterations = 2 },
+    { .name = "scale_actor_new/hive", .fn = bm_actor_new, .args = actors + 1, .nargs = 3,
+      .arg_name = "actors", .use_manual_time = 1, .iterations = 1 },
+    { .name = "scale_actor_call/hive", .fn = bm_actor_call, .args = actors, .nargs = 4,
+      .arg_name = "actors" },
+};
+const size_t hb_scale_nbenches = sizeof hb_scale_benches / sizeof hb_scale_benches[0];

@@ -1,0 +1,88 @@
+/*
+ * scale_mem.c - what one live object, queued task or idle actor costs in
+ * memory, measured in a fresh process so that nothing an earlier benchmark
+ * touched is reused: `scale-mem objects|tasks|actors N` makes N of them in
+ * a new engine and prints the growth of the process's resident memory
+ * (RSS, /proc/self/statm) divided by N. bench/bench_scale.c runs it.
+ */
+#include <hive.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static _Atomic int gate_open;
+
+static int hold(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    /* acquire: just the flag */
+    while (!atomic_load_explicit(&gate_open, memory_order_acquire))
+        __builtin_ia32_pause();
+    return 0;
+}
+
+static int noop(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static int ping(void *self, hive_ctx_t *ctx)
+{
+    return hive_return(ctx, self, 1);
+}
+
+static const hive_method_t methods[] = { { .name = "ping", .fn = ping } };
+static const hive_actor_class_t cls64 = { .name = "idle64", .size = 64, .methods = methods,
+                                          .nmethods = 1 };
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    size_t n = strtoull(argv[2], NULL, 10);
+    hive_config_t cfg = { .workers = 2, .store_bytes = n * 128 + ((size_t)256 << 20) };
+    hive_t *h;
+    if (n == 0 || hive_init(&cfg, &h) != HIVE_OK)
+        return 1;
+    hive_ref_t *refs = malloc(n * sizeof *refs);
+    hive_actor_t *actors = malloc(n * sizeof *actors);
+    hive_ref_t held[2];
+    if (strcmp(argv[1], "tasks") == 0)
+        for (int w = 0; w < 2; w++)
+            hive_submit(h, hold, NULL, 0, NULL, &held[w]);
+    usleep(20000);
+    size_t before = rss_bytes();
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        uint64_t v = i;
+        if (strcmp(argv[1], "objects") == 0)
+            rc = hive_put(h, &v, sizeof v, &refs[i]);
+        else if (strcmp(argv[1], "tasks") == 0)
+            rc = hive_submit(h, noop, NULL, 0, NULL, &refs[i]);
+        else
+            rc = hive_actor_new(h, &cls64, NULL, 0, NULL, &actors[i]);
+        if (rc != HIVE_OK) {
+            fprintf(stderr, "scale-mem: %s\n", hive_last_error());
+            return 1;
+        }
+    }
+    printf("%.1f\n", (double)(rss_bytes() - before) / (double)n);
+    atomic_store(&gate_open, 1);
+    hive_shutdown(h);
+    return 0;
+}
