@@ -1,8 +1,10 @@
 /*
  * array.c - shared numpy-style arrays.
  *
- * An array is an object whose payload is its C-contiguous elements and whose
- * record holds dtype, shape and the seqlock of its write sections. Views
+ * An array is an object whose payload is its C-contiguous elements; its
+ * dtype, shape and the seqlock of its write sections sit in a small block of
+ * their own (struct hive__arr_meta, from the block pool) that the record
+ * points to, so that no other object's record pays for them. Views
  * (hive_array_t) are plain values pointing into the payload; slicing makes a
  * new view, never a copy. A view carries its record in `priv`, so the
  * functions that take only a view (atomics, write sections, read) need no
@@ -15,6 +17,7 @@
  * it never writes shared memory, so it never slows a writer down.
  */
 #include "store.h"
+#include "cell.h"
 #include "ds/pool.h"
 #include "hive_impl.h"
 #include "util/error.h"
@@ -38,6 +41,27 @@ size_t hive_dtype_size(hive_dtype_t dtype)
 }
 
 /* ------------------------------------------------------------------ arrays */
+
+struct hive__arr_meta {
+    _Atomic uint64_t seq;           /* seqlock: odd while a write section is open */
+    int32_t          dtype;
+    int32_t          ndim;
+    int64_t          shape[HIVE_MAX_DIMS];
+};
+
+/* The arrays' drop hook: the record goes, and its meta with it. */
+static void array_drop(struct hive *h, hive__obj_t *o, bool closing)
+{
+    (void)h;
+    (void)closing;
+    hive__pool_free(o->u.arr, sizeof *o->u.arr);
+    o->u.arr = NULL;
+}
+
+void hive__arrays_init(struct hive *h)
+{
+    hive__store_on_drop(h, HIVE__ARRAY, array_drop);
+}
 
 int hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape, hive_ref_t *out)
 {
@@ -68,16 +92,23 @@ int hive_array_new(hive_t *h, hive_dtype_t dtype, int ndim, const int64_t *shape
                               "%lld)", ndim, isz, (long long)INT64_MAX, d, (long long)shape[d]);
     }
     size_t bytes = empty ? 0 : (size_t)span;
+    struct hive__arr_meta *meta = hive__pool_alloc(sizeof *meta);
+    if (meta == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_array_new: cannot allocate %zu bytes of array header",
+                          sizeof *meta);
     hive__obj_t *o;
     int rc = hive__obj_new(h, HIVE__ARRAY, bytes, true, &o);
-    if (rc != HIVE_OK)
+    if (rc != HIVE_OK) {
+        hive__pool_free(meta, sizeof *meta);
         return rc;
+    }
+    o->u.arr = meta;
     memset(o->data, 0, bytes);
-    atomic_init(&o->u.arr.seq, 0);
-    o->u.arr.dtype = (int32_t)dtype;
-    o->u.arr.ndim = ndim;
+    atomic_init(&o->u.arr->seq, 0);
+    o->u.arr->dtype = (int32_t)dtype;
+    o->u.arr->ndim = ndim;
     for (int d = 0; d < ndim; d++)
-        o->u.arr.shape[d] = shape[d];
+        o->u.arr->shape[d] = shape[d];
     atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);   /* published below */
     atomic_store_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
     hive__obj_publish(h, o);
@@ -98,13 +129,13 @@ int hive_array_view(hive_t *h, hive_ref_t ref, hive_array_t *out)
     hive_array_t v;
     memset(&v, 0, sizeof v);
     v.data = o->data;
-    v.dtype = (hive_dtype_t)o->u.arr.dtype;
-    v.ndim = o->u.arr.ndim;
+    v.dtype = (hive_dtype_t)o->u.arr->dtype;
+    v.ndim = o->u.arr->ndim;
     /* no overflow: hive_array_new checked the item size times the nonzero
      * extents, which bounds every stride and the last product */
     int64_t stride = (int64_t)hive_dtype_size(v.dtype);
     for (int d = v.ndim - 1; d >= 0; d--) {
-        v.shape[d] = o->u.arr.shape[d];
+        v.shape[d] = o->u.arr->shape[d];
         v.strides[d] = stride;
         stride *= v.shape[d] ? v.shape[d] : 1;
     }
@@ -367,15 +398,15 @@ static int write_lock(const hive_array_t *a, const char *fn)
     hive__obj_t *o = array_record(a, fn);
     if (o == NULL)
         return HIVE_EINVAL;
-    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&o->u.arr->seq, memory_order_relaxed);
     for (;;) {
         if (s & 1) {                       /* another writer: wait for it */
             hive__cpu_relax();
-            s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+            s = atomic_load_explicit(&o->u.arr->seq, memory_order_relaxed);
             continue;
         }
         /* acquire: this writer sees the previous writer's data */
-        if (atomic_compare_exchange_weak_explicit(&o->u.arr.seq, &s, s + 1, memory_order_acquire,
+        if (atomic_compare_exchange_weak_explicit(&o->u.arr->seq, &s, s + 1, memory_order_acquire,
                                                   memory_order_relaxed))
             break;
     }
@@ -390,12 +421,12 @@ static int write_unlock(const hive_array_t *a, const char *fn)
     hive__obj_t *o = array_record(a, fn);
     if (o == NULL)
         return HIVE_EINVAL;
-    uint64_t s = atomic_load_explicit(&o->u.arr.seq, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&o->u.arr->seq, memory_order_relaxed);
     if (!(s & 1))
         return hive__fail(HIVE_ESTATE, "%s: no write section is open on object %llu", fn,
                           (unsigned long long)o->id);
     /* release: the section's data stores are visible before the even value */
-    atomic_store_explicit(&o->u.arr.seq, s + 1, memory_order_release);
+    atomic_store_explicit(&o->u.arr->seq, s + 1, memory_order_release);
     return HIVE_OK;
 }
 
@@ -475,7 +506,7 @@ int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
     for (;;) {
         /* acquire: pairs with write_end's release, so the data of the last
          * finished section is what we copy */
-        uint64_t s1 = atomic_load_explicit(&o->u.arr.seq, memory_order_acquire);
+        uint64_t s1 = atomic_load_explicit(&o->u.arr->seq, memory_order_acquire);
         if (s1 & 1) {
             hive__cpu_relax();
             continue;
@@ -483,7 +514,7 @@ int hive_array_read(const hive_array_t *a, void *dst, size_t dst_size)
         copy_view(a, dst, isz);
         /* acquire fence, then the re-read: a write that overlapped the copy
          * shows as a changed sequence (util/seqlock.h) */
-        if (hive__seq_reread(&o->u.arr.seq) == s1)
+        if (hive__seq_reread(&o->u.arr->seq) == s1)
             return HIVE_OK;
     }
 }

@@ -68,6 +68,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         goto fail_arena;
     h->store.help = hive__task_help;
     hive__cells_init(h);
+    hive__arrays_init(h);
     hive__locals_init(&h->locals);
     hive__actors_init(&h->actors);
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;

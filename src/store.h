@@ -66,6 +66,8 @@ typedef struct hive__dep {
 
 #define HIVE__DEPS_CLOSED ((hive__dep_t *)1)
 
+struct hive__arr_meta;
+
 typedef struct hive__obj {
     uint64_t          id;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
@@ -78,12 +80,9 @@ typedef struct hive__obj {
     struct hive      *h;
     struct rcu_head   rcu;
     union {
-        struct {                     /* HIVE__ARRAY */
-            _Atomic uint64_t seq;    /* seqlock: odd while a write section is open */
-            int32_t  dtype;
-            int32_t  ndim;
-            int64_t  shape[HIVE_MAX_DIMS];
-        } arr;
+        struct hive__arr_meta *arr;  /* HIVE__ARRAY: dtype, shape and seqlock (array.c),
+                                        set before publish; freed by the arrays' drop hook.
+                                        Kept out of the record so every record stays small */
         _Atomic(void *) owned;       /* another kind's own pointer (a cell's current
                                         slot: cell.c), freed by the kind's drop hook */
         struct {                     /* HIVE__ACTOR: a handle's record (actor.c) */
