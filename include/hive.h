@@ -65,6 +65,10 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
     const char *topology;           /* NULL: this machine; else an hwloc synthetic description such as
                                        "pack:2 numa:1 core:4 pu:1": placement follows it, no binding */
     const char *trace_path;         /* NULL: no timeline; else a Chrome trace JSON written at shutdown */
+    int         prefault;           /* nonzero: touch the store's memory for large objects at init
+                                       (capacity bytes in all, split over the NUMA nodes), so the
+                                       first big puts copy at memory speed instead of faulting pages
+                                       in (as Ray's plasma store can); costs that memory up front */
 } hive_config_t;
 
 /*

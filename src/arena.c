@@ -687,6 +687,28 @@ void hive__arena_purge(hive__arena_t *a)
     atomic_store_explicit(&a->purging, 0, memory_order_release);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23              /* Linux 5.14 */
+#endif
+
+int hive__arena_prefault(hive__arena_t *a)
+{
+    size_t per = (a->capacity / a->nnodes + PAGE - 1) & ~(PAGE - 1);
+    for (unsigned n = 0; n < a->nnodes; n++) {
+        char *p = a->regions[n].base;
+        if (madvise(p, per, MADV_POPULATE_WRITE) == 0)
+            continue;
+        if (errno != EINVAL)                /* EINVAL: an older kernel; touch by hand */
+            return hive__fail(HIVE_ENOMEM, "hive_init: prefault of %zu bytes on node %u failed: %s",
+                              per, n, strerror(errno));
+        for (size_t off = 0; off < per; off += PAGE) {
+            volatile char *c = p + off;      /* write each page's first byte back as it is */
+            *c = *c;
+        }
+    }
+    return HIVE_OK;
+}
+
 size_t hive__arena_resident(const hive__arena_t *a)
 {
     struct stat st;

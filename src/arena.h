@@ -139,6 +139,11 @@ bool hive__arena_wants_purge(const hive__arena_t *a);
  * Concurrent callers: one purges, the others return at once. */
 void hive__arena_purge(hive__arena_t *a);
 
+/* Touch capacity / nodes bytes of each region's large area now, so that
+ * the first large payloads do not fault their pages in (hive_config_t's
+ * prefault). HIVE_ENOMEM (and the sentence) if the memory cannot be had. */
+int hive__arena_prefault(hive__arena_t *a);
+
 /* Bytes of the store's memfd the kernel holds now (one fstat). */
 size_t hive__arena_resident(const hive__arena_t *a);
 

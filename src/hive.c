@@ -63,6 +63,8 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     rc = hive__arena_open(&h->arena, store_bytes, &h->topo);
     if (rc != HIVE_OK)
         goto fail_topo;
+    if (cfg->prefault && (rc = hive__arena_prefault(&h->arena)) != HIVE_OK)
+        goto fail_arena;
     rc = hive__store_open(&h->store);
     if (rc != HIVE_OK)
         goto fail_arena;

@@ -174,6 +174,37 @@ static void *one_init(void *arg)
     return arg;
 }
 
+/* prefault: the store's large-object memory is resident from init on,
+ * and the engine works as without it; without it, nothing is. */
+static void test_prefault(void **state)
+{
+    (void)state;
+    const size_t cap = 32u << 20;
+    for (int pre = 0; pre < 2; pre++) {
+        hive_config_t cfg = { .workers = 1, .store_bytes = cap, .no_pin = 1, .prefault = pre };
+        hive_t *h;
+        assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+        hive_store_stats_t st;
+        assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+        if (pre ? st.resident < cap : st.resident > cap / 8)
+            fail_msg("prefault %d: %zu bytes resident after init (capacity %zu)", pre, st.resident, cap);
+        /* a large put and a get, through the prefaulted (or not) pages */
+        char *buf = malloc(cap / 2);
+        memset(buf, 0x5c, cap / 2);
+        hive_ref_t r;
+        assert_int_equal(hive_put(h, buf, cap / 2, &r), HIVE_OK);
+        const void *p;
+        size_t n;
+        test_get_ok(h, r, 0, &p, &n);
+        assert_int_equal(n, cap / 2);
+        assert_memory_equal(p, buf, cap / 2);
+        assert_int_equal(hive_release(h, r), HIVE_OK);
+        free(buf);
+        test_expect_empty_store(h);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);
+    }
+}
+
 static void test_handles_of_another_engine(void **state)
 {
     (void)state;
@@ -236,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_huge_stores_fail_at_init_or_work),
         cmocka_unit_test(test_thousands_of_workers),
         cmocka_unit_test(test_handles_of_another_engine),
+        cmocka_unit_test(test_prefault),
     };
     return cmocka_run_group_tests_name("hive", tests, NULL, NULL);
 }
