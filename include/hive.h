@@ -195,10 +195,11 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * bytes plus a 64-byte header. Zero-size objects take 64 bytes. A released
  * object counts until its grace period ends. objects: live objects.
  * resident: the bytes of store memory the kernel holds now (pages touched
- * and not given back). Freed memory goes back in purges that a worker runs
- * between jobs once small-object memory held passes used + capacity/4 +
- * 16 MiB: whole free slabs (256 KiB) lose their pages and serve any size
- * afterwards. Free large blocks keep theirs (the next large objects reuse
+ * and not given back). Freed memory goes back in purges: a worker runs one
+ * between jobs once small-object memory held passes used + capacity/8 +
+ * 8 MiB, and a thread that would cut a new slab past used + capacity/4 +
+ * 16 MiB runs one itself first, so that is the bound: whole free slabs
+ * (256 KiB) lose their pages and serve any size afterwards. Free large blocks keep theirs (the next large objects reuse
  * them without faulting) unless the store holds more than capacity * 5/4
  * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
  * 128 per size class and thread) and slabs that still hold a live object. */

@@ -329,6 +329,8 @@ void hive__arena_flush_thread(hive__arena_t *a)
         tc_release();
 }
 
+static bool small_over(const hive__arena_t *a, size_t slack);
+
 /* A slab a purge gave back, or NULL. The list is under a mutex: a thread
  * comes here once per slab's worth of cells (256 KiB), only when its
  * class's ring is empty too, and the purge holds the lock for a push; the
@@ -362,6 +364,17 @@ static bool small_refill(hive__arena_t *a, unsigned node, unsigned c, hive__fcac
     if (hive__fcache_refill(k, l))
         return true;
     char *slab = take_free_slab(r);
+    if (slab == NULL && a->ask_purge != NULL && small_over(a, a->capacity / 4 + PURGE_SLACK)) {
+        /* The hard bound: the memory held would pass live bytes + a
+         * quarter of the capacity, and the purge asked of a worker has not
+         * come (workers busy). Purge here, once per slab at most, before
+         * cutting (a slow path with system calls, like the EFULL retry's
+         * grace period; a purge already running elsewhere returns at once). */
+        hive__arena_purge(a);
+        if (hive__fcache_refill(k, l))
+            return true;
+        slab = take_free_slab(r);
+    }
     if (slab == NULL) {
         size_t sb = HIVE_ARENA_SLAB;
         /* relaxed: the area is only ever cut, never handed back; the load
@@ -524,14 +537,23 @@ static size_t small_held(const hive__arena_t *a)
     return held;
 }
 
+/* Small-object memory held beyond live bytes + slack (and grown by more
+ * than slack/2 since the last purge, which slabs with live cells may have
+ * stopped short). Relaxed loads throughout: a stale view only moves a
+ * purge a little. */
+static bool small_over(const hive__arena_t *a, size_t slack)
+{
+    size_t used = atomic_load_explicit(&a->used, memory_order_relaxed);
+    size_t held = small_held(a), floor = atomic_load_explicit(&a->purge_floor, memory_order_relaxed);
+    return held > used + slack && held > floor + slack / 2;
+}
+
 bool hive__arena_wants_purge(const hive__arena_t *a)
 {
-    /* relaxed loads throughout: a stale view only moves a purge a little */
-    size_t cap = a->capacity, used = atomic_load_explicit(&a->used, memory_order_relaxed);
-    size_t held = small_held(a), floor = atomic_load_explicit(&a->purge_floor, memory_order_relaxed);
-    /* held beyond live bytes + a quarter, and grown since the last purge
-     * (which may have been stopped by slabs with live cells) */
-    if (held > used + cap / 4 + PURGE_SLACK && held > floor + cap / 8 + PURGE_SLACK)
+    size_t cap = a->capacity;
+    /* soft: half the hard bound of small_refill, so that a worker's purge
+     * usually comes before a thread that allocates must do one itself */
+    if (small_over(a, cap / 8 + PURGE_SLACK / 2))
         return true;
     for (unsigned i = 0; i < a->nnodes; i++)
         if (atomic_load_explicit(&a->regions[i].large_dirty, memory_order_relaxed) >

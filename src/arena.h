@@ -19,7 +19,8 @@
  *    add (or take one a purge gave back); a slab serves one class at a time.
  * Slabs are all HIVE_ARENA_SLAB bytes, so a slab one class no longer needs
  * can serve another: a purge (hive__arena_purge, run by a worker between
- * jobs when the small memory held passes live bytes + capacity/4) finds
+ * jobs when the small memory held passes live bytes + capacity/8, or by
+ * an allocating thread itself past live bytes + capacity/4) finds
  * the slabs whose cells are all free on their class's shared list, punches
  * their pages out of the memfd and keeps them on the region's free-slab
  * list, which a class takes before cutting a new slab. Cells in threads'
