@@ -185,8 +185,30 @@ def report(ctx, rows, order, outdir, charts):
                     "**%.2f**" % r if r is not None else "—", lim if i == 0 else "",
                     ray if i == 0 else ""))
         lines.append("")
+    lines += scaling(rows, order)
     with open(os.path.join(outdir, "REPORT.md"), "w") as f:
         f.write("\n".join(lines))
+
+
+def scaling(rows, order):
+    """Multi-thread rows beside their one-thread row: hive's speedup."""
+    out = []
+    for fam, rest in order:
+        h = rows[(fam, rest)].get("hive")
+        if h is None or h.error or "threads:" not in rest and not fam.startswith("multi_client"):
+            continue
+        one_fam = fam.replace("multi_client", "single_client", 1)
+        one_rest = "/".join(p for p in rest.split("/") if not p.startswith("threads:"))
+        one = rows.get((one_fam, one_rest), {}).get("hive")
+        if one is None or one.error or one.rate <= 0 or (one_fam, one_rest) == (fam, rest):
+            continue
+        out.append("| %s/%s | %s | %s | **%.2f** |" % (fam, rest, human(h.rate, h.unit),
+                                                   human(one.rate, one.unit), h.rate / one.rate))
+    if not out:
+        return []
+    return ["## multi-thread scaling", "",
+            "hive's rows with several client threads beside the same row on one thread.", "",
+            "| row | threads | one thread | speedup |", "|---|---|---|---|"] + out + [""]
 
 
 def draw(rows, order, outdir):
