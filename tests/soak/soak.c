@@ -15,7 +15,7 @@
  *  - replay pushes (single and batched) and prioritized samples with
  *    priority updates (items never torn);
  * while each keeps "ballast" objects (16 KiB .. 512 KiB, a pattern checked
- * when released) so the 64 MiB store stays 75..90% full.
+ * when released) so the 64 MiB store stays 65..80% full.
  *
  * Accounting: every task and call adds 1 and its token to "ran" counters
  * when it does its work; whoever gets a result with HIVE_OK adds 1 and the
@@ -56,8 +56,13 @@
 
 #define LOADERS        3
 #define STORE_BYTES    ((size_t)64 << 20)
-#define BAND_LOW       0.75              /* ballast added below this fill */
-#define BAND_HIGH      0.90              /* and dropped above it */
+/* The ballast band leaves 20% of the store to everything else in flight:
+ * results and puts whose release waits for a grace period. On an
+ * overloaded machine (load 9 on 2 cores) a preempted reader stretches
+ * grace periods, and with only 10% left the fill reached 100%: tasks' own
+ * hive_return got HIVE_EFULL, which this soak counts as failures. */
+#define BAND_LOW       0.65              /* ballast added below this fill */
+#define BAND_HIGH      0.80              /* and dropped above it */
 #define BALLAST_MAX    512               /* objects per loader */
 #define BALLAST_MIN_SZ (16u << 10)
 #define BALLAST_MAX_SZ (512u << 10)
