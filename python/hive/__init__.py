@@ -202,10 +202,13 @@ class Engine(_hive.Engine):
     def put(self, x):
         """copy x (anything with the buffer protocol) into a new sealed
         object; an ndarray keeps its dtype and shape for get"""
-        if isinstance(x, np.ndarray):
+        if isinstance(x, (np.ndarray, np.generic)):
+            x = np.asarray(x)
             if x.dtype.hasobject:
                 raise TypeError("put: an array of Python objects has no bytes to share")
-            return self._put(np.ascontiguousarray(x), True)
+            if not x.flags.c_contiguous:      # (ascontiguousarray would make a 0-d array 1-d)
+                x = np.ascontiguousarray(x)
+            return self._put(x, True)
         return self._put(x, False)
 
     def get(self, ref, timeout=None):

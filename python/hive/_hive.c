@@ -1202,7 +1202,7 @@ static void *library_symbol(LibraryObj *self, PyObject *name, const char *what)
     dlerror();
     void *p = dlsym(self->dl, s);
     if (!p)
-        PyErr_Format(PyExc_AttributeError, "%s: %S has no symbol %R", what, self->path, name);
+        PyErr_Format(PyExc_ValueError, "%s: %S has no symbol %R", what, self->path, name);
     return p;
 }
 
@@ -1458,7 +1458,7 @@ static PyObject *actor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
     while (idx < self->cls->nmethods && strcmp(self->cls->methods[idx].name, m))
         idx++;
     if (idx == self->cls->nmethods) {
-        PyErr_Format(PyExc_AttributeError, "call: class %s has no method %R",
+        PyErr_Format(PyExc_ValueError, "call: class %s has no method %R",
                      self->cls->name ? self->cls->name : "?", PyTuple_GET_ITEM(args, 0));
         return NULL;
     }
