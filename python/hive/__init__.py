@@ -10,6 +10,7 @@ and replay-buffer conveniences. Everything that touches hive is in _hive.c.
         view = eng.get(ref)            # read-only ndarray over hive's store
 """
 import contextlib
+import pickle
 
 import numpy as np
 
@@ -137,7 +138,10 @@ class SharedArray(np.ndarray):
 
 
 def _view_of(buf):
-    """an ndarray (typed payload) or a memoryview over a Buffer, no copy"""
+    """an ndarray (typed payload) or a memoryview over a Buffer, no copy;
+    a Python task's pickled result is unpickled"""
+    if buf.pickled:
+        return pickle.loads(memoryview(buf))
     if buf.typed:
         arr = np.asarray(buf).view(ObjectView)
         arr._buffer = buf
@@ -194,6 +198,68 @@ class Replay:
         self._rb.close()
 
 
+# ---- Python callables: what the C trampolines call on a worker, holding the GIL
+
+def _encode(x):
+    """a result as (buffer, kind): 1 typed ndarray, 0 raw bytes, 2 pickle"""
+    if isinstance(x, (np.ndarray, np.generic)) and not np.asarray(x).dtype.hasobject:
+        x = np.asarray(x)
+        return (x if x.flags.c_contiguous else np.ascontiguousarray(x)), 1
+    if isinstance(x, (bytes, bytearray)):
+        return x, 0
+    return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL), 2
+
+
+def _resolve(engine, args):
+    return tuple(engine.get(a) if isinstance(a, Ref) else a for a in args)
+
+
+def _run_task(engine, fn, args, kwargs):
+    return _encode(fn(*_resolve(engine, args), **kwargs))
+
+
+def _new_actor(engine, cls, args, kwargs):
+    return cls(*_resolve(engine, args), **kwargs)
+
+
+def _run_method(instance, engine, name, args, kwargs):
+    return _encode(getattr(instance, name)(*_resolve(engine, args), **kwargs))
+
+
+_hive._set_runners((_run_task, _new_actor, _run_method))
+
+
+class RemoteFunction:
+    """engine.remote(fn): calling it (or .remote(...)) runs fn on a hive
+    worker, holding the GIL, and returns a Future. Ref arguments are
+    waited for and passed as their values (as Ray does)."""
+
+    def __init__(self, engine, fn, priority=0):
+        if not callable(fn):
+            raise TypeError(f"remote: {fn!r} is not callable")
+        self._engine, self._fn, self._priority = engine, fn, priority
+
+    def __call__(self, *args, **kwargs):
+        return self._engine._submit_py(self._fn, args, kwargs, self._priority)
+
+    remote = __call__
+
+
+class ActorClass:
+    """engine.actor(Cls): calling it builds one instance on a hive worker and
+    returns its Actor handle; handle.call("method", *args) -> Future"""
+
+    def __init__(self, engine, cls, name=None, max_restarts=0):
+        if not isinstance(cls, type):
+            raise TypeError(f"actor: {cls!r} is not a class")
+        self._engine, self._cls, self._name, self._restarts = engine, cls, name, max_restarts
+
+    def __call__(self, *args, **kwargs):
+        return self._engine._actor_py(self._cls, args, kwargs, self._name, self._restarts)
+
+    remote = __call__
+
+
 class Engine(_hive.Engine):
     """Engine(workers=0, store_bytes=0, topology=None, trace_path=None, pin=True):
     a hive engine; a context manager that shuts it down on exit (after the
@@ -234,6 +300,14 @@ class Engine(_hive.Engine):
         arr = np.asarray(buf).view(SharedArray)
         arr._buffer = buf
         return arr
+
+    def remote(self, fn, *, priority=0):
+        """fn as a task: engine.remote(fn)(*args) -> Future (runs holding the GIL)"""
+        return RemoteFunction(self, fn, priority)
+
+    def actor(self, cls, *, name=None, max_restarts=0):
+        """cls as an actor: engine.actor(Cls)(*args) -> Actor (methods hold the GIL)"""
+        return ActorClass(self, cls, name, max_restarts)
 
     def replay(self, capacity, dtype, shape=(), **kw):
         """a Replay buffer of capacity items of dtype and shape"""

@@ -319,6 +319,7 @@ static PyObject *future_cancel(RefObj *self, PyObject *Py_UNUSED(ignored))
  * shutdown waits (close() defers it to the last Buffer's end).
  */
 #define TRAILER_MAGIC 0x5f6e70797668ull   /* "hvypn_": a payload put from a typed buffer */
+#define PICKLE_MAGIC  0x5f6b70797668ull   /* "hvypk_": a pickled Python task result */
 #define MAX_FORMAT    1024
 #define MAX_NDIM      64
 
@@ -330,6 +331,7 @@ typedef struct {
     Py_ssize_t  len;           /* bytes exported (the payload less its trailer) */
     int         readonly;
     int         typed;         /* the payload carries a format/shape trailer */
+    int         pickled;       /* the payload is a pickle (a Python task's result) */
     int         is_array;
     hive_array_t view;         /* is_array: the whole array */
     Py_ssize_t  itemsize;
@@ -353,6 +355,7 @@ static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len
     b->len = (Py_ssize_t)len;
     b->readonly = readonly;
     b->typed = 0;
+    b->pickled = 0;
     b->is_array = 0;
     b->itemsize = 1;
     b->ndim = 1;
@@ -421,6 +424,12 @@ static void buffer_parse_trailer(BufferObj *b)
     memcpy(&ndim, end - 20, 4);
     memcpy(&itemsize, end - 16, 8);
     memcpy(&magic, end - 8, 8);
+    if (magic == PICKLE_MAGIC && flen == 0 && ndim == 0 && itemsize == 1) {
+        b->len = size - 24;
+        b->shape[0] = b->len;
+        b->pickled = 1;
+        return;
+    }
     if (magic != TRAILER_MAGIC || flen == 0 || flen > MAX_FORMAT || ndim > MAX_NDIM || itemsize == 0)
         return;
     size_t tlen = (size_t)flen + 8u * ndim + 24u;
@@ -458,6 +467,10 @@ static PyObject *buffer_get_nbytes(BufferObj *self, void *Py_UNUSED(c))
 static PyObject *buffer_get_typed(BufferObj *self, void *Py_UNUSED(c))
 {
     return PyBool_FromLong(self->typed);
+}
+static PyObject *buffer_get_pickled(BufferObj *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->pickled);
 }
 
 /* Buffer.ref(): a new Ref to the object (its own count) */
@@ -573,6 +586,51 @@ static PyObject *buffer_read_into(BufferObj *self, PyObject *dst)
 
 /* ------------------------------------------------------------------ engine: objects */
 
+/* Payload layout: the bytes, then for a typed buffer a trailer (format,
+ * shape, then flen, ndim, itemsize and a magic in the last 24 bytes), for a
+ * pickle a 24-byte trailer with the pickle magic. kind: 0 raw, 1 typed, 2 pickle. */
+static int payload_size(const Py_buffer *v, int kind, size_t *total)
+{
+    size_t tlen = 0;
+    if (kind == 1) {
+        size_t flen = strlen(v->format ? v->format : "B");
+        if (flen == 0 || flen > MAX_FORMAT || v->ndim > MAX_NDIM) {
+            PyErr_Format(PyExc_ValueError, "put: a format of %zu characters or %d dimensions is "
+                         "beyond %d / %d", flen, v->ndim, MAX_FORMAT, MAX_NDIM);
+            return -1;
+        }
+        tlen = flen + 8u * (size_t)v->ndim + 24u;
+    } else if (kind == 2) {
+        tlen = 24;
+    }
+    if (__builtin_add_overflow((size_t)v->len, tlen, total)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void payload_write(char *dst, const Py_buffer *v, int kind)
+{
+    memcpy(dst, v->buf, (size_t)v->len);
+    if (kind == 0)
+        return;
+    char *t = dst + v->len;
+    const char *fmt = v->format ? v->format : "B";
+    uint32_t flen = kind == 1 ? (uint32_t)strlen(fmt) : 0, nd = kind == 1 ? (uint32_t)v->ndim : 0;
+    uint64_t isz = kind == 1 ? (uint64_t)v->itemsize : 1, magic = kind == 1 ? TRAILER_MAGIC : PICKLE_MAGIC;
+    memcpy(t, fmt, flen);
+    t += flen;
+    for (uint32_t i = 0; i < nd; i++, t += 8) {
+        int64_t x = v->shape ? v->shape[i] : v->len / v->itemsize;
+        memcpy(t, &x, 8);
+    }
+    memcpy(t, &flen, 4);
+    memcpy(t + 4, &nd, 4);
+    memcpy(t + 8, &isz, 8);
+    memcpy(t + 16, &magic, 8);
+}
+
 /* Engine._put(buffer, typed): copy into a new sealed object; typed appends
  * the format/shape trailer that get() turns back into an ndarray. */
 static PyObject *engine_put(EngineObj *self, PyObject *args)
@@ -587,46 +645,24 @@ static PyObject *engine_put(EngineObj *self, PyObject *args)
     Py_buffer v;
     if (PyObject_GetBuffer(obj, &v, typed ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
-    size_t flen = 0, tlen = 0, total = (size_t)v.len;
-    if (typed) {
-        const char *fmt = v.format ? v.format : "B";
-        flen = strlen(fmt);
-        if (flen == 0 || flen > MAX_FORMAT || v.ndim > MAX_NDIM) {
-            PyBuffer_Release(&v);
-            PyErr_Format(PyExc_ValueError, "put: a format of %zu characters or %d dimensions is "
-                         "beyond %d / %d", flen, v.ndim, MAX_FORMAT, MAX_NDIM);
-            return NULL;
-        }
-        tlen = flen + 8u * (size_t)v.ndim + 24u;
-        if (__builtin_add_overflow(total, tlen, &total)) {
-            PyBuffer_Release(&v);
-            return PyErr_NoMemory();
-        }
-    }
+    size_t total;
     void *dst;
     hive_ref_t ref;
+    if (payload_size(&v, typed, &total) < 0) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
     int rc = hive_create(h, total, &dst, &ref);
     if (rc < 0) {
         PyBuffer_Release(&v);
         return raise_hive(rc, "put");
     }
-    Py_BEGIN_ALLOW_THREADS
-    memcpy(dst, v.buf, (size_t)v.len);
-    Py_END_ALLOW_THREADS
-    if (typed) {
-        char *t = (char *)dst + v.len;
-        memcpy(t, v.format ? v.format : "B", flen);
-        t += flen;
-        for (int i = 0; i < v.ndim; i++, t += 8) {
-            int64_t x = v.shape ? v.shape[i] : v.len / v.itemsize;
-            memcpy(t, &x, 8);
-        }
-        uint32_t f32 = (uint32_t)flen, n32 = (uint32_t)v.ndim;
-        uint64_t isz = (uint64_t)v.itemsize, magic = TRAILER_MAGIC;
-        memcpy(t, &f32, 4);
-        memcpy(t + 4, &n32, 4);
-        memcpy(t + 8, &isz, 8);
-        memcpy(t + 16, &magic, 8);
+    if (v.len > (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        payload_write(dst, &v, typed);
+        Py_END_ALLOW_THREADS
+    } else {
+        payload_write(dst, &v, typed);
     }
     PyBuffer_Release(&v);
     rc = hive_seal(h, ref);
@@ -1139,6 +1175,7 @@ typedef struct {
     hive_actor_t              actor;
     const hive_actor_class_t *cls;
     int                       named;   /* named actors outlive their handle (as Ray's detached) */
+    PyObject                 *job;     /* Python actors: (engine, cls, args, kwargs), kept for restarts */
 } ActorObj;
 
 /* make hive's symbols (linked into this extension) visible to libraries
@@ -1430,16 +1467,21 @@ static PyObject *library_actor(LibraryObj *self, PyObject *args, PyObject *kw_in
     a->actor = actor;
     a->cls = cls;
     a->named = opts.name != NULL;
+    a->job = NULL;
     res = (PyObject *)a;
 out:
     Py_XDECREF(kw);
     return res;
 }
 
+static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in);
+
 static void actor_dealloc(ActorObj *self)
 {
     if (!self->named && self->engine->h)
         hive_actor_kill(self->engine->h, self->actor);
+    if (!self->named)   /* a named actor may restart after its handle is gone */
+        Py_XDECREF(self->job);
     Py_DECREF(self->engine);
     PyObject_Free(self);
 }
@@ -1451,6 +1493,8 @@ static PyObject *actor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
         PyErr_SetString(PyExc_TypeError, "call(method, *args): method must be a str");
         return NULL;
     }
+    if (self->job)
+        return pyactor_call(self, args, kw_in);
     const char *m = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
     if (!m)
         return NULL;
@@ -1490,6 +1534,262 @@ static PyObject *actor_kill(ActorObj *self, PyObject *Py_UNUSED(ignored))
     if (rc < 0)
         return raise_hive(rc, "kill");
     Py_RETURN_NONE;
+}
+
+
+/* ------------------------------------------------------------------ Python callables
+ *
+ * engine.remote(fn) and engine.actor(Cls): the task or method is a C
+ * trampoline whose first argument is the address of a Python "job" tuple
+ * (a count taken at submit, dropped by the run); Ref arguments also go as
+ * hive refs, so the trampoline runs once they are sealed. It takes the GIL,
+ * has the package's runner (hive._run_*) call the Python code, and writes
+ * the result it encodes (kind 0 raw, 1 typed, 2 pickle) as the task's
+ * result. Correct, not parallel: every Python callable holds the GIL.
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+#define interpreter_finalizing() Py_IsFinalizing()
+#else
+#define interpreter_finalizing() _Py_IsFinalizing()
+#endif
+
+static PyObject *py_runners;   /* (run_task, new_actor, run_method) from hive/__init__.py */
+
+static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method))");
+        return NULL;
+    }
+    Py_XSETREF(py_runners, Py_NewRef(t));
+    Py_RETURN_NONE;
+}
+
+static PyObject *job_of(hive_ctx_t *ctx)
+{
+    size_t n = 0;
+    const void *p = hive_arg(ctx, 0, &n);
+    PyObject *job = NULL;
+    if (p && n == sizeof job)
+        memcpy(&job, p, sizeof job);
+    return job;
+}
+
+/* run runner i on job; write its (object, kind) answer as the result */
+static int run_and_return(hive_ctx_t *ctx, int i, PyObject *job)
+{
+    PyObject *res = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, i), job) : NULL;
+    int kind, rc = 1;
+    PyObject *obj;
+    Py_buffer v;
+    if (!res || !PyArg_ParseTuple(res, "Oi", &obj, &kind)) {
+        PyErr_Print();
+        Py_XDECREF(res);
+        return 1;
+    }
+    if (PyObject_GetBuffer(obj, &v, kind == 1 ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) == 0) {
+        size_t total;
+        if (payload_size(&v, kind, &total) == 0) {
+            void *dst = hive_return_alloc(ctx, total);
+            if (dst) {
+                payload_write(dst, &v, kind);
+                rc = 0;
+            }
+        }
+        PyBuffer_Release(&v);
+    }
+    if (PyErr_Occurred())
+        PyErr_Print();
+    Py_DECREF(res);
+    return rc;
+}
+
+static int py_task_trampoline(hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = run_and_return(ctx, 0, job);
+    Py_DECREF(job);
+    PyGILState_Release(g);
+    return rc;
+}
+
+typedef struct { PyObject *instance; } pyactor_state;
+
+static int pyactor_init(void *self, hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);   /* the handle keeps it (restarts run init again) */
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *inst = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, 1), job) : NULL;
+    if (!inst)
+        PyErr_Print();
+    ((pyactor_state *)self)->instance = inst;
+    PyGILState_Release(g);
+    return inst ? 0 : 1;
+}
+
+static void pyactor_fini(void *self)
+{
+    pyactor_state *st = self;
+    if (!st->instance || interpreter_finalizing())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_CLEAR(st->instance);
+    PyGILState_Release(g);
+}
+
+static int pyactor_method(void *self, hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);
+    pyactor_state *st = self;
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *full = PyTuple_New(PyTuple_GET_SIZE(job) + 1);   /* (instance, *job) */
+    int rc = 1;
+    if (full) {
+        PyTuple_SET_ITEM(full, 0, Py_NewRef(st->instance ? st->instance : Py_None));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(job); i++)
+            PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(job, i)));
+        rc = run_and_return(ctx, 2, full);
+        Py_DECREF(full);
+    }
+    Py_DECREF(job);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static const hive_method_t pyactor_methods[] = { { "__python__", pyactor_method, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t pyactor_class = {
+    .name = "python", .size = sizeof(pyactor_state), .init = pyactor_init, .fini = pyactor_fini,
+    .methods = pyactor_methods, .nmethods = 1,
+};
+
+/* hive args for a job: its address, then every Ref among refs_from's items */
+static int job_args(PyObject **jobp, PyObject *refs_from, hive_arg_t **out, size_t *n)
+{
+    Py_ssize_t m = PyTuple_GET_SIZE(refs_from), k = 1;
+    hive_arg_t *a = PyMem_Calloc((size_t)m + 1, sizeof *a);
+    if (!a) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    a[0] = HIVE_BYTES(jobp, sizeof *jobp);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *o = PyTuple_GET_ITEM(refs_from, i);
+        if (PyObject_TypeCheck(o, &RefType))
+            a[k++] = HIVE_REF(((RefObj *)o)->ref);
+    }
+    *out = a;
+    *n = (size_t)k;
+    return 0;
+}
+
+/* Engine._submit_py(fn, args, kwargs, priority) -> Future */
+static PyObject *engine_submit_py(EngineObj *self, PyObject *a)
+{
+    PyObject *fn, *args, *kwargs, *prio_o;
+    if (!PyArg_ParseTuple(a, "OO!O!O", &fn, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &prio_o))
+        return NULL;
+    hive_opts_t opts = {0};
+    if (priority_of(prio_o, &opts.priority) < 0)
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    PyObject *job = PyTuple_Pack(4, (PyObject *)self, fn, args, kwargs);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, args, &ha, &n) < 0) {
+        Py_XDECREF(job);
+        return NULL;
+    }
+    hive_ref_t result;
+    int rc = hive_submit(h, py_task_trampoline, ha, n, &opts, &result);   /* the job's count goes to the task */
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        return raise_hive(rc, "remote");
+    }
+    return ref_new(self, result, &FutureType);
+}
+
+/* Engine._actor_py(cls, args, kwargs, name, max_concurrency) -> Actor */
+static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
+{
+    PyObject *cls, *args, *kwargs;
+    const char *name = NULL;
+    unsigned restarts = 0;
+    if (!PyArg_ParseTuple(a, "OO!O!|zI", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts))
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    PyObject *job = PyTuple_Pack(4, (PyObject *)self, cls, args, kwargs);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, args, &ha, &n) < 0) {
+        Py_XDECREF(job);
+        return NULL;
+    }
+    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts };
+    hive_actor_t actor;
+    int rc = hive_actor_new(h, &pyactor_class, ha, n, &opts, &actor);
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        return raise_hive(rc, "actor");
+    }
+    ActorObj *o = PyObject_New(ActorObj, &ActorType);
+    if (!o) {
+        hive_actor_kill(h, actor);
+        Py_DECREF(job);
+        return NULL;
+    }
+    o->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    o->actor = actor;
+    o->cls = &pyactor_class;
+    o->named = name != NULL;
+    o->job = job;
+    return (PyObject *)o;
+}
+
+/* Actor.call on a Python actor: the job is (engine, method, args, kwargs) */
+static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
+{
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : PyDict_New(), *prio_o, *res = NULL;
+    hive_opts_t opts = {0};
+    int has_prio = 0;
+    if (!kw || kw_take(kw, "priority", &prio_o) < 0 || (has_prio = priority_of(prio_o, &opts.priority)) < 0)
+        goto out;
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        goto out;
+    PyObject *rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
+    PyObject *job = rest ? PyTuple_Pack(4, (PyObject *)self->engine, PyTuple_GET_ITEM(args, 0), rest, kw) : NULL;
+    Py_XDECREF(rest);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, PyTuple_GET_ITEM(job, 2), &ha, &n) < 0) {
+        Py_XDECREF(job);
+        goto out;
+    }
+    hive_ref_t result;
+    int rc = hive_call(h, self->actor, 0, ha, n, has_prio ? &opts : NULL, &result);
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        raise_hive(rc, "call");
+    } else {
+        res = ref_new(self->engine, result, &FutureType);
+    }
+out:
+    Py_XDECREF(kw);
+    return res;
 }
 
 /* ------------------------------------------------------------------ DLPack
@@ -1631,6 +1931,8 @@ static PyMethodDef engine_methods[] = {
          "wait(refs, num_returns=1, timeout=None) -> (ready, not_ready), as ray.wait"),
     METH("cell", engine_cell, METH_VARARGS, "cell(initial=None) -> Cell"),
     METH("load", engine_load, METH_VARARGS, "load(path) -> Library of hive_fn tasks and actor classes"),
+    METH("_submit_py", engine_submit_py, METH_VARARGS, NULL),
+    METH("_actor_py", engine_actor_py, METH_VARARGS, NULL),
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef engine_getset[] = {
@@ -1664,6 +1966,7 @@ static PyGetSetDef buffer_getset[] = {
     {"address", (getter)buffer_get_address, NULL, "address of the payload in hive's store", NULL},
     {"nbytes", (getter)buffer_get_nbytes, NULL, "bytes exported", NULL},
     {"typed", (getter)buffer_get_typed, NULL, "put from a typed (numpy) buffer", NULL},
+    {"pickled", (getter)buffer_get_pickled, NULL, "a pickled Python task result", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1754,6 +2057,7 @@ static PyTypeObject ActorType = {
 
 static PyMethodDef module_methods[] = {
     METH("to_dlpack", to_dlpack, METH_O, "to_dlpack(buffer) -> a 'dltensor' capsule, no copy"),
+    METH("_set_runners", set_runners, METH_O, NULL),
     {NULL, NULL, 0, NULL},
 };
 
