@@ -105,3 +105,14 @@ def test_callables_leave_the_store(engine):
     del arr, w, futs
     assert eventually(lambda: engine.stats()["objects"] == 0 and engine.stats()["used"] == 0), \
         engine.stats()
+
+
+def test_shared_array_example_prints_1_2_2():
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "examples", "python", "shared_array.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "2", "2"]
