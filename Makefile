@@ -22,6 +22,7 @@
 #   make python     the `hive` Python module (python/) in build/python/, built
 #                   against Debian's /usr/bin/python3: PYTHONPATH=build/python
 #   make python-check   the pytest suite (python/tests) against that module
+#   make bench-python   Python-side costs (bench/python/bench.py)
 #   make demo       demo-deps (the build's packages only), then the RL
 #                   sampler (examples/rl_sampling.c)
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
@@ -83,7 +84,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check bench-deps demo-deps python python-check
+        examples-check readme-check bench-deps demo-deps python python-check bench-python
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -156,6 +157,11 @@ python: $(PY_MOD) $(PY_FILES) $(PY_TESTLIB)
 
 python-check: python
 	@tools/python-check.sh $(VARIANT) $(B)
+
+# the Python side's costs beside multiprocessing.shared_memory and a no-op call
+bench-python:
+	$(MAKE) --no-print-directory VARIANT=normal python
+	PYTHONPATH=build/python $(PYTHON) bench/python/bench.py build/python/tests/libpytasks.so
 
 soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)

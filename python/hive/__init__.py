@@ -226,7 +226,7 @@ def _run_method(instance, engine, name, args, kwargs):
     return _encode(getattr(instance, name)(*_resolve(engine, args), **kwargs))
 
 
-_hive._set_runners((_run_task, _new_actor, _run_method))
+_hive._set_runners((_run_task, _new_actor, _run_method, _view_of))
 
 
 class RemoteFunction:
@@ -277,11 +277,9 @@ class Engine(_hive.Engine):
             return self._put(x, True)
         return self._put(x, False)
 
-    def get(self, ref, timeout=None):
-        """the object's payload without a copy: a read-only ndarray if it
-        was put from one, else a read-only memoryview. Waits up to timeout
-        seconds (None: forever) with the GIL released."""
-        return _view_of(self._get(ref, timeout))
+    # get(ref, timeout=None) is the extension's: a read-only memoryview over
+    # the payload, or the ndarray (ObjectView) of one put from an ndarray,
+    # no copy; it waits up to timeout seconds (None: forever) without the GIL.
 
     def create(self, size):
         """(Ref, writable memoryview) of a new object; seal(ref) publishes it"""

@@ -683,39 +683,89 @@ static int ref_of(PyObject *o, hive_ref_t *out)
     return 0;
 }
 
-/* Engine._get(ref, timeout=None) -> Buffer (read-only, its own count) */
-static PyObject *engine_get(EngineObj *self, PyObject *args, PyObject *kw)
+static PyObject *py_view_of;   /* hive._view_of: a typed or pickled Buffer -> its Python value */
+
+/* (ref, timeout=None) of a fastcall get */
+static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, hive_ref_t *ref,
+                    int64_t *ns)
 {
-    static char *kwlist[] = {"ref", "timeout", NULL};
-    PyObject *refo, *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &refo, &timeout))
-        return NULL;
-    hive_ref_t ref;
-    if (ref_of(refo, &ref) < 0)
-        return NULL;
-    int64_t ns = timeout_ns_of(timeout);
-    if (ns == -2)
-        return NULL;
+    PyObject *timeout = nargs > 1 ? args[1] : Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs < 1 || nargs > 2 || nkw > 1 || (nkw == 1 && nargs == 2)) {
+        PyErr_SetString(PyExc_TypeError, "get(ref, timeout=None)");
+        return -1;
+    }
+    if (nkw == 1) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "timeout")) {
+            PyErr_Format(PyExc_TypeError, "get: unexpected keyword %R", PyTuple_GET_ITEM(kwnames, 0));
+            return -1;
+        }
+        timeout = args[nargs];
+    }
+    if (ref_of(args[0], ref) < 0)
+        return -1;
+    *ns = timeout_ns_of(timeout);
+    return *ns == -2 ? -1 : 0;
+}
+
+/* the payload of ref as a Buffer holding its own count. A sealed object is
+ * taken at once, holding the GIL; only a wait releases it. */
+static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
+{
     hive_t *h = engine_live(self);
     if (!h)
         return NULL;
     const void *data = NULL;
     size_t size = 0;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = hive_get(h, ref, ns, &data, &size);
-    Py_END_ALLOW_THREADS
+    int rc = hive_get(h, ref, 0, &data, &size);
+    if (rc == HIVE_ETIMEDOUT && ns != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = hive_get(h, ref, ns, &data, &size);
+        Py_END_ALLOW_THREADS
+    }
     if (rc < 0)
-        return raise_hive(rc, "get");
+        return (BufferObj *)raise_hive(rc, "get");
     if (!self->h)
-        return raise_hive(HIVE_ESHUTDOWN, "get");
+        return (BufferObj *)raise_hive(HIVE_ESHUTDOWN, "get");
     rc = hive_retain(self->h, ref);
     if (rc < 0)
-        return raise_hive(rc, "get");
+        return (BufferObj *)raise_hive(rc, "get");
     BufferObj *b = buffer_new(self, ref, (void *)data, size, 1);
     if (b)
         buffer_parse_trailer(b);
-    return (PyObject *)b;
+    return b;
+}
+
+/* Engine._get(ref, timeout=None) -> Buffer (read-only, its own count) */
+static PyObject *engine_get_buffer(EngineObj *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    hive_ref_t ref;
+    int64_t ns;
+    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
+        return NULL;
+    return (PyObject *)get_buffer(self, ref, ns);
+}
+
+/* Engine.get(ref, timeout=None) -> read-only memoryview, or (through
+ * hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
+static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    hive_ref_t ref;
+    int64_t ns;
+    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
+        return NULL;
+    BufferObj *b = get_buffer(self, ref, ns);
+    if (!b)
+        return NULL;
+    PyObject *out;
+    if ((b->typed || b->pickled) && py_view_of)
+        out = PyObject_CallOneArg(py_view_of, (PyObject *)b);
+    else
+        out = PyMemoryView_FromObject((PyObject *)b);
+    Py_DECREF(b);
+    return out;
 }
 
 /* Engine._create(size) -> (Ref, writable Buffer) */
@@ -1553,15 +1603,16 @@ static PyObject *actor_kill(ActorObj *self, PyObject *Py_UNUSED(ignored))
 #define interpreter_finalizing() _Py_IsFinalizing()
 #endif
 
-static PyObject *py_runners;   /* (run_task, new_actor, run_method) from hive/__init__.py */
+static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) from hive/__init__.py */
 
 static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
-        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method))");
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of))");
         return NULL;
     }
     Py_XSETREF(py_runners, Py_NewRef(t));
+    Py_XSETREF(py_view_of, Py_NewRef(PyTuple_GET_ITEM(t, 3)));
     Py_RETURN_NONE;
 }
 
@@ -1922,7 +1973,10 @@ static PyMethodDef engine_methods[] = {
     METH("__exit__", engine_exit, METH_VARARGS, NULL),
     METH("stats", engine_stats, METH_NOARGS, "stats() -> dict of the store's capacity, used, objects, resident"),
     METH("_put", engine_put, METH_VARARGS, NULL),
-    METH("_get", engine_get, METH_VARARGS | METH_KEYWORDS, NULL),
+    METH("_get", engine_get_buffer, METH_FASTCALL | METH_KEYWORDS, NULL),
+    METH("get", engine_get, METH_FASTCALL | METH_KEYWORDS,
+         "get(ref, timeout=None): the payload without a copy: a read-only memoryview, or an ndarray "
+         "if it was put from one; waits with the GIL released"),
     METH("_create", engine_create, METH_VARARGS, NULL),
     METH("_array", engine_array, METH_VARARGS, NULL),
     METH("_replay", engine_replay, METH_VARARGS | METH_KEYWORDS, NULL),
@@ -2055,7 +2109,14 @@ static PyTypeObject ActorType = {
     .tp_dealloc = (destructor)actor_dealloc, .tp_methods = actor_methods, .tp_repr = (reprfunc)actor_repr,
 };
 
+/* _noop(): nothing; the baseline "plain C-extension call" of the benchmarks */
+static PyObject *noop(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    METH("_noop", noop, METH_NOARGS, NULL),
     METH("to_dlpack", to_dlpack, METH_O, "to_dlpack(buffer) -> a 'dltensor' capsule, no copy"),
     METH("_set_runners", set_runners, METH_O, NULL),
     {NULL, NULL, 0, NULL},
