@@ -116,3 +116,14 @@ def test_shared_array_example_prints_1_2_2():
     out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "2", "2"]
+
+
+def test_priority_example_high_call_jumps_the_queue():
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "examples", "python", "priority.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["insert 0", "sample"] + [f"insert {i}" for i in range(1, 5)]
