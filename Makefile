@@ -19,6 +19,10 @@
 #   make bench      bench-deps (the build's packages and the peers: TBB, CAF,
 #                   ck, concurrentqueue, Google Benchmark, numpy), then every
 #                   benchmark; JSON in bench/results/
+#   make python     the `hive` Python module (python/) in build/python/, built
+#                   against Debian's /usr/bin/python3: PYTHONPATH=build/python
+#   make python-check   the pytest suite (python/tests) against that module
+#   make bench-python   Python-side costs (bench/python/bench.py)
 #   make demo       demo-deps (the build's packages only), then the RL
 #                   sampler (examples/rl_sampling.c)
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
@@ -80,7 +84,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check bench-deps demo-deps
+        examples-check readme-check bench-deps demo-deps python python-check bench-python
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -125,6 +129,40 @@ examples-check: $(EXAMPLE_BINS)
 readme-check: $(B)/libhive.a
 	@tools/readme-check.sh $(B) "$(SANFLAGS)"
 
+# ------------------------------------------------------------------ python
+# The extension links libhive.a whole (--whole-archive) so that the C
+# libraries it loads with engine.load() find hive's functions in it.
+PYTHON     := /usr/bin/python3
+PY_INC      = $(shell $(PYTHON)-config --includes 2>/dev/null)
+PY_EXT      = $(shell $(PYTHON)-config --extension-suffix 2>/dev/null)
+PY_DIR     := $(B)/python
+PY_MOD      = $(PY_DIR)/hive/_hive$(PY_EXT)
+PY_FILES   := $(PY_DIR)/hive/__init__.py
+PY_TESTLIB := $(PY_DIR)/tests/libpytasks.so
+
+$(PY_DIR)/hive/_hive%: python/hive/_hive.c $(B)/libhive.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PY_INC) -shared $< -o $@ -Wl,--whole-archive $(B)/libhive.a \
+	    -Wl,--no-whole-archive $(LDFLAGS) $(LIBS)
+
+$(PY_DIR)/hive/%.py: python/hive/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(PY_TESTLIB): python/tests/pytasks.c include/hive.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared $< -o $@
+
+python: $(PY_MOD) $(PY_FILES) $(PY_TESTLIB)
+
+python-check: python
+	@tools/python-check.sh $(VARIANT) $(B)
+
+# the Python side's costs beside multiprocessing.shared_memory and a no-op call
+bench-python:
+	$(MAKE) --no-print-directory VARIANT=normal python
+	PYTHONPATH=build/python $(PYTHON) bench/python/bench.py build/python/tests/libpytasks.so
+
 soak: lib $(SOAK_BIN)
 	@SOAK_S=$(SOAK_S) tools/run-tests.sh $(VARIANT) $(SOAK_BIN)
 
@@ -140,11 +178,11 @@ demo-deps:
 test: deps
 	@rm -f build/.test-summary
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
-	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check
+	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check python-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
 	$(MAKE) --no-print-directory VARIANT=tsan examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
-	$(MAKE) --no-print-directory VARIANT=asan examples-check readme-check
+	$(MAKE) --no-print-directory VARIANT=asan examples-check readme-check python-check
 	$(MAKE) --no-print-directory -j$(NPROC) fuzz-build
 	@tools/run-fuzz.sh $(FUZZ_TEST_S) $(FUZZ_BINS)
 	@tools/install-test.sh

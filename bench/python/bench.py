@@ -1,0 +1,99 @@
+"""bench.py - the Python side's costs beside Python's own tools, in one run.
+
+    make python && PYTHONPATH=build/python /usr/bin/python3 bench/python/bench.py [libpytasks.so]
+
+- put + get of a 1 MiB float64 array: hive (one copy in, a zero-copy view
+  out) vs multiprocessing.shared_memory + numpy (create, copy in, attach a
+  view, the way a second process would);
+- get of a small object, and a C actor call (sync round trip, and async:
+  many calls then the results), each against a plain C-extension no-op call
+  (the target: within 2x of it for get).
+Prints one line per measurement; best of 5 repeats.
+"""
+import os
+import sys
+import time
+from multiprocessing import shared_memory
+
+import numpy as np
+
+import hive
+
+
+def best(fn, n, repeat=5):
+    t = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(n)
+        t.append((time.perf_counter() - t0) / n)
+    return min(t)
+
+
+def main():
+    lib_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(__file__), "..", "..", "build", "python", "tests", "libpytasks.so")
+    data = np.random.default_rng(0).random(1 << 17)          # 1 MiB
+    with hive.Engine(workers=2, store_bytes=1 << 28) as eng:
+        def hive_put_get(n):
+            for _ in range(n):
+                v = eng.get(eng.put(data))
+                assert v.shape == data.shape
+
+        def shm_put_get(n):
+            for _ in range(n):
+                shm = shared_memory.SharedMemory(create=True, size=data.nbytes)
+                np.ndarray(data.shape, data.dtype, buffer=shm.buf)[:] = data
+                peer = shared_memory.SharedMemory(name=shm.name)
+                v = np.ndarray(data.shape, data.dtype, buffer=peer.buf)
+                assert v.shape == data.shape
+                del v
+                peer.close()
+                shm.close()
+                shm.unlink()
+
+        t_h, t_s = best(hive_put_get, 200), best(shm_put_get, 200)
+        print(f"put+get 1 MiB ndarray: hive {t_h * 1e6:.1f} us, shared_memory+numpy {t_s * 1e6:.1f} us "
+              f"({t_s / t_h:.1f}x)")
+
+        noop = hive._hive._noop
+
+        def noops(n):
+            for _ in range(n):
+                noop()
+
+        small = eng.put(b"12345678")
+        get = eng._get                                         # the C call alone
+
+        def gets_raw(n):
+            for _ in range(n):
+                get(small)
+
+        def gets(n):
+            for _ in range(n):
+                eng.get(small)
+
+        t_n, t_gr, t_g = best(noops, 200_000), best(gets_raw, 200_000), best(gets, 100_000)
+        print(f"no-op C-extension call: {t_n * 1e9:.0f} ns")
+        print(f"get (C call, Buffer out): {t_gr * 1e9:.0f} ns ({t_gr / t_n:.1f}x the no-op); "
+              f"engine.get -> memoryview: {t_g * 1e9:.0f} ns ({t_g / t_n:.1f}x)")
+
+        lib = eng.load(lib_path)
+        actor = lib.actor("py_counter", 0)
+
+        def calls_sync(n):
+            for _ in range(n):
+                actor.call("add", 1).get()
+
+        def calls_async(n):
+            futs = [actor.call("add", 1) for _ in range(n)]
+            for f in futs:
+                f.get()
+
+        t_cs, t_ca = best(calls_sync, 20_000), best(calls_async, 20_000)
+        print(f"C actor call + get: sync {t_cs * 1e6:.2f} us, async {t_ca * 1e6:.2f} us a call "
+              f"({t_ca / t_n:.0f}x the no-op)")
+        del actor, small
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2167 @@
+/*
+ * _hive.c - the CPython extension behind `import hive`: the Python types over
+ * an engine, its objects (Ref, Future), the buffers that expose hive's memory
+ * without a copy (Buffer: sealed payloads, created objects, shared arrays),
+ * cells, replay buffers and C libraries loaded with dlopen (Library, Actor);
+ * the release of the GIL around every call that can block, the mapping of
+ * HIVE_E* codes to exceptions carrying hive_last_error()'s sentence, and the
+ * DLPack capsule. numpy is not needed here: the package's __init__.py turns
+ * Buffers into ndarrays through the buffer protocol.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hive.h"
+
+/* ------------------------------------------------------------------ errors */
+
+static PyObject *Error, *StoreFull, *Timeout, *Cancelled, *TaskFailed, *ActorDead, *ShutDown;
+
+static PyObject *exception_for(int code)
+{
+    switch (code) {
+    case HIVE_EFULL:     return StoreFull;
+    case HIVE_ETIMEDOUT: return Timeout;
+    case HIVE_ECANCELED: return Cancelled;
+    case HIVE_ETASK:     return TaskFailed;
+    case HIVE_EDEAD:     return ActorDead;
+    case HIVE_ESHUTDOWN: return ShutDown;
+    case HIVE_EINVAL:    return PyExc_ValueError;
+    case HIVE_ENOMEM:    return PyExc_MemoryError;
+    default:             return Error;
+    }
+}
+
+/* Raise the exception of @code with hive's sentence (read on this thread,
+ * right after the failing call) and the code as .code. Returns NULL. */
+static PyObject *raise_hive(int code, const char *what)
+{
+    const char *sentence = hive_last_error();
+    PyObject *type = exception_for(code);
+    PyObject *msg = PyUnicode_FromFormat("%s: %s [%s]", what,
+                                         sentence && *sentence ? sentence : hive_strerror(code),
+                                         hive_strerror(code));
+    if (!msg)
+        return NULL;
+    PyObject *exc = PyObject_CallOneArg(type, msg);
+    Py_DECREF(msg);
+    if (!exc)
+        return NULL;
+    PyObject *c = PyLong_FromLong(code);
+    if (c) {
+        PyObject_SetAttrString(exc, "code", c);
+        Py_DECREF(c);
+    }
+    PyErr_Clear();
+    PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* seconds (None: forever) -> nanoseconds; -2 with ValueError/TypeError set */
+static int64_t timeout_ns_of(PyObject *timeout)
+{
+    if (!timeout || timeout == Py_None)
+        return HIVE_FOREVER;
+    double s = PyFloat_AsDouble(timeout);
+    if (s == -1.0 && PyErr_Occurred())
+        return -2;
+    if (!(s >= 0) || !isfinite(s)) {
+        PyErr_Format(PyExc_ValueError, "timeout must be None or finite seconds >= 0, not %R", timeout);
+        return -2;
+    }
+    if (s > 9.2e9)
+        return HIVE_FOREVER;
+    return (int64_t)(s * 1e9);
+}
+
+/* ------------------------------------------------------------------ engine */
+
+typedef struct ReplayObj ReplayObj;
+
+typedef struct {
+    PyObject_HEAD
+    hive_t    *h;          /* NULL once shut down */
+    int        closing;    /* close() was called: no new calls start */
+    Py_ssize_t nbuffers;   /* live Buffers: shutdown waits for the last one */
+    ReplayObj *replays;    /* live replay buffers, freed before shutdown */
+    char      *topology, *trace_path;
+} EngineObj;
+
+struct ReplayObj {
+    PyObject_HEAD
+    EngineObj     *engine;
+    hive_replay_t *rb;
+    size_t         item_size;
+    ReplayObj     *next, *prev;
+};
+
+static PyTypeObject EngineType, RefType, FutureType, BufferType, CellType, ReplayType, LibraryType,
+    ActorType;
+
+static void replay_unlink_free(ReplayObj *r)
+{
+    EngineObj *e = r->engine;
+    if (r->rb) {
+        hive_replay_free(r->rb);
+        r->rb = NULL;
+    }
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (e && e->replays == r)
+        e->replays = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+/* free every replay buffer, then stop the engine with the GIL released */
+static void engine_shutdown_now(EngineObj *e)
+{
+    if (!e->h)
+        return;
+    while (e->replays)
+        replay_unlink_free(e->replays);
+    hive_t *h = e->h;
+    e->h = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    hive_shutdown(h);
+    Py_END_ALLOW_THREADS
+}
+
+/* the engine for a new call: ShutDown once close() was called */
+static hive_t *engine_live(EngineObj *e)
+{
+    if (!e->h || e->closing) {
+        PyErr_SetString(ShutDown, "the engine is closed");
+        return NULL;
+    }
+    return e->h;
+}
+
+static int engine_init(EngineObj *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"workers", "store_bytes", "topology", "trace_path", "pin", NULL};
+    long long workers = 0, store = 0;
+    const char *topo = NULL, *trace = NULL;
+    int pin = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|LLzzp", kwlist, &workers, &store, &topo, &trace, &pin))
+        return -1;
+    if (self->h) {
+        PyErr_SetString(PyExc_TypeError, "Engine.__init__ called twice");
+        return -1;
+    }
+    if (workers < 0 || workers > 4096) {
+        PyErr_Format(PyExc_ValueError, "workers must be 0 (one per core) .. 4096, not %lld", workers);
+        return -1;
+    }
+    if (store < 0) {
+        PyErr_Format(PyExc_ValueError, "store_bytes must be >= 0, not %lld", store);
+        return -1;
+    }
+    self->topology = topo ? strdup(topo) : NULL;
+    self->trace_path = trace ? strdup(trace) : NULL;
+    hive_config_t cfg = {
+        .workers = (unsigned)workers, .store_bytes = (size_t)store, .no_pin = !pin,
+        .topology = self->topology, .trace_path = self->trace_path,
+    };
+    hive_t *h = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_init(&cfg, &h);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_hive(rc, "Engine");
+        return -1;
+    }
+    self->h = h;
+    return 0;
+}
+
+static void engine_dealloc(EngineObj *self)
+{
+    engine_shutdown_now(self);
+    free(self->topology);
+    free(self->trace_path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *engine_close(EngineObj *self, PyObject *Py_UNUSED(ignored))
+{
+    self->closing = 1;
+    if (self->nbuffers == 0)
+        engine_shutdown_now(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *engine_exit(EngineObj *self, PyObject *args)
+{
+    (void)args;
+    return engine_close(self, NULL);
+}
+
+static PyObject *engine_stats(EngineObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    hive_store_stats_t s;
+    int rc = hive_store_stats(h, &s);
+    if (rc < 0)
+        return raise_hive(rc, "stats");
+    return Py_BuildValue("{s:n,s:n,s:K,s:n}", "capacity", (Py_ssize_t)s.capacity, "used",
+                         (Py_ssize_t)s.used, "objects", (unsigned long long)s.objects, "resident",
+                         (Py_ssize_t)s.resident);
+}
+
+static PyObject *engine_get_workers(EngineObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(self->h ? hive_num_workers(self->h) : 0);
+}
+
+static PyObject *engine_get_closed(EngineObj *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->closing || !self->h);
+}
+
+/* ------------------------------------------------------------------ refs */
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj *engine;
+    hive_ref_t ref;        /* one count, dropped with the object */
+} RefObj;
+
+/* a Ref (or Future) owning the count the caller already holds */
+static PyObject *ref_new(EngineObj *e, hive_ref_t ref, PyTypeObject *type)
+{
+    RefObj *r = PyObject_New(RefObj, type);
+    if (!r) {
+        hive_release(e->h, ref);
+        return NULL;
+    }
+    r->engine = (EngineObj *)Py_NewRef((PyObject *)e);
+    r->ref = ref;
+    return (PyObject *)r;
+}
+
+static void ref_dealloc(RefObj *self)
+{
+    if (self->engine->h && self->ref.id)
+        hive_release(self->engine->h, self->ref);
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+static PyObject *ref_repr(RefObj *self)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%llx", (unsigned long long)self->ref.id);
+    return PyUnicode_FromFormat("%s(0x%s)", Py_TYPE(self)->tp_name, id);
+}
+
+static Py_hash_t ref_hash(RefObj *self)
+{
+    Py_hash_t x = (Py_hash_t)(self->ref.id ^ (self->ref.id >> 32));
+    return x == -1 ? -2 : x;
+}
+
+static PyObject *ref_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!PyObject_TypeCheck(b, &RefType) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = ((RefObj *)a)->ref.id == ((RefObj *)b)->ref.id;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *ref_get_id(RefObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLongLong(self->ref.id);
+}
+
+/* Ref.get(timeout=None): the engine's get (the package's, with numpy) */
+static PyObject *ref_get(RefObj *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &timeout))
+        return NULL;
+    return PyObject_CallMethod((PyObject *)self->engine, "get", "OO", self, timeout);
+}
+
+static PyObject *future_cancel(RefObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    int rc = hive_cancel(h, self->ref);
+    if (rc == HIVE_ESTATE)
+        Py_RETURN_FALSE;   /* finished already: nothing to cancel */
+    if (rc < 0)
+        return raise_hive(rc, "cancel");
+    Py_RETURN_TRUE;
+}
+
+/* ------------------------------------------------------------------ buffers
+ *
+ * A Buffer holds one count of an object and exports its payload (or a
+ * shared array) through the buffer protocol: read-only for sealed objects,
+ * writable for created ones and arrays. While a Buffer lives, the engine's
+ * shutdown waits (close() defers it to the last Buffer's end).
+ */
+#define TRAILER_MAGIC 0x5f6e70797668ull   /* "hvypn_": a payload put from a typed buffer */
+#define PICKLE_MAGIC  0x5f6b70797668ull   /* "hvypk_": a pickled Python task result */
+#define MAX_FORMAT    1024
+#define MAX_NDIM      64
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj  *engine;
+    hive_ref_t  ref;           /* one count */
+    char       *ptr;
+    Py_ssize_t  len;           /* bytes exported (the payload less its trailer) */
+    int         readonly;
+    int         typed;         /* the payload carries a format/shape trailer */
+    int         pickled;       /* the payload is a pickle (a Python task's result) */
+    int         is_array;
+    hive_array_t view;         /* is_array: the whole array */
+    Py_ssize_t  itemsize;
+    int         ndim;
+    Py_ssize_t  shape[MAX_NDIM];
+    char        format[MAX_FORMAT + 1];
+    Py_ssize_t  exports;
+} BufferObj;
+
+static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len, int readonly)
+{
+    BufferObj *b = PyObject_New(BufferObj, &BufferType);
+    if (!b) {
+        hive_release(e->h, ref);
+        return NULL;
+    }
+    b->engine = (EngineObj *)Py_NewRef((PyObject *)e);
+    e->nbuffers++;
+    b->ref = ref;
+    b->ptr = ptr;
+    b->len = (Py_ssize_t)len;
+    b->readonly = readonly;
+    b->typed = 0;
+    b->pickled = 0;
+    b->is_array = 0;
+    b->itemsize = 1;
+    b->ndim = 1;
+    b->shape[0] = (Py_ssize_t)len;
+    strcpy(b->format, "B");
+    b->exports = 0;
+    return b;
+}
+
+static void buffer_dealloc(BufferObj *self)
+{
+    EngineObj *e = self->engine;
+    if (e->h && self->ref.id)
+        hive_release(e->h, self->ref);
+    if (--e->nbuffers == 0 && e->closing)
+        engine_shutdown_now(e);
+    Py_DECREF(e);
+    PyObject_Free(self);
+}
+
+static int buffer_getbuffer(BufferObj *self, Py_buffer *view, int flags)
+{
+    if ((flags & PyBUF_WRITABLE) && self->readonly) {
+        PyErr_SetString(PyExc_BufferError, "a sealed hive object is read-only");
+        return -1;
+    }
+    view->obj = Py_NewRef((PyObject *)self);
+    view->buf = self->ptr;
+    view->len = self->len;
+    view->readonly = self->readonly;
+    view->itemsize = self->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? self->format : NULL;
+    view->ndim = self->ndim;
+    view->shape = (flags & PyBUF_ND) ? self->shape : NULL;
+    view->strides = NULL;      /* C-contiguous */
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    if (!(flags & PyBUF_ND) && self->ndim != 1) {
+        view->ndim = 1;
+        view->itemsize = 1;
+        view->format = (flags & PyBUF_FORMAT) ? "B" : NULL;
+    }
+    self->exports++;
+    return 0;
+}
+
+static void buffer_releasebuffer(BufferObj *self, Py_buffer *Py_UNUSED(view))
+{
+    self->exports--;
+}
+
+static PyBufferProcs buffer_as_buffer = {
+    (getbufferproc)buffer_getbuffer, (releasebufferproc)buffer_releasebuffer,
+};
+
+/* read a payload's trailer (format, shape, itemsize) into b, if it has one */
+static void buffer_parse_trailer(BufferObj *b)
+{
+    Py_ssize_t size = b->len;
+    if (size < 24)
+        return;
+    const char *end = b->ptr + size;
+    uint32_t flen, ndim;
+    uint64_t itemsize, magic;
+    memcpy(&flen, end - 24, 4);
+    memcpy(&ndim, end - 20, 4);
+    memcpy(&itemsize, end - 16, 8);
+    memcpy(&magic, end - 8, 8);
+    if (magic == PICKLE_MAGIC && flen == 0 && ndim == 0 && itemsize == 1) {
+        b->len = size - 24;
+        b->shape[0] = b->len;
+        b->pickled = 1;
+        return;
+    }
+    if (magic != TRAILER_MAGIC || flen == 0 || flen > MAX_FORMAT || ndim > MAX_NDIM || itemsize == 0)
+        return;
+    size_t tlen = (size_t)flen + 8u * ndim + 24u;
+    if (tlen > (size_t)size)
+        return;
+    size_t data = (size_t)size - tlen, n = itemsize;
+    Py_ssize_t shape[MAX_NDIM];
+    const char *sp = end - 24 - 8u * ndim;
+    for (uint32_t i = 0; i < ndim; i++) {
+        int64_t x;
+        memcpy(&x, sp + 8u * i, 8);
+        if (x < 0 || __builtin_mul_overflow(n, (size_t)x, &n))
+            return;
+        shape[i] = (Py_ssize_t)x;
+    }
+    if (n != data || memchr(sp - flen, 0, flen))
+        return;
+    memcpy(b->format, sp - flen, flen);
+    b->format[flen] = 0;
+    memcpy(b->shape, shape, sizeof(Py_ssize_t) * ndim);
+    b->ndim = (int)ndim;
+    b->itemsize = (Py_ssize_t)itemsize;
+    b->len = (Py_ssize_t)data;
+    b->typed = 1;
+}
+
+static PyObject *buffer_get_address(BufferObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromVoidPtr(self->ptr);
+}
+static PyObject *buffer_get_nbytes(BufferObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromSsize_t(self->len);
+}
+static PyObject *buffer_get_typed(BufferObj *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->typed);
+}
+static PyObject *buffer_get_pickled(BufferObj *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->pickled);
+}
+
+/* Buffer.ref(): a new Ref to the object (its own count) */
+static PyObject *buffer_ref(BufferObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    int rc = hive_retain(h, self->ref);
+    if (rc < 0)
+        return raise_hive(rc, "ref");
+    return ref_new(self->engine, self->ref, &RefType);
+}
+
+static int buffer_need_array(BufferObj *self)
+{
+    if (!self->is_array) {
+        PyErr_SetString(PyExc_TypeError, "not a shared array");
+        return -1;
+    }
+    if (!engine_live(self->engine))
+        return -1;
+    return 0;
+}
+
+static int dtype_is_float(hive_dtype_t d) { return d == HIVE_F32 || d == HIVE_F64; }
+
+/* Buffer.add(flat_index, delta) on an array: the new value */
+static PyObject *buffer_add(BufferObj *self, PyObject *args)
+{
+    long long index;
+    PyObject *delta;
+    if (!PyArg_ParseTuple(args, "LO", &index, &delta) || buffer_need_array(self) < 0)
+        return NULL;
+    int rc;
+    if (dtype_is_float(self->view.dtype)) {
+        double d = PyFloat_AsDouble(delta), old = 0;
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        rc = hive_array_fetch_add_f64(&self->view, index, d, &old);
+        if (rc < 0)
+            return raise_hive(rc, "add");
+        return PyFloat_FromDouble(self->view.dtype == HIVE_F32 ? (double)(float)((float)old + (float)d)
+                                                               : old + d);
+    }
+    if (!PyLong_Check(delta) && !PyBool_Check(delta)) {
+        PyErr_Format(PyExc_TypeError, "an integer array takes an integer delta, not %s",
+                     Py_TYPE(delta)->tp_name);
+        return NULL;
+    }
+    long long d = PyLong_AsLongLong(delta);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    int64_t old = 0;
+    rc = hive_array_fetch_add_i64(&self->view, index, d, &old);
+    if (rc < 0)
+        return raise_hive(rc, "add");
+    /* the element's own width: read it back through the new value's type */
+    int64_t nv = (int64_t)((uint64_t)old + (uint64_t)d);
+    switch (self->view.dtype) {
+    case HIVE_BOOL: case HIVE_U8: nv = (uint8_t)nv; break;
+    case HIVE_I8:   nv = (int8_t)nv; break;
+    case HIVE_I16:  nv = (int16_t)nv; break;
+    case HIVE_U16:  nv = (uint16_t)nv; break;
+    case HIVE_I32:  nv = (int32_t)nv; break;
+    case HIVE_U32:  nv = (uint32_t)nv; break;
+    case HIVE_U64:  return PyLong_FromUnsignedLongLong((uint64_t)nv);
+    default: break;
+    }
+    return PyLong_FromLongLong(nv);
+}
+
+static PyObject *buffer_write_lock(BufferObj *self, PyObject *Py_UNUSED(ignored))
+{
+    if (buffer_need_array(self) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_array_write_lock(&self->view);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return raise_hive(rc, "write_lock");
+    Py_RETURN_NONE;
+}
+
+static PyObject *buffer_write_unlock(BufferObj *self, PyObject *Py_UNUSED(ignored))
+{
+    if (buffer_need_array(self) < 0)
+        return NULL;
+    int rc = hive_array_write_unlock(&self->view);
+    if (rc < 0)
+        return raise_hive(rc, "write_unlock");
+    Py_RETURN_NONE;
+}
+
+/* Buffer.read_into(dst): a consistent snapshot of the whole array */
+static PyObject *buffer_read_into(BufferObj *self, PyObject *dst)
+{
+    if (buffer_need_array(self) < 0)
+        return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(dst, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_array_read(&self->view, out.buf, (size_t)out.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&out);
+    if (rc < 0)
+        return raise_hive(rc, "snapshot");
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ engine: objects */
+
+/* Payload layout: the bytes, then for a typed buffer a trailer (format,
+ * shape, then flen, ndim, itemsize and a magic in the last 24 bytes), for a
+ * pickle a 24-byte trailer with the pickle magic. kind: 0 raw, 1 typed, 2 pickle. */
+static int payload_size(const Py_buffer *v, int kind, size_t *total)
+{
+    size_t tlen = 0;
+    if (kind == 1) {
+        size_t flen = strlen(v->format ? v->format : "B");
+        if (flen == 0 || flen > MAX_FORMAT || v->ndim > MAX_NDIM) {
+            PyErr_Format(PyExc_ValueError, "put: a format of %zu characters or %d dimensions is "
+                         "beyond %d / %d", flen, v->ndim, MAX_FORMAT, MAX_NDIM);
+            return -1;
+        }
+        tlen = flen + 8u * (size_t)v->ndim + 24u;
+    } else if (kind == 2) {
+        tlen = 24;
+    }
+    if (__builtin_add_overflow((size_t)v->len, tlen, total)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void payload_write(char *dst, const Py_buffer *v, int kind)
+{
+    memcpy(dst, v->buf, (size_t)v->len);
+    if (kind == 0)
+        return;
+    char *t = dst + v->len;
+    const char *fmt = v->format ? v->format : "B";
+    uint32_t flen = kind == 1 ? (uint32_t)strlen(fmt) : 0, nd = kind == 1 ? (uint32_t)v->ndim : 0;
+    uint64_t isz = kind == 1 ? (uint64_t)v->itemsize : 1, magic = kind == 1 ? TRAILER_MAGIC : PICKLE_MAGIC;
+    memcpy(t, fmt, flen);
+    t += flen;
+    for (uint32_t i = 0; i < nd; i++, t += 8) {
+        int64_t x = v->shape ? v->shape[i] : v->len / v->itemsize;
+        memcpy(t, &x, 8);
+    }
+    memcpy(t, &flen, 4);
+    memcpy(t + 4, &nd, 4);
+    memcpy(t + 8, &isz, 8);
+    memcpy(t + 16, &magic, 8);
+}
+
+/* Engine._put(buffer, typed): copy into a new sealed object; typed appends
+ * the format/shape trailer that get() turns back into an ndarray. */
+static PyObject *engine_put(EngineObj *self, PyObject *args)
+{
+    PyObject *obj;
+    int typed = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &obj, &typed))
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(obj, &v, typed ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    size_t total;
+    void *dst;
+    hive_ref_t ref;
+    if (payload_size(&v, typed, &total) < 0) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    int rc = hive_create(h, total, &dst, &ref);
+    if (rc < 0) {
+        PyBuffer_Release(&v);
+        return raise_hive(rc, "put");
+    }
+    if (v.len > (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        payload_write(dst, &v, typed);
+        Py_END_ALLOW_THREADS
+    } else {
+        payload_write(dst, &v, typed);
+    }
+    PyBuffer_Release(&v);
+    rc = hive_seal(h, ref);
+    if (rc < 0) {
+        hive_release(h, ref);
+        return raise_hive(rc, "put");
+    }
+    return ref_new(self, ref, &RefType);
+}
+
+static int ref_of(PyObject *o, hive_ref_t *out)
+{
+    if (!PyObject_TypeCheck(o, &RefType)) {
+        PyErr_Format(PyExc_TypeError, "expected a hive.Ref, not %s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *out = ((RefObj *)o)->ref;
+    return 0;
+}
+
+static PyObject *py_view_of;   /* hive._view_of: a typed or pickled Buffer -> its Python value */
+
+/* (ref, timeout=None) of a fastcall get */
+static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, hive_ref_t *ref,
+                    int64_t *ns)
+{
+    PyObject *timeout = nargs > 1 ? args[1] : Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs < 1 || nargs > 2 || nkw > 1 || (nkw == 1 && nargs == 2)) {
+        PyErr_SetString(PyExc_TypeError, "get(ref, timeout=None)");
+        return -1;
+    }
+    if (nkw == 1) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "timeout")) {
+            PyErr_Format(PyExc_TypeError, "get: unexpected keyword %R", PyTuple_GET_ITEM(kwnames, 0));
+            return -1;
+        }
+        timeout = args[nargs];
+    }
+    if (ref_of(args[0], ref) < 0)
+        return -1;
+    *ns = timeout_ns_of(timeout);
+    return *ns == -2 ? -1 : 0;
+}
+
+/* the payload of ref as a Buffer holding its own count. A sealed object is
+ * taken at once, holding the GIL; only a wait releases it. */
+static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
+{
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    const void *data = NULL;
+    size_t size = 0;
+    int rc = hive_get(h, ref, 0, &data, &size);
+    if (rc == HIVE_ETIMEDOUT && ns != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = hive_get(h, ref, ns, &data, &size);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc < 0)
+        return (BufferObj *)raise_hive(rc, "get");
+    if (!self->h)
+        return (BufferObj *)raise_hive(HIVE_ESHUTDOWN, "get");
+    rc = hive_retain(self->h, ref);
+    if (rc < 0)
+        return (BufferObj *)raise_hive(rc, "get");
+    BufferObj *b = buffer_new(self, ref, (void *)data, size, 1);
+    if (b)
+        buffer_parse_trailer(b);
+    return b;
+}
+
+/* Engine._get(ref, timeout=None) -> Buffer (read-only, its own count) */
+static PyObject *engine_get_buffer(EngineObj *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    hive_ref_t ref;
+    int64_t ns;
+    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
+        return NULL;
+    return (PyObject *)get_buffer(self, ref, ns);
+}
+
+/* Engine.get(ref, timeout=None) -> read-only memoryview, or (through
+ * hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
+static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    hive_ref_t ref;
+    int64_t ns;
+    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
+        return NULL;
+    BufferObj *b = get_buffer(self, ref, ns);
+    if (!b)
+        return NULL;
+    PyObject *out;
+    if ((b->typed || b->pickled) && py_view_of)
+        out = PyObject_CallOneArg(py_view_of, (PyObject *)b);
+    else
+        out = PyMemoryView_FromObject((PyObject *)b);
+    Py_DECREF(b);
+    return out;
+}
+
+/* Engine._create(size) -> (Ref, writable Buffer) */
+static PyObject *engine_create(EngineObj *self, PyObject *args)
+{
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "n", &size))
+        return NULL;
+    if (size < 0) {
+        PyErr_Format(PyExc_ValueError, "create: size must be >= 0, not %zd", size);
+        return NULL;
+    }
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    void *data;
+    hive_ref_t ref;
+    int rc = hive_create(h, (size_t)size, &data, &ref);
+    if (rc < 0)
+        return raise_hive(rc, "create");
+    rc = hive_retain(h, ref);
+    if (rc < 0) {
+        hive_release(h, ref);
+        return raise_hive(rc, "create");
+    }
+    PyObject *r = ref_new(self, ref, &RefType);
+    if (!r) {
+        hive_release(h, ref);
+        return NULL;
+    }
+    PyObject *b = (PyObject *)buffer_new(self, ref, data, (size_t)size, 0);
+    if (!b) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, r, b);
+    Py_DECREF(r);
+    Py_DECREF(b);
+    return t;
+}
+
+static PyObject *engine_seal(EngineObj *self, PyObject *refo)
+{
+    hive_ref_t ref;
+    if (ref_of(refo, &ref) < 0)
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    int rc = hive_seal(h, ref);
+    if (rc < 0)
+        return raise_hive(rc, "seal");
+    Py_RETURN_NONE;
+}
+
+/* Engine.wait(refs, num_returns=1, timeout=None) -> (ready, not_ready) */
+static PyObject *engine_wait(EngineObj *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"refs", "num_returns", "timeout", NULL};
+    PyObject *refs_in, *timeout = Py_None;
+    Py_ssize_t num = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|nO", kwlist, &refs_in, &num, &timeout))
+        return NULL;
+    int64_t ns = timeout_ns_of(timeout);
+    if (ns == -2)
+        return NULL;
+    PyObject *seq = PySequence_Fast(refs_in, "wait: refs must be a sequence of hive.Ref");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (num < 0 || num > n) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "wait: num_returns must be 0 .. %zd (the refs), not %zd", n, num);
+        return NULL;
+    }
+    hive_ref_t *refs = PyMem_Calloc((size_t)n + 1, sizeof *refs);
+    unsigned char *ready = PyMem_Calloc((size_t)n + 1, 1);
+    PyObject *result = NULL;
+    if (!refs || !ready) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ref_of(PySequence_Fast_GET_ITEM(seq, i), &refs[i]) < 0)
+            goto out;
+    hive_t *h = engine_live(self);
+    if (!h)
+        goto out;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_wait(h, refs, (size_t)n, (size_t)num, ns, ready);
+    if (rc == HIVE_ETIMEDOUT)   /* as ray.wait: the ones ready at the deadline */
+        rc = hive_wait(h, refs, (size_t)n, 0, 0, ready);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_hive(rc, "wait");
+        goto out;
+    }
+    PyObject *yes = PyList_New(0), *no = PyList_New(0);
+    if (!yes || !no) {
+        Py_XDECREF(yes);
+        Py_XDECREF(no);
+        goto out;
+    }
+    Py_ssize_t taken = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int is_ready = ready[i] && taken < (num ? num : n);
+        taken += is_ready;
+        if (PyList_Append(is_ready ? yes : no, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(yes);
+            Py_DECREF(no);
+            goto out;
+        }
+    }
+    result = Py_BuildValue("(NN)", yes, no);
+out:
+    PyMem_Free(refs);
+    PyMem_Free(ready);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* Engine._array(shape, dtype_code) -> writable Buffer over a shared array */
+static PyObject *engine_array(EngineObj *self, PyObject *args)
+{
+    PyObject *shape_in;
+    int dtype;
+    if (!PyArg_ParseTuple(args, "Oi", &shape_in, &dtype))
+        return NULL;
+    PyObject *seq = PySequence_Fast(shape_in, "array: shape must be a sequence of ints");
+    if (!seq)
+        return NULL;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(seq);
+    if (nd > HIVE_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "array: %zd dimensions, at most %d", nd, HIVE_MAX_DIMS);
+        return NULL;
+    }
+    int64_t shape[HIVE_MAX_DIMS];
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyLong_Check(x)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "array: extents must be ints, not %s", Py_TYPE(x)->tp_name);
+            return NULL;
+        }
+        shape[i] = PyLong_AsLongLong(x);
+        if (shape[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    hive_ref_t ref;
+    int rc = hive_array_new(h, (hive_dtype_t)dtype, (int)nd, shape, &ref);
+    if (rc < 0)
+        return raise_hive(rc, "array");
+    hive_array_t view;
+    rc = hive_array_view(h, ref, &view);
+    if (rc < 0) {
+        hive_release(h, ref);
+        return raise_hive(rc, "array");
+    }
+    size_t isz = hive_dtype_size(view.dtype);
+    int64_t numel = hive_array_numel(&view);
+    BufferObj *b = buffer_new(self, ref, view.data, (size_t)numel * isz, 0);
+    if (!b)
+        return NULL;
+    static const char *fmts[] = {"", "?", "b", "B", "h", "H", "i", "I", "q", "Q", "f", "d"};
+    b->is_array = 1;
+    b->view = view;
+    b->itemsize = (Py_ssize_t)isz;
+    b->ndim = (int)nd;
+    for (int i = 0; i < nd; i++)
+        b->shape[i] = (Py_ssize_t)shape[i];
+    strcpy(b->format, fmts[dtype]);
+    return (PyObject *)b;
+}
+
+/* ------------------------------------------------------------------ cells */
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj *engine;
+    hive_ref_t cell;
+} CellObj;
+
+static PyObject *engine_cell(EngineObj *self, PyObject *args)
+{
+    PyObject *init = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &init))
+        return NULL;
+    hive_ref_t initial = {0};
+    if (init != Py_None && ref_of(init, &initial) < 0)
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    hive_ref_t cell;
+    int rc = hive_cell_new(h, initial, &cell);
+    if (rc < 0)
+        return raise_hive(rc, "cell");
+    CellObj *c = PyObject_New(CellObj, &CellType);
+    if (!c) {
+        hive_release(h, cell);
+        return NULL;
+    }
+    c->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    c->cell = cell;
+    return (PyObject *)c;
+}
+
+static void cell_dealloc(CellObj *self)
+{
+    if (self->engine->h)
+        hive_release(self->engine->h, self->cell);
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+static PyObject *cell_publish(CellObj *self, PyObject *refo)
+{
+    hive_ref_t ref;
+    if (ref_of(refo, &ref) < 0)
+        return NULL;
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    int rc = hive_cell_publish(h, self->cell, ref);
+    if (rc < 0)
+        return raise_hive(rc, "publish");
+    Py_RETURN_NONE;
+}
+
+static PyObject *cell_acquire(CellObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    hive_ref_t v;
+    uint64_t seq = 0;
+    int rc = hive_cell_acquire(h, self->cell, &v, &seq);
+    if (rc == HIVE_ENOENT)
+        Py_RETURN_NONE;   /* still empty */
+    if (rc < 0)
+        return raise_hive(rc, "acquire");
+    PyObject *r = ref_new(self->engine, v, &RefType);
+    if (!r)
+        return NULL;
+    return Py_BuildValue("(NK)", r, (unsigned long long)seq);
+}
+
+/* ------------------------------------------------------------------ replay */
+
+static PyObject *engine_replay(EngineObj *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"capacity", "item_size", "prioritized", "alpha", "beta",
+                             "samples_per_insert", "min_size", "error_buffer", "seed", NULL};
+    unsigned long long capacity, min_size = 0, seed = 0;
+    Py_ssize_t item_size;
+    int prioritized = 0;
+    double alpha = 0.6, beta = 0.4, spi = 0, err = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Kn|pdddKdK", kwlist, &capacity, &item_size,
+                                     &prioritized, &alpha, &beta, &spi, &min_size, &err, &seed))
+        return NULL;
+    if (item_size <= 0) {
+        PyErr_Format(PyExc_ValueError, "replay: item size must be > 0, not %zd", item_size);
+        return NULL;
+    }
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    hive_replay_config_t cfg = {
+        .capacity = capacity, .item_size = (size_t)item_size, .prioritized = prioritized,
+        .alpha = alpha, .beta = beta, .samples_per_insert = spi, .min_size_to_sample = min_size,
+        .error_buffer = err, .seed = seed,
+    };
+    hive_replay_t *rb;
+    int rc = hive_replay_new(h, &cfg, &rb);
+    if (rc < 0)
+        return raise_hive(rc, "replay");
+    ReplayObj *r = PyObject_New(ReplayObj, &ReplayType);
+    if (!r) {
+        hive_replay_free(rb);
+        return NULL;
+    }
+    r->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    r->rb = rb;
+    r->item_size = (size_t)item_size;
+    r->prev = NULL;
+    r->next = self->replays;
+    if (self->replays)
+        self->replays->prev = r;
+    self->replays = r;
+    return (PyObject *)r;
+}
+
+static void replay_dealloc(ReplayObj *self)
+{
+    replay_unlink_free(self);
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+static hive_replay_t *replay_live(ReplayObj *self)
+{
+    if (!engine_live(self->engine))
+        return NULL;
+    if (!self->rb)
+        PyErr_SetString(Error, "the replay buffer is closed");
+    return self->rb;
+}
+
+static PyObject *replay_close(ReplayObj *self, PyObject *Py_UNUSED(ignored))
+{
+    replay_unlink_free(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *replay_push(ReplayObj *self, PyObject *obj)
+{
+    hive_replay_t *rb = replay_live(self);
+    if (!rb)
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(obj, &v, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if ((size_t)v.len % self->item_size) {
+        PyErr_Format(PyExc_ValueError, "push: %zd bytes is not a whole number of %zu-byte items",
+                     v.len, self->item_size);
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    int rc = hive_replay_push_batch(rb, v.buf, (size_t)v.len / self->item_size);
+    PyBuffer_Release(&v);
+    if (rc < 0)
+        return raise_hive(rc, "push");
+    Py_RETURN_NONE;
+}
+
+static int writable_of(PyObject *o, Py_buffer *v, size_t want, const char *what)
+{
+    if (PyObject_GetBuffer(o, v, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if ((size_t)v->len != want) {
+        PyErr_Format(PyExc_ValueError, "sample: %s holds %zd bytes, %zu expected", what, v->len, want);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Replay.sample_into(n, items, keys, weights, timeout=None, distinct=False) */
+static PyObject *replay_sample_into(ReplayObj *self, PyObject *args)
+{
+    Py_ssize_t n;
+    PyObject *io, *ko, *wo, *timeout = Py_None;
+    int distinct = 0;
+    if (!PyArg_ParseTuple(args, "nOOO|Op", &n, &io, &ko, &wo, &timeout, &distinct))
+        return NULL;
+    if (n <= 0) {
+        PyErr_Format(PyExc_ValueError, "sample: n must be > 0, not %zd", n);
+        return NULL;
+    }
+    int64_t ns = timeout_ns_of(timeout);
+    if (ns == -2)
+        return NULL;
+    hive_replay_t *rb = replay_live(self);
+    if (!rb)
+        return NULL;
+    size_t isz;
+    if (__builtin_mul_overflow((size_t)n, self->item_size, &isz))
+        return PyErr_NoMemory();
+    Py_buffer iv, kv, wv;
+    if (writable_of(io, &iv, isz, "items") < 0)
+        return NULL;
+    if (writable_of(ko, &kv, (size_t)n * 8, "keys") < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    if (writable_of(wo, &wv, (size_t)n * 8, "weights") < 0) {
+        PyBuffer_Release(&iv);
+        PyBuffer_Release(&kv);
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_replay_sample_ex(rb, (size_t)n, distinct ? HIVE_REPLAY_DISTINCT : 0, NULL, iv.buf,
+                               kv.buf, wv.buf, ns);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&kv);
+    PyBuffer_Release(&wv);
+    if (rc < 0)
+        return raise_hive(rc, "sample");
+    Py_RETURN_NONE;
+}
+
+static PyObject *replay_update(ReplayObj *self, PyObject *args)
+{
+    PyObject *ko, *po;
+    if (!PyArg_ParseTuple(args, "OO", &ko, &po))
+        return NULL;
+    hive_replay_t *rb = replay_live(self);
+    if (!rb)
+        return NULL;
+    Py_buffer kv, pv;
+    if (PyObject_GetBuffer(ko, &kv, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(po, &pv, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&kv);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    if (kv.len != pv.len || kv.len % 8) {
+        PyErr_Format(PyExc_ValueError, "update_priorities: %zd bytes of keys and %zd of priorities "
+                     "are not as many 8-byte values", kv.len, pv.len);
+    } else {
+        int rc = hive_replay_update_priorities(rb, kv.buf, pv.buf, (size_t)kv.len / 8);
+        res = rc < 0 ? raise_hive(rc, "update_priorities") : PyLong_FromLong(rc);
+    }
+    PyBuffer_Release(&kv);
+    PyBuffer_Release(&pv);
+    return res;
+}
+
+static PyObject *replay_stats(ReplayObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_replay_t *rb = replay_live(self);
+    if (!rb)
+        return NULL;
+    hive_replay_stats_t s;
+    int rc = hive_replay_stats(rb, &s);
+    if (rc < 0)
+        return raise_hive(rc, "stats");
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:d}", "capacity", (unsigned long long)s.capacity,
+                         "size", (unsigned long long)s.size, "inserts", (unsigned long long)s.inserts,
+                         "samples", (unsigned long long)s.samples, "max_priority", s.max_priority,
+                         "total_priority", s.total_priority);
+}
+
+/* ------------------------------------------------------------------ C libraries */
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj *engine;
+    void      *dl;        /* never closed: tasks may still run its code */
+    PyObject  *path;
+} LibraryObj;
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj                *engine;
+    hive_actor_t              actor;
+    const hive_actor_class_t *cls;
+    int                       named;   /* named actors outlive their handle (as Ray's detached) */
+    PyObject                 *job;     /* Python actors: (engine, cls, args, kwargs), kept for restarts */
+} ActorObj;
+
+/* make hive's symbols (linked into this extension) visible to libraries
+ * loaded next, so their hive_fn code calls this engine's functions */
+static int export_hive_symbols(void)
+{
+    static int done;
+    if (done)
+        return 0;
+    Dl_info info;
+    if (!dladdr((void *)&export_hive_symbols, &info) || !info.dli_fname) {
+        PyErr_SetString(Error, "load: cannot find the hive extension's own file");
+        return -1;
+    }
+    if (!dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL)) {
+        PyErr_Format(Error, "load: cannot export hive's symbols: %s", dlerror());
+        return -1;
+    }
+    done = 1;
+    return 0;
+}
+
+static PyObject *engine_load(EngineObj *self, PyObject *args)
+{
+    PyObject *path;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+        return NULL;
+    if (!engine_live(self) || export_hive_symbols() < 0) {
+        Py_DECREF(path);
+        return NULL;
+    }
+    void *dl = dlopen(PyBytes_AS_STRING(path), RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        PyErr_Format(PyExc_OSError, "load: %s", dlerror());
+        Py_DECREF(path);
+        return NULL;
+    }
+    LibraryObj *l = PyObject_New(LibraryObj, &LibraryType);
+    if (!l) {
+        Py_DECREF(path);
+        return NULL;
+    }
+    l->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    l->dl = dl;
+    l->path = path;
+    return (PyObject *)l;
+}
+
+static void library_dealloc(LibraryObj *self)
+{
+    Py_DECREF(self->engine);
+    Py_DECREF(self->path);
+    PyObject_Free(self);
+}
+
+static void *library_symbol(LibraryObj *self, PyObject *name, const char *what)
+{
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s)
+        return NULL;
+    dlerror();
+    void *p = dlsym(self->dl, s);
+    if (!p)
+        PyErr_Format(PyExc_ValueError, "%s: %S has no symbol %R", what, self->path, name);
+    return p;
+}
+
+/* Arguments for a task, an actor or a call: Refs (and objects with a
+ * _hive_arg naming one), actors, ints (int64), floats (double), or any
+ * buffer (copied inline at submit). */
+typedef struct {
+    hive_arg_t *args;
+    Py_buffer  *views;
+    int64_t    *scalars;   /* ints, floats and actor ids, 8 bytes each */
+    Py_ssize_t  n, nviews;
+} argpack;
+
+static void argpack_free(argpack *p)
+{
+    for (Py_ssize_t i = 0; i < p->nviews; i++)
+        PyBuffer_Release(&p->views[i]);
+    PyMem_Free(p->args);
+    PyMem_Free(p->views);
+    PyMem_Free(p->scalars);
+}
+
+static int argpack_one(argpack *p, Py_ssize_t i, PyObject *o, int depth)
+{
+    hive_arg_t *a = &p->args[i];
+    if (PyObject_TypeCheck(o, &RefType)) {
+        *a = HIVE_REF(((RefObj *)o)->ref);
+        return 0;
+    }
+    if (PyObject_TypeCheck(o, &BufferType) && ((BufferObj *)o)->is_array) {
+        *a = HIVE_REF(((BufferObj *)o)->ref);
+        return 0;
+    }
+    if (PyObject_TypeCheck(o, &CellType)) {
+        *a = HIVE_REF(((CellObj *)o)->cell);
+        return 0;
+    }
+    if (PyObject_TypeCheck(o, &ActorType)) {
+        memcpy(&p->scalars[i], &((ActorObj *)o)->actor.id, 8);
+        *a = HIVE_BYTES(&p->scalars[i], 8);
+        return 0;
+    }
+    if (PyBool_Check(o) || PyLong_Check(o)) {
+        p->scalars[i] = PyLong_AsLongLong(o);
+        if (p->scalars[i] == -1 && PyErr_Occurred())
+            return -1;
+        *a = HIVE_BYTES(&p->scalars[i], 8);
+        return 0;
+    }
+    if (PyFloat_Check(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(&p->scalars[i], &d, 8);
+        *a = HIVE_BYTES(&p->scalars[i], 8);
+        return 0;
+    }
+    if (depth == 0) {
+        PyObject *inner = PyObject_GetAttrString(o, "_hive_arg");
+        if (inner) {
+            int rc = inner == Py_None ? 1 : argpack_one(p, i, inner, 1);
+            Py_DECREF(inner);
+            if (rc <= 0)
+                return rc;
+        } else if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+    }
+    if (PyObject_CheckBuffer(o)) {
+        Py_buffer *v = &p->views[p->nviews];
+        if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        p->nviews++;
+        *a = HIVE_BYTES(v->buf, (size_t)v->len);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "argument %zd: a hive.Ref, array, actor, int, float or buffer, "
+                 "not %s", i, Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static int argpack_make(argpack *p, PyObject *args, Py_ssize_t first)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args) - first;
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    p->args = PyMem_Calloc((size_t)n + 1, sizeof *p->args);
+    p->views = PyMem_Calloc((size_t)n + 1, sizeof *p->views);
+    p->scalars = PyMem_Calloc((size_t)n + 1, sizeof *p->scalars);
+    if (!p->args || !p->views || !p->scalars) {
+        argpack_free(p);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (argpack_one(p, i, PyTuple_GET_ITEM(args, first + i), 0) < 0) {
+            argpack_free(p);
+            return -1;
+        }
+    return 0;
+}
+
+static int priority_of(PyObject *o, int *out)
+{
+    if (!o || o == Py_None)
+        return 0;
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < -1 || v > 1) {
+        PyErr_Format(PyExc_ValueError, "priority must be -1 (LOW), 0 (NORMAL) or 1 (HIGH), not %ld", v);
+        return -1;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int kw_take(PyObject *kw, const char *name, PyObject **out)
+{
+    *out = NULL;
+    if (!kw)
+        return 0;
+    PyObject *v = PyDict_GetItemString(kw, name);
+    if (v) {
+        *out = v;
+        if (PyDict_DelItemString(kw, name) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int kw_reject_rest(PyObject *kw, const char *what)
+{
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_Format(PyExc_TypeError, "%s: unexpected keyword arguments %R", what, kw);
+        return -1;
+    }
+    return 0;
+}
+
+/* Library.submit(name, *args, priority=0, retries=0) -> Future */
+static PyObject *library_submit(LibraryObj *self, PyObject *args, PyObject *kw_in)
+{
+    if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "submit(name, *args): name must be a str");
+        return NULL;
+    }
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *prio_o, *retries_o, *res = NULL;
+    hive_opts_t opts = {0};
+    if ((kw_in && !kw) || kw_take(kw, "priority", &prio_o) < 0 || kw_take(kw, "retries", &retries_o) < 0 ||
+        kw_reject_rest(kw, "submit") < 0 || priority_of(prio_o, &opts.priority) < 0)
+        goto out;
+    if (retries_o) {
+        long r = PyLong_AsLong(retries_o);
+        if (r == -1 && PyErr_Occurred())
+            goto out;
+        if (r < 0 || r > 1000000) {
+            PyErr_Format(PyExc_ValueError, "retries must be 0 .. 1000000, not %ld", r);
+            goto out;
+        }
+        opts.max_retries = (unsigned)r;
+    }
+    hive_fn fn = (hive_fn)library_symbol(self, PyTuple_GET_ITEM(args, 0), "submit");
+    hive_t *h = fn ? engine_live(self->engine) : NULL;
+    argpack p;
+    if (!h || argpack_make(&p, args, 1) < 0)
+        goto out;
+    hive_ref_t result;
+    int rc = hive_submit(h, fn, p.args, (size_t)p.n, &opts, &result);
+    argpack_free(&p);
+    res = rc < 0 ? raise_hive(rc, "submit") : ref_new(self->engine, result, &FutureType);
+out:
+    Py_XDECREF(kw);
+    return res;
+}
+
+/* Library.actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor */
+static PyObject *library_actor(LibraryObj *self, PyObject *args, PyObject *kw_in)
+{
+    if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "actor(class_name, *args): class_name must be a str");
+        return NULL;
+    }
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *name_o, *restarts_o, *conc_o, *res = NULL;
+    hive_actor_opts_t opts = {0};
+    if ((kw_in && !kw) || kw_take(kw, "name", &name_o) < 0 || kw_take(kw, "max_restarts", &restarts_o) < 0 ||
+        kw_take(kw, "max_concurrency", &conc_o) < 0 || kw_reject_rest(kw, "actor") < 0)
+        goto out;
+    if (name_o && name_o != Py_None && !(opts.name = PyUnicode_AsUTF8(name_o)))
+        goto out;
+    long v;
+    if (restarts_o) {
+        if ((v = PyLong_AsLong(restarts_o)) == -1 && PyErr_Occurred())
+            goto out;
+        if (v < 0 || v > 1000000) {
+            PyErr_Format(PyExc_ValueError, "max_restarts must be 0 .. 1000000, not %ld", v);
+            goto out;
+        }
+        opts.max_restarts = (unsigned)v;
+    }
+    if (conc_o) {
+        if ((v = PyLong_AsLong(conc_o)) == -1 && PyErr_Occurred())
+            goto out;
+        if (v < 0 || v > HIVE_MAX_CONCURRENCY) {
+            PyErr_Format(PyExc_ValueError, "max_concurrency must be 0 .. %d, not %ld", HIVE_MAX_CONCURRENCY, v);
+            goto out;
+        }
+        opts.max_concurrency = (unsigned)v;
+    }
+    const hive_actor_class_t *cls = library_symbol(self, PyTuple_GET_ITEM(args, 0), "actor");
+    hive_t *h = cls ? engine_live(self->engine) : NULL;
+    argpack p;
+    if (!h || argpack_make(&p, args, 1) < 0)
+        goto out;
+    hive_actor_t actor;
+    int rc = hive_actor_new(h, cls, p.args, (size_t)p.n, &opts, &actor);
+    argpack_free(&p);
+    if (rc < 0) {
+        raise_hive(rc, "actor");
+        goto out;
+    }
+    ActorObj *a = PyObject_New(ActorObj, &ActorType);
+    if (!a)
+        goto out;
+    a->engine = (EngineObj *)Py_NewRef((PyObject *)self->engine);
+    a->actor = actor;
+    a->cls = cls;
+    a->named = opts.name != NULL;
+    a->job = NULL;
+    res = (PyObject *)a;
+out:
+    Py_XDECREF(kw);
+    return res;
+}
+
+static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in);
+
+static void actor_dealloc(ActorObj *self)
+{
+    if (!self->named && self->engine->h)
+        hive_actor_kill(self->engine->h, self->actor);
+    if (!self->named)   /* a named actor may restart after its handle is gone */
+        Py_XDECREF(self->job);
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+/* Actor.call(method, *args, priority=None) -> Future */
+static PyObject *actor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
+{
+    if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "call(method, *args): method must be a str");
+        return NULL;
+    }
+    if (self->job)
+        return pyactor_call(self, args, kw_in);
+    const char *m = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    if (!m)
+        return NULL;
+    size_t idx = 0;
+    while (idx < self->cls->nmethods && strcmp(self->cls->methods[idx].name, m))
+        idx++;
+    if (idx == self->cls->nmethods) {
+        PyErr_Format(PyExc_ValueError, "call: class %s has no method %R",
+                     self->cls->name ? self->cls->name : "?", PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *prio_o, *res = NULL;
+    hive_opts_t opts = {0};
+    int has_prio = 0;
+    if ((kw_in && !kw) || kw_take(kw, "priority", &prio_o) < 0 || kw_reject_rest(kw, "call") < 0 ||
+        (has_prio = priority_of(prio_o, &opts.priority)) < 0)
+        goto out;
+    hive_t *h = engine_live(self->engine);
+    argpack p;
+    if (!h || argpack_make(&p, args, 1) < 0)
+        goto out;
+    hive_ref_t result;
+    int rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
+    argpack_free(&p);
+    res = rc < 0 ? raise_hive(rc, "call") : ref_new(self->engine, result, &FutureType);
+out:
+    Py_XDECREF(kw);
+    return res;
+}
+
+static PyObject *actor_kill(ActorObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    int rc = hive_actor_kill(h, self->actor);
+    if (rc < 0)
+        return raise_hive(rc, "kill");
+    Py_RETURN_NONE;
+}
+
+
+/* ------------------------------------------------------------------ Python callables
+ *
+ * engine.remote(fn) and engine.actor(Cls): the task or method is a C
+ * trampoline whose first argument is the address of a Python "job" tuple
+ * (a count taken at submit, dropped by the run); Ref arguments also go as
+ * hive refs, so the trampoline runs once they are sealed. It takes the GIL,
+ * has the package's runner (hive._run_*) call the Python code, and writes
+ * the result it encodes (kind 0 raw, 1 typed, 2 pickle) as the task's
+ * result. Correct, not parallel: every Python callable holds the GIL.
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+#define interpreter_finalizing() Py_IsFinalizing()
+#else
+#define interpreter_finalizing() _Py_IsFinalizing()
+#endif
+
+static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) from hive/__init__.py */
+
+static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of))");
+        return NULL;
+    }
+    Py_XSETREF(py_runners, Py_NewRef(t));
+    Py_XSETREF(py_view_of, Py_NewRef(PyTuple_GET_ITEM(t, 3)));
+    Py_RETURN_NONE;
+}
+
+static PyObject *job_of(hive_ctx_t *ctx)
+{
+    size_t n = 0;
+    const void *p = hive_arg(ctx, 0, &n);
+    PyObject *job = NULL;
+    if (p && n == sizeof job)
+        memcpy(&job, p, sizeof job);
+    return job;
+}
+
+/* run runner i on job; write its (object, kind) answer as the result */
+static int run_and_return(hive_ctx_t *ctx, int i, PyObject *job)
+{
+    PyObject *res = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, i), job) : NULL;
+    int kind, rc = 1;
+    PyObject *obj;
+    Py_buffer v;
+    if (!res || !PyArg_ParseTuple(res, "Oi", &obj, &kind)) {
+        PyErr_Print();
+        Py_XDECREF(res);
+        return 1;
+    }
+    if (PyObject_GetBuffer(obj, &v, kind == 1 ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) == 0) {
+        size_t total;
+        if (payload_size(&v, kind, &total) == 0) {
+            void *dst = hive_return_alloc(ctx, total);
+            if (dst) {
+                payload_write(dst, &v, kind);
+                rc = 0;
+            }
+        }
+        PyBuffer_Release(&v);
+    }
+    if (PyErr_Occurred())
+        PyErr_Print();
+    Py_DECREF(res);
+    return rc;
+}
+
+static int py_task_trampoline(hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = run_and_return(ctx, 0, job);
+    Py_DECREF(job);
+    PyGILState_Release(g);
+    return rc;
+}
+
+typedef struct { PyObject *instance; } pyactor_state;
+
+static int pyactor_init(void *self, hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);   /* the handle keeps it (restarts run init again) */
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *inst = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, 1), job) : NULL;
+    if (!inst)
+        PyErr_Print();
+    ((pyactor_state *)self)->instance = inst;
+    PyGILState_Release(g);
+    return inst ? 0 : 1;
+}
+
+static void pyactor_fini(void *self)
+{
+    pyactor_state *st = self;
+    if (!st->instance || interpreter_finalizing())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_CLEAR(st->instance);
+    PyGILState_Release(g);
+}
+
+static int pyactor_method(void *self, hive_ctx_t *ctx)
+{
+    PyObject *job = job_of(ctx);
+    pyactor_state *st = self;
+    if (!job || interpreter_finalizing())
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *full = PyTuple_New(PyTuple_GET_SIZE(job) + 1);   /* (instance, *job) */
+    int rc = 1;
+    if (full) {
+        PyTuple_SET_ITEM(full, 0, Py_NewRef(st->instance ? st->instance : Py_None));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(job); i++)
+            PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(job, i)));
+        rc = run_and_return(ctx, 2, full);
+        Py_DECREF(full);
+    }
+    Py_DECREF(job);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static const hive_method_t pyactor_methods[] = { { "__python__", pyactor_method, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t pyactor_class = {
+    .name = "python", .size = sizeof(pyactor_state), .init = pyactor_init, .fini = pyactor_fini,
+    .methods = pyactor_methods, .nmethods = 1,
+};
+
+/* hive args for a job: its address, then every Ref among refs_from's items */
+static int job_args(PyObject **jobp, PyObject *refs_from, hive_arg_t **out, size_t *n)
+{
+    Py_ssize_t m = PyTuple_GET_SIZE(refs_from), k = 1;
+    hive_arg_t *a = PyMem_Calloc((size_t)m + 1, sizeof *a);
+    if (!a) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    a[0] = HIVE_BYTES(jobp, sizeof *jobp);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *o = PyTuple_GET_ITEM(refs_from, i);
+        if (PyObject_TypeCheck(o, &RefType))
+            a[k++] = HIVE_REF(((RefObj *)o)->ref);
+    }
+    *out = a;
+    *n = (size_t)k;
+    return 0;
+}
+
+/* Engine._submit_py(fn, args, kwargs, priority) -> Future */
+static PyObject *engine_submit_py(EngineObj *self, PyObject *a)
+{
+    PyObject *fn, *args, *kwargs, *prio_o;
+    if (!PyArg_ParseTuple(a, "OO!O!O", &fn, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &prio_o))
+        return NULL;
+    hive_opts_t opts = {0};
+    if (priority_of(prio_o, &opts.priority) < 0)
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    PyObject *job = PyTuple_Pack(4, (PyObject *)self, fn, args, kwargs);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, args, &ha, &n) < 0) {
+        Py_XDECREF(job);
+        return NULL;
+    }
+    hive_ref_t result;
+    int rc = hive_submit(h, py_task_trampoline, ha, n, &opts, &result);   /* the job's count goes to the task */
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        return raise_hive(rc, "remote");
+    }
+    return ref_new(self, result, &FutureType);
+}
+
+/* Engine._actor_py(cls, args, kwargs, name, max_concurrency) -> Actor */
+static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
+{
+    PyObject *cls, *args, *kwargs;
+    const char *name = NULL;
+    unsigned restarts = 0;
+    if (!PyArg_ParseTuple(a, "OO!O!|zI", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts))
+        return NULL;
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    PyObject *job = PyTuple_Pack(4, (PyObject *)self, cls, args, kwargs);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, args, &ha, &n) < 0) {
+        Py_XDECREF(job);
+        return NULL;
+    }
+    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts };
+    hive_actor_t actor;
+    int rc = hive_actor_new(h, &pyactor_class, ha, n, &opts, &actor);
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        return raise_hive(rc, "actor");
+    }
+    ActorObj *o = PyObject_New(ActorObj, &ActorType);
+    if (!o) {
+        hive_actor_kill(h, actor);
+        Py_DECREF(job);
+        return NULL;
+    }
+    o->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    o->actor = actor;
+    o->cls = &pyactor_class;
+    o->named = name != NULL;
+    o->job = job;
+    return (PyObject *)o;
+}
+
+/* Actor.call on a Python actor: the job is (engine, method, args, kwargs) */
+static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
+{
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : PyDict_New(), *prio_o, *res = NULL;
+    hive_opts_t opts = {0};
+    int has_prio = 0;
+    if (!kw || kw_take(kw, "priority", &prio_o) < 0 || (has_prio = priority_of(prio_o, &opts.priority)) < 0)
+        goto out;
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        goto out;
+    PyObject *rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
+    PyObject *job = rest ? PyTuple_Pack(4, (PyObject *)self->engine, PyTuple_GET_ITEM(args, 0), rest, kw) : NULL;
+    Py_XDECREF(rest);
+    hive_arg_t *ha;
+    size_t n;
+    if (!job || job_args(&job, PyTuple_GET_ITEM(job, 2), &ha, &n) < 0) {
+        Py_XDECREF(job);
+        goto out;
+    }
+    hive_ref_t result;
+    int rc = hive_call(h, self->actor, 0, ha, n, has_prio ? &opts : NULL, &result);
+    PyMem_Free(ha);
+    if (rc < 0) {
+        Py_DECREF(job);
+        raise_hive(rc, "call");
+    } else {
+        res = ref_new(self->engine, result, &FutureType);
+    }
+out:
+    Py_XDECREF(kw);
+    return res;
+}
+
+/* ------------------------------------------------------------------ DLPack
+ *
+ * The DLPack ABI (v0.8, the one torch and numpy take through __dlpack__),
+ * declared here from the spec: a capsule named "dltensor" holding a
+ * DLManagedTensor; the consumer renames it "used_dltensor" and calls the
+ * deleter when done. Strides count elements.
+ */
+typedef struct { int32_t device_type, device_id; } DLDevice;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void      *data;
+    DLDevice   device;
+    int32_t    ndim;
+    DLDataType dtype;
+    int64_t   *shape;
+    int64_t   *strides;
+    uint64_t   byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void    *manager_ctx;
+    void   (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+enum { kDLCPU = 1, kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLComplex = 5, kDLBool = 6 };
+
+typedef struct {
+    DLManagedTensor mt;
+    Py_buffer       view;      /* keeps the exporter (and its count) alive */
+    int64_t         dims[];    /* shape, then strides */
+} dlpack_holder;
+
+static void dlpack_deleter(DLManagedTensor *mt)
+{
+    dlpack_holder *d = (dlpack_holder *)mt;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyBuffer_Release(&d->view);
+    PyGILState_Release(g);
+    PyMem_RawFree(d);
+}
+
+static void dlpack_capsule_destructor(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor"))
+        return;   /* consumed: the consumer calls the deleter */
+    DLManagedTensor *mt = PyCapsule_GetPointer(cap, "dltensor");
+    if (mt && mt->deleter)
+        mt->deleter(mt);
+}
+
+static int dl_dtype_of(const char *fmt, Py_ssize_t itemsize, DLDataType *out)
+{
+    if (!fmt)
+        fmt = "B";
+    if (*fmt == '<' || *fmt == '=' || *fmt == '@')
+        fmt++;
+    uint8_t code;
+    if (fmt[0] == 'Z' && strchr("fdg", fmt[1]) && !fmt[2])
+        code = kDLComplex;
+    else if (fmt[1])
+        return -1;
+    else if (*fmt == '?')
+        code = kDLBool;
+    else if (strchr("bhilq", *fmt))
+        code = kDLInt;
+    else if (strchr("BHILQ", *fmt))
+        code = kDLUInt;
+    else if (strchr("efd", *fmt))
+        code = kDLFloat;
+    else
+        return -1;
+    *out = (DLDataType){ code, (uint8_t)(itemsize * 8), 1 };
+    return 0;
+}
+
+/* to_dlpack(obj): a "dltensor" capsule over obj's buffer, no copy */
+static PyObject *to_dlpack(PyObject *Py_UNUSED(m), PyObject *obj)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(obj, &v, PyBUF_RECORDS_RO) < 0)
+        return NULL;
+    DLDataType dt;
+    if (dl_dtype_of(v.format, v.itemsize, &dt) < 0) {
+        PyErr_Format(PyExc_BufferError, "DLPack has no type for buffer format %s", v.format);
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    dlpack_holder *d = PyMem_RawCalloc(1, sizeof *d + 2 * sizeof(int64_t) * (size_t)(v.ndim + 1));
+    if (!d) {
+        PyBuffer_Release(&v);
+        return PyErr_NoMemory();
+    }
+    int64_t *shape = d->dims, *strides = d->dims + v.ndim;
+    Py_ssize_t stride = v.itemsize;
+    for (int i = v.ndim - 1; i >= 0; i--) {
+        shape[i] = v.shape[i];
+        Py_ssize_t s = v.strides ? v.strides[i] : stride;
+        if (s % v.itemsize) {
+            PyErr_Format(PyExc_BufferError, "stride %zd is not a multiple of the item size %zd", s, v.itemsize);
+            PyBuffer_Release(&v);
+            PyMem_RawFree(d);
+            return NULL;
+        }
+        strides[i] = s / v.itemsize;
+        stride *= v.shape[i];
+    }
+    d->view = v;
+    d->mt.dl_tensor = (DLTensor){
+        .data = v.buf, .device = { kDLCPU, 0 }, .ndim = v.ndim, .dtype = dt,
+        .shape = shape, .strides = strides, .byte_offset = 0,
+    };
+    d->mt.manager_ctx = d;
+    d->mt.deleter = dlpack_deleter;
+    PyObject *cap = PyCapsule_New(&d->mt, "dltensor", dlpack_capsule_destructor);
+    if (!cap) {
+        PyBuffer_Release(&d->view);
+        PyMem_RawFree(d);
+    }
+    return cap;
+}
+
+/* ------------------------------------------------------------------ type tables */
+
+#define METH(n, f, fl, doc) { n, (PyCFunction)(void (*)(void))(f), fl, doc }
+
+static PyMethodDef engine_methods[] = {
+    METH("close", engine_close, METH_NOARGS, "close(): shut the engine down (after the last view goes)"),
+    METH("__enter__", engine_enter, METH_NOARGS, NULL),
+    METH("__exit__", engine_exit, METH_VARARGS, NULL),
+    METH("stats", engine_stats, METH_NOARGS, "stats() -> dict of the store's capacity, used, objects, resident"),
+    METH("_put", engine_put, METH_VARARGS, NULL),
+    METH("_get", engine_get_buffer, METH_FASTCALL | METH_KEYWORDS, NULL),
+    METH("get", engine_get, METH_FASTCALL | METH_KEYWORDS,
+         "get(ref, timeout=None): the payload without a copy: a read-only memoryview, or an ndarray "
+         "if it was put from one; waits with the GIL released"),
+    METH("_create", engine_create, METH_VARARGS, NULL),
+    METH("_array", engine_array, METH_VARARGS, NULL),
+    METH("_replay", engine_replay, METH_VARARGS | METH_KEYWORDS, NULL),
+    METH("seal", engine_seal, METH_O, "seal(ref): publish a created object"),
+    METH("wait", engine_wait, METH_VARARGS | METH_KEYWORDS,
+         "wait(refs, num_returns=1, timeout=None) -> (ready, not_ready), as ray.wait"),
+    METH("cell", engine_cell, METH_VARARGS, "cell(initial=None) -> Cell"),
+    METH("load", engine_load, METH_VARARGS, "load(path) -> Library of hive_fn tasks and actor classes"),
+    METH("_submit_py", engine_submit_py, METH_VARARGS, NULL),
+    METH("_actor_py", engine_actor_py, METH_VARARGS, NULL),
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef engine_getset[] = {
+    {"workers", (getter)engine_get_workers, NULL, "number of workers", NULL},
+    {"closed", (getter)engine_get_closed, NULL, "close() was called", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef ref_methods[] = {
+    METH("get", ref_get, METH_VARARGS | METH_KEYWORDS, "get(timeout=None): engine.get(self, timeout)"),
+    {NULL, NULL, 0, NULL},
+};
+static PyMethodDef future_methods[] = {
+    METH("cancel", future_cancel, METH_NOARGS, "cancel() -> True if cancelled, False if finished"),
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef ref_getset[] = {
+    {"id", (getter)ref_get_id, NULL, "the 64-bit object id", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef buffer_methods[] = {
+    METH("ref", buffer_ref, METH_NOARGS, "ref() -> a new Ref to the object"),
+    METH("add", buffer_add, METH_VARARGS, "add(flat_index, delta) -> new value (atomic)"),
+    METH("write_lock", buffer_write_lock, METH_NOARGS, NULL),
+    METH("write_unlock", buffer_write_unlock, METH_NOARGS, NULL),
+    METH("read_into", buffer_read_into, METH_O, NULL),
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef buffer_getset[] = {
+    {"address", (getter)buffer_get_address, NULL, "address of the payload in hive's store", NULL},
+    {"nbytes", (getter)buffer_get_nbytes, NULL, "bytes exported", NULL},
+    {"typed", (getter)buffer_get_typed, NULL, "put from a typed (numpy) buffer", NULL},
+    {"pickled", (getter)buffer_get_pickled, NULL, "a pickled Python task result", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef cell_methods[] = {
+    METH("publish", cell_publish, METH_O, "publish(ref): make ref the current version"),
+    METH("acquire", cell_acquire, METH_NOARGS, "acquire() -> (Ref, seq), or None while empty"),
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef replay_methods[] = {
+    METH("push", replay_push, METH_O, NULL),
+    METH("sample_into", replay_sample_into, METH_VARARGS, NULL),
+    METH("update_priorities", replay_update, METH_VARARGS, NULL),
+    METH("stats", replay_stats, METH_NOARGS, NULL),
+    METH("close", replay_close, METH_NOARGS, NULL),
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef library_methods[] = {
+    METH("submit", library_submit, METH_VARARGS | METH_KEYWORDS,
+         "submit(fn_name, *args, priority=0, retries=0) -> Future"),
+    METH("actor", library_actor, METH_VARARGS | METH_KEYWORDS,
+         "actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor"),
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef actor_methods[] = {
+    METH("call", actor_call, METH_VARARGS | METH_KEYWORDS, "call(method, *args, priority=None) -> Future"),
+    METH("kill", actor_kill, METH_NOARGS, NULL),
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *actor_repr(ActorObj *self)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%llx", (unsigned long long)self->actor.id);
+    return PyUnicode_FromFormat("Actor(%s, 0x%s)", self->cls->name ? self->cls->name : "?", id);
+}
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive._hive.Engine", .tp_basicsize = sizeof(EngineObj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)engine_init, .tp_dealloc = (destructor)engine_dealloc,
+    .tp_methods = engine_methods, .tp_getset = engine_getset,
+    .tp_doc = "Engine(workers=0, store_bytes=0, topology=None, trace_path=None, pin=True)",
+};
+static PyTypeObject RefType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Ref", .tp_basicsize = sizeof(RefObj), .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_dealloc = (destructor)ref_dealloc, .tp_repr = (reprfunc)ref_repr, .tp_hash = (hashfunc)ref_hash,
+    .tp_richcompare = ref_richcompare, .tp_methods = ref_methods, .tp_getset = ref_getset,
+    .tp_doc = "a counted reference to a hive object; the count goes when the Ref does",
+};
+static PyTypeObject FutureType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Future", .tp_basicsize = sizeof(RefObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_base = &RefType, .tp_methods = future_methods,
+    .tp_doc = "the result of a task or an actor call: get(timeout), cancel()",
+};
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Buffer", .tp_basicsize = sizeof(BufferObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)buffer_dealloc, .tp_as_buffer = &buffer_as_buffer,
+    .tp_methods = buffer_methods, .tp_getset = buffer_getset,
+    .tp_doc = "hive memory exported through the buffer protocol; holds the object's count",
+};
+static PyTypeObject CellType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Cell", .tp_basicsize = sizeof(CellObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)cell_dealloc, .tp_methods = cell_methods,
+};
+static PyTypeObject ReplayType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive._hive.Replay", .tp_basicsize = sizeof(ReplayObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)replay_dealloc, .tp_methods = replay_methods,
+};
+static PyTypeObject LibraryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Library", .tp_basicsize = sizeof(LibraryObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)library_dealloc, .tp_methods = library_methods,
+};
+static PyTypeObject ActorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Actor", .tp_basicsize = sizeof(ActorObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)actor_dealloc, .tp_methods = actor_methods, .tp_repr = (reprfunc)actor_repr,
+};
+
+/* _noop(): nothing; the baseline "plain C-extension call" of the benchmarks */
+static PyObject *noop(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    METH("_noop", noop, METH_NOARGS, NULL),
+    METH("to_dlpack", to_dlpack, METH_O, "to_dlpack(buffer) -> a 'dltensor' capsule, no copy"),
+    METH("_set_runners", set_runners, METH_O, NULL),
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef hive_module = {
+    PyModuleDef_HEAD_INIT, "hive._hive", "hive's C core for Python", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+static int add_exception(PyObject *m, PyObject **slot, const char *name, PyObject *base)
+{
+    char full[64];
+    snprintf(full, sizeof full, "hive.%s", name);
+    *slot = PyErr_NewException(full, base, NULL);
+    return *slot ? PyModule_AddObjectRef(m, name, *slot) : -1;
+}
+
+PyMODINIT_FUNC PyInit__hive(void)
+{
+    PyTypeObject *types[] = {&EngineType, &RefType, &FutureType, &BufferType, &CellType,
+                             &ReplayType, &LibraryType, &ActorType};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    PyObject *m = PyModule_Create(&hive_module);
+    if (!m)
+        return NULL;
+    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor"};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
+            goto fail;
+    if (add_exception(m, &Error, "Error", PyExc_RuntimeError) < 0 ||
+        add_exception(m, &StoreFull, "StoreFull", Error) < 0 ||
+        add_exception(m, &Timeout, "Timeout", Error) < 0 ||
+        add_exception(m, &Cancelled, "Cancelled", Error) < 0 ||
+        add_exception(m, &TaskFailed, "TaskFailed", Error) < 0 ||
+        add_exception(m, &ActorDead, "ActorDead", Error) < 0 ||
+        add_exception(m, &ShutDown, "ShutDown", Error) < 0 ||
+        PyModule_AddIntConstant(m, "LOW", HIVE_PRIO_LOW) < 0 ||
+        PyModule_AddIntConstant(m, "NORMAL", HIVE_PRIO_NORMAL) < 0 ||
+        PyModule_AddIntConstant(m, "HIGH", HIVE_PRIO_HIGH) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

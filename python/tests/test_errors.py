@@ -1,0 +1,125 @@
+# test_errors.py - every hive exception raised by a real failure, carrying
+# hive's sentence and code; bad arguments raise ValueError / TypeError.
+import numpy as np
+import pytest
+
+import hive
+
+CLASSES = [hive.StoreFull, hive.Timeout, hive.Cancelled, hive.TaskFailed, hive.ActorDead,
+           hive.ShutDown]
+
+
+def test_hierarchy():
+    for c in CLASSES:
+        assert issubclass(c, hive.Error)
+
+
+def check(excinfo, code):
+    assert excinfo.value.code == code
+    assert len(str(excinfo.value)) > 10      # hive's sentence, not just a name
+
+
+def test_store_full():
+    with hive.Engine(workers=1, store_bytes=1 << 20) as eng:
+        with pytest.raises(hive.StoreFull) as ei:
+            eng.put(np.zeros(1 << 20))       # 8 MiB into 1 MiB
+        check(ei, -3)
+        assert "8388608" in str(ei.value) or "1048576" in str(ei.value)
+
+
+def test_timeout(engine):
+    ref, _ = engine.create(8)
+    with pytest.raises(hive.Timeout) as ei:
+        engine.get(ref, timeout=0.01)
+    check(ei, -5)
+
+
+def test_cancelled(engine, lib):
+    spin = lib.submit("py_spin")
+    assert spin.cancel()
+    with pytest.raises(hive.Cancelled) as ei:
+        spin.get(timeout=30)
+    check(ei, -6)
+    assert spin.cancel() is False            # finished: nothing to cancel
+
+
+def test_task_failed(engine, lib):
+    with pytest.raises(hive.TaskFailed) as ei:
+        lib.submit("py_fail").get()
+    check(ei, -7)
+    dep = lib.submit("py_sum_f64", lib.submit("py_fail"))   # a failed dependency
+    with pytest.raises(hive.TaskFailed):
+        dep.get()
+
+
+def test_actor_dead(engine, lib):
+    broken = lib.actor("py_broken")
+    with pytest.raises(hive.ActorDead) as ei:
+        broken.call("get").get(timeout=30)
+    check(ei, -8)
+    c = lib.actor("py_counter")
+    assert np.frombuffer(c.call("add", 4).get(), np.int64)[0] == 4
+    c.kill()
+    with pytest.raises(hive.ActorDead):
+        c.call("add", 1).get()
+
+
+def test_shut_down():
+    eng = hive.Engine(workers=1, store_bytes=1 << 20)
+    ref = eng.put(b"x")
+    eng.close()
+    with pytest.raises(hive.ShutDown):
+        eng.get(ref)
+    with pytest.raises(hive.ShutDown):
+        eng.put(b"y")
+    del ref                                  # releasing after shutdown is harmless
+
+
+def test_bad_arguments(engine, lib):
+    with pytest.raises(TypeError):
+        engine.put(object())
+    with pytest.raises(TypeError):
+        engine.put(np.array([object()]))
+    with pytest.raises(TypeError):
+        engine.get("not a ref")
+    r = engine.put(b"x")
+    with pytest.raises(ValueError):
+        engine.get(r, timeout=-1)
+    with pytest.raises(ValueError):
+        engine.get(r, timeout=float("nan"))
+    with pytest.raises(ValueError):
+        engine.create(-1)
+    with pytest.raises(ValueError):
+        engine.wait([r], num_returns=2)
+    with pytest.raises(TypeError):
+        engine.wait([r, 3])
+    with pytest.raises(TypeError):
+        engine.array((2,), np.complex128)
+    with pytest.raises(ValueError):
+        engine.array((-1, 2), np.int32)       # hive says why
+    with pytest.raises(ValueError):
+        engine.array((1,) * 9, np.int8)
+    with pytest.raises(ValueError):
+        hive.Engine(workers=-1)
+    with pytest.raises(ValueError):
+        hive.Engine(store_bytes=100)          # hive's minimum is 4096
+    with pytest.raises(ValueError):
+        lib.submit("no_such_function")
+    with pytest.raises(TypeError):
+        lib.submit("py_sum_f64", object())
+    with pytest.raises(TypeError):
+        lib.submit("py_sum_f64", bogus=1)
+    c = lib.actor("py_counter")
+    with pytest.raises(ValueError):
+        c.call("no_such_method")
+    with pytest.raises(ValueError):
+        c.call("add", 1, priority=7)
+    with pytest.raises(OSError):
+        engine.load("/nonexistent/libnothing.so")
+    a = engine.array((3,), np.int64)
+    with pytest.raises(IndexError):
+        a.add(3, 1)
+    with pytest.raises(TypeError):
+        a.add(0, 1.5)
+    with pytest.raises(TypeError):
+        (a + 1).add(0, 1)                    # a ufunc result is not hive memory

@@ -1,0 +1,186 @@
+# test_objects.py - put/get/create/wait from Python: zero-copy (the numpy
+# data pointer is the payload's address in the store, the one a C task is
+# handed), lifetimes (dropping the Python objects empties the store; a view
+# outlives its Ref), the GIL released while get blocks.
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import hive
+from conftest import eventually
+
+
+def addr_in_task(lib, arg):
+    """(address, size) of arg's payload as a C task sees it"""
+    out = np.frombuffer(lib.submit("py_addr", arg).get(), np.uint64)
+    return int(out[0]), int(out[1])
+
+
+def test_numpy_put_get_is_zero_copy(engine, lib):
+    a = np.arange(12.0).reshape(3, 4)
+    ref = engine.put(a)
+    v = engine.get(ref)
+    assert isinstance(v, np.ndarray) and v.dtype == a.dtype and v.shape == a.shape
+    assert np.array_equal(v, a)
+    assert not v.flags.writeable
+    with pytest.raises(ValueError):
+        v[0, 0] = 1
+    addr, size = addr_in_task(lib, ref)
+    assert v.ctypes.data == addr            # the task reads the bytes numpy points at
+    assert size >= a.nbytes
+    assert engine.get(ref).ctypes.data == addr   # a second get: the same bytes again
+
+
+def test_bytes_put_get_memoryview(engine, lib):
+    ref = engine.put(b"hello hive")
+    m = engine.get(ref)
+    assert isinstance(m, memoryview) and m.readonly
+    assert bytes(m) == b"hello hive"
+    addr, size = addr_in_task(lib, ref)
+    assert np.frombuffer(m, np.uint8).ctypes.data == addr and size == 10
+
+
+def test_structured_and_scalar_dtypes_round_trip(engine):
+    rec = np.zeros(3, dtype=[("x", np.float32), ("n", np.int16)])
+    rec["x"] = [1.5, 2.5, 3.5]
+    rec["n"] = [1, 2, 3]
+    got = engine.get(engine.put(rec))
+    assert got.dtype == rec.dtype and np.array_equal(got, rec)
+    z = engine.get(engine.put(np.array(7.0)))
+    assert z.shape == () and z == 7.0
+    s = engine.get(engine.put(np.int8(-3)))   # a numpy scalar keeps its type too
+    assert s.dtype == np.int8 and s == -3
+    strided = np.arange(10)[::3]            # not contiguous: put copies it contiguous
+    assert np.array_equal(engine.get(engine.put(strided)), [0, 3, 6, 9])
+
+
+def test_create_then_seal(engine, lib):
+    ref, mv = engine.create(16)
+    assert not mv.readonly
+    mv[:] = bytes(range(16))
+    with pytest.raises(hive.Timeout):
+        engine.get(ref, timeout=0)          # not sealed yet
+    engine.seal(ref)
+    got = engine.get(ref)
+    assert bytes(got) == bytes(range(16))
+    assert np.frombuffer(got, np.uint8).ctypes.data == np.frombuffer(mv, np.uint8).ctypes.data
+    assert addr_in_task(lib, ref) == (np.frombuffer(mv, np.uint8).ctypes.data, 16)
+    with pytest.raises(hive.Error):
+        engine.seal(ref)                    # twice
+
+
+def test_task_result_and_ref_argument(engine, lib):
+    ref = engine.put(np.arange(10.0))
+    fut = lib.submit("py_sum_f64", ref)
+    assert isinstance(fut, hive.Future)
+    assert np.frombuffer(fut.get(timeout=30), np.float64)[0] == 45.0
+    inline = lib.submit("py_sum_f64", np.arange(4.0))   # a buffer goes inline (copied)
+    assert np.frombuffer(engine.get(inline), np.float64)[0] == 6.0
+
+
+def test_wait_like_ray(engine, lib):
+    spin = lib.submit("py_spin")
+    done = lib.submit("py_sum_f64", np.ones(3))
+    ready, rest = engine.wait([spin, done], num_returns=1)
+    assert ready == [done] and rest == [spin]
+    ready, rest = engine.wait([spin, done], num_returns=2, timeout=0.01)
+    assert ready == [done] and rest == [spin]   # the deadline passed: what was ready
+    assert spin.cancel()
+    ready, rest = engine.wait([spin, done], num_returns=2)
+    assert len(ready) == 2 and rest == []
+
+
+def store_empty(engine):
+    s = engine.stats()
+    return s["objects"] == 0 and s["used"] == 0
+
+
+def test_dropping_every_python_object_empties_the_store(engine, lib):
+    assert store_empty(engine)
+    refs = [engine.put(np.full(1000, i)) for i in range(5)]
+    views = [engine.get(r) for r in refs]
+    raw = engine.get(engine.put(b"x" * 100_000))
+    cref, cview = engine.create(4096)
+    engine.seal(cref)
+    arr = engine.array((64, 64), np.float32)
+    part = arr[3:9, ::2]
+    cell = engine.cell(refs[0])
+    cell.publish(refs[1])
+    got = cell.acquire()
+    fut = lib.submit("py_sum_f64", refs[2])
+    fut.get()
+    rb = engine.replay(128, np.float64, (4,))
+    rb.push(np.ones((8, 4)))
+    actor = lib.actor("py_counter", 1)
+    actor.call("add", 2).get()
+    s = engine.stats()
+    assert s["objects"] >= 10 and s["used"] > 100_000
+    del refs, views, raw, cref, cview, arr, part, cell, got, fut, rb, actor
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
+def test_view_outlives_its_ref(engine):
+    ref = engine.put(np.arange(1000, dtype=np.int32))
+    v = engine.get(ref)
+    del ref
+    gc.collect()
+    assert engine.stats()["objects"] == 1     # the view's count keeps it
+    assert np.array_equal(v, np.arange(1000))
+    slice_ = v[10:20]
+    del v
+    gc.collect()
+    assert np.array_equal(slice_, np.arange(10, 20))   # numpy's base chain keeps the Buffer
+    assert engine.stats()["objects"] == 1
+    del slice_
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
+def test_close_waits_for_the_last_view():
+    eng = hive.Engine(workers=1, store_bytes=1 << 20)
+    v = eng.get(eng.put(np.arange(5)))
+    eng.close()
+    assert eng.closed
+    with pytest.raises(hive.ShutDown):
+        eng.put(b"x")
+    assert list(v) == [0, 1, 2, 3, 4]         # still mapped: shutdown waits for it
+    del v
+    gc.collect()
+    with pytest.raises(hive.ShutDown):
+        eng.stats()
+
+
+def test_get_releases_the_gil(engine):
+    ref, mv = engine.create(8)
+    entered = threading.Event()
+    result = {}
+
+    def getter():
+        entered.set()
+        try:
+            result["value"] = bytes(engine.get(ref, timeout=20))
+        except hive.Error as e:
+            result["error"] = e
+
+    t = threading.Thread(target=getter)
+    t.start()
+    entered.wait()
+    # this thread needs the GIL to go on; had get kept it, the getter would
+    # time out before the seal below, and result would hold a Timeout
+    progress = 0
+    for _ in range(100_000):
+        progress += 1
+    mv[:] = b"released"
+    engine.seal(ref)
+    t.join()
+    assert progress == 100_000
+    assert result == {"value": b"released"}
+
+
+def test_ref_identity_and_repr(engine):
+    r = engine.put(b"a")
+    assert r == r and r != engine.put(b"a")
+    assert hash(r) == hash(r)
+    assert r.id != 0 and hex(r.id)[2:] in repr(r)
+    assert bytes(r.get()) == b"a"
