@@ -328,8 +328,9 @@ static const hive_method_t counter_methods[NMETHODS] = {
 };
 static const hive_method_t empty_methods[1] = { { "echo", empty_echo, HIVE_PRIO_NORMAL } };
 static const hive_actor_class_t classes[2] = {
-    { "counter", sizeof(counter_t), counter_init, counter_fini, counter_methods, NMETHODS },
-    { "empty", 0, NULL, NULL, empty_methods, 1 },
+    { .name = "counter", .size = sizeof(counter_t), .init = counter_init, .fini = counter_fini,
+      .methods = counter_methods, .nmethods = NMETHODS },
+    { .name = "empty", .methods = empty_methods, .nmethods = 1 },
 };
 
 /* ------------------------------------------------------------ setup */
@@ -737,7 +738,7 @@ static void op_submit(interp_t *in)
     int fn = fz_u8(f) % NFN;
     argset_t as;
     decode_args(in, &as, MAX_ARGS);
-    hive_opts_t ob;
+    hive_opts_t ob = { 0 };
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
     int token = fn == F_SPIN && as.n < MAX_ARGS ? add_spin_token(&as) : -1;
@@ -979,7 +980,7 @@ static void op_call(interp_t *in)
         for (size_t i = 0; i < as.n; i++)
             if (as.ref[i] != NULL && waits_for_actor(in, obj_index(in, as.ref[i]), ai, 0))
                 in->actors[ai].self_wait = true;
-    hive_opts_t ob;
+    hive_opts_t ob = { 0 };
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
     bool spins = !fake && in->actors[ai].cls == 0 && method == M_SPIN;
