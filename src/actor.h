@@ -33,5 +33,7 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);
+/* Actors created so far and those not dead now (stats.c). */
+void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive);
 
 #endif

@@ -12,6 +12,7 @@
 #include "store.h"
 #include "sched.h"
 #include "topo.h"
+#include "trace.h"
 
 #define HIVE_MAX_WORKERS 4096
 
@@ -22,6 +23,7 @@ struct hive {
     hive__sched_t sched;
     hive__locals_t locals;
     hive__actors_t actors;
+    hive__trace_t trace;          /* the timeline recorder (off unless asked for) */
     unsigned      nworkers;
     bool          pin;
 };
