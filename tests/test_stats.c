@@ -90,7 +90,7 @@ static void test_numbers_add_up(void **state)
     uint64_t tasks = (uint64_t)N_TASKS + N_FORKS + (uint64_t)N_FORKS * N_KIDS;
     assert_int_equal(s.total.tasks, tasks);
     assert_int_equal(s.total.methods, N_CALLS);
-    assert_true(s.total.jobs >= tasks + N_CALLS);
+    assert_true(s.total.jobs > tasks);           /* each task a job; turns run the calls */
     assert_int_equal(s.actors_created, 2);
     assert_int_equal(s.actors_alive, 1);
     assert_int_equal(s.actors_dead, 1);
