@@ -66,6 +66,8 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
                                        "pack:2 numa:1 core:4 pu:1": placement follows it, no binding */
     const char *trace_path;         /* NULL: $HIVE_TRACE if set, else no timeline; else where
                                        hive_shutdown writes a Chrome trace (JSON; see hive_init) */
+    int         publish_stats;      /* nonzero (or $HIVE_STATS=1): publish statistics for
+                                       tools/hive-top every 100 ms (see hive_init) */
 } hive_config_t;
 
 /*
@@ -99,6 +101,12 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * victim), parks and wakes, spans for parked time, and counters of store
  * bytes, live objects and queued jobs per lane. The file is created here:
  * HIVE_EINVAL with the reason if it cannot be.
+ *
+ * Live statistics: with publish_stats (or HIVE_STATS=1) a thread writes
+ * hive_stats and every worker's figures as JSON to
+ * $HIVE_STATS_DIR/hive-<pid>-<n>.json (default directory /dev/shm; mode
+ * 0600, replaced whole by a rename every 100 ms, removed by hive_shutdown);
+ * tools/hive-top shows them. HIVE_EINVAL if the file cannot be written.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 

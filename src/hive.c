@@ -79,6 +79,12 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
         hive__trace_close(&h->trace, h);
         goto fail_store;
     }
+    rc = hive__publish_start(h, cfg->publish_stats != 0);
+    if (rc != HIVE_OK) {
+        hive__sched_stop(&h->sched);     /* no actor or task exists yet */
+        hive__trace_close(&h->trace, h);
+        goto fail_store;
+    }
     *out = h;
     return HIVE_OK;
 
@@ -103,6 +109,7 @@ int hive_shutdown(hive_t *h)
     /* 1. no job starts from now on; every object still pending fails with
      *    HIVE_ESHUTDOWN, so every waiter - a task inside hive_get, an actor
      *    waiting for a call's argument, a user thread - returns */
+    hive__publish_stop(h);               /* it reads the workers' counters */
     hive__sched_begin_stop(&h->sched);
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     /* 2. running jobs end; queued ones are dropped (their results fail) and

@@ -11,6 +11,7 @@
 #include "local.h"
 #include "store.h"
 #include "sched.h"
+#include "publish.h"
 #include "topo.h"
 #include "trace.h"
 
@@ -24,6 +25,7 @@ struct hive {
     hive__locals_t locals;
     hive__actors_t actors;
     hive__trace_t trace;          /* the timeline recorder (off unless asked for) */
+    hive__publish_t publish;      /* the statistics file for hive-top (off unless asked for) */
     unsigned      nworkers;
     bool          pin;
 };

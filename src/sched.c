@@ -327,9 +327,12 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
 static void park(hive__worker_t *w)
 {
     uint64_t t0 = hive__now_ns(), slept_at = 0;
+    /* relaxed: statistics; a reader may count a spell's end twice for a moment */
+    atomic_store_explicit(&w->idle_since, t0, memory_order_relaxed);
     bool slept = idle_wait(w, t0, &slept_at);
     uint64_t t1 = hive__now_ns();
     hive__count(&w->idle_ns, t1 - t0);
+    atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
     if (unlikely(w->tring != NULL) && slept) {
         hive__trace_put(w->tring, false, HIVE__TEV_PARKED, slept_at, t1 - slept_at, 0, NULL, NULL, 0);
         hive__trace_put(w->tring, false, HIVE__TEV_WAKE, t1, 0, 0, NULL, NULL, 0);
@@ -467,7 +470,12 @@ static void start_parked(hive__job_t *job, hive__worker_t *w)
         return;                          /* dropped at a failed start: nothing to undo */
     /* relaxed: a statistic; this job is not work */
     atomic_fetch_sub_explicit(&w->jobs, 1, memory_order_relaxed);
+    uint64_t t0 = hive__now_ns();
+    /* relaxed: statistics (as in park) */
+    atomic_store_explicit(&w->idle_since, t0, memory_order_relaxed);
     park_sleep(w, true);
+    hive__count(&w->idle_ns, hive__now_ns() - t0);   /* asleep until the first work: idle */
+    atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
 }
 
 static void free_tables(hive__sched_t *s, unsigned n)

@@ -77,6 +77,7 @@ typedef struct hive__worker {
     _Atomic uint64_t    methods;              /* actor methods it ran */
     _Atomic uint64_t    woken;                /* times it slept and was woken */
     _Atomic uint64_t    idle_ns;              /* time spent looking for work and parked */
+    _Atomic uint64_t    idle_since;           /* when the idle spell now under way began, or 0 */
     _Atomic uint32_t    help_max;             /* deepest helping nesting seen */
     uint64_t            start_ns;             /* when it started (set before its thread) */
     struct hive__tring *tring;                /* its timeline ring, NULL when not tracing */

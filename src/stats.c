@@ -46,6 +46,9 @@ static void worker_figures(hive__worker_t *w, uint64_t now, hive_worker_stats_t 
         .parks = load(&w->parks), .wakes = load(&w->woken), .idle_ns = load(&w->idle_ns),
         .help_depth_max = atomic_load_explicit(&w->help_max, memory_order_relaxed),
     };
+    uint64_t since = load(&w->idle_since);     /* an idle spell not yet counted */
+    if (since != 0 && now > since)
+        o->idle_ns += now - since;
     uint64_t up = now > w->start_ns ? now - w->start_ns : 0;
     o->busy_ns = up > o->idle_ns ? up - o->idle_ns : 0;
 }
