@@ -3,7 +3,8 @@
  * named tasks, nested helping waits, untitled tasks and actor calls is
  * traced, and tools/trace-check.py (run with /usr/bin/python3) checks the
  * file's structure: tracks, nesting, each submitted task once, flows.
- * The checker itself is shown to reject a broken trace.
+ * The checker itself is shown to reject a broken trace, and tools/hive-trace
+ * draws the file as a PNG.
  */
 #include "testutil.h"
 
@@ -148,6 +149,18 @@ static void test_timeline_structure(void **state)
     assert_non_null(strstr(text, "\"worker 3 (node 1, core 3, pu 3)\""));
     assert_non_null(strstr(text, "\"name\":\"untitled_task\""));   /* -rdynamic: by its symbol */
     assert_non_null(strstr(text, "\"name\":\"store\""));
+    /* tools/hive-trace draws it: a PNG comes out */
+    char png[80], cmd[256];
+    snprintf(png, sizeof png, "%s.png", path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/hive-trace %s %s > /dev/null", path, png);
+    assert_int_equal(system(cmd), 0);
+    f = fopen(png, "rb");
+    assert_non_null(f);
+    unsigned char magic[8] = { 0 };
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+    remove(png);
     remove(path);
 }
 
