@@ -2,7 +2,9 @@
  * test_top.c - live statistics for hive-top: an engine with publish_stats
  * writes its file, `tools/hive-top --once` (run with /usr/bin/python3)
  * shows its workers and store, the figures follow the work done, and the
- * file is gone after shutdown. HIVE_STATS=1 turns it on too.
+ * file is gone after shutdown. HIVE_STATS=1 turns it on too. And as a
+ * person would: hive-top's live screen in a tmux pane, captured, shows the
+ * workers and the store, and its figures move as work is done.
  */
 #include "testutil.h"
 
@@ -99,6 +101,47 @@ static void test_published_and_shown(void **state)
     rmdir(dir);
 }
 
+/* The visible pane of tmux session name, into out. */
+static void capture(const char *name)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "tmux capture-pane -p -t %s", name);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    pclose(p);
+}
+
+static void test_live_screen_in_tmux(void **state)
+{
+    (void)state;
+    char dir[] = "test_top_XXXXXX", name[64], cmd[512];
+    assert_non_null(mkdtemp(dir));
+    setenv("HIVE_STATS_DIR", dir, 1);
+    hive_config_t cfg = { .workers = 2, .store_bytes = 16u << 20, .no_pin = 1,
+                          .topology = "pack:1 numa:2 core:1 pu:1", .publish_stats = 1 };
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    snprintf(name, sizeof name, "hive-top-test-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "tmux new-session -d -s %s -x 150 -y 20 "
+             "'/usr/bin/python3 tools/hive-top --dir %s --pid %d --interval 0.2'",
+             name, dir, (int)getpid());
+    assert_int_equal(system(cmd), 0);
+    run_tasks(h, 30);
+    WAIT_UNTIL((capture(name), strstr(out, "total   tasks 30 ") != NULL), 20000);
+    assert_non_null(strstr(out, "worker 1   n1  c1"));
+    assert_non_null(strstr(out, "  store   ["));
+    run_tasks(h, 12);
+    WAIT_UNTIL((capture(name), strstr(out, "total   tasks 42 ") != NULL), 20000);
+    snprintf(cmd, sizeof cmd, "tmux send-keys -t %s q; sleep 0.3; tmux kill-session -t %s "
+             "2>/dev/null", name, name);
+    (void)system(cmd);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    unsetenv("HIVE_STATS_DIR");
+    rmdir(dir);
+}
+
 static void test_bad_directory_fails_init(void **state)
 {
     (void)state;
@@ -114,6 +157,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_published_and_shown),
+        cmocka_unit_test(test_live_screen_in_tmux),
         cmocka_unit_test(test_bad_directory_fails_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
