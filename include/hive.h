@@ -258,8 +258,9 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out);
  * rings and worker deques now; actors_created, actors_alive (not yet dead),
  * actors_dead = created - alive; the store as hive_store_stats; trace_events
  * recorded and trace_dropped (overwritten in a full ring) when tracing.
- * HIVE_EINVAL for a NULL engine or out, a size below the first version's,
- * or a worker index out of range.
+ * HIVE_EINVAL for a NULL engine or out, a size that does not reach .total
+ * (hive_stats) or .methods (hive_worker_stats), or a worker index out of
+ * range.
  */
 typedef struct hive_worker_stats {
     uint64_t tasks, methods, jobs;

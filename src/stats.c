@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include <string.h>
 
+/* The least a caller's struct must hold: hive_stats up to .total,
+ * hive_worker_stats up to .methods. Fields past size are not written. */
+#define STATS_MIN  (offsetof(hive_stats_t, total) + sizeof(hive_worker_stats_t))
+#define WORKER_MIN (offsetof(hive_worker_stats_t, methods) + sizeof(uint64_t))
+
 static uint64_t load(_Atomic uint64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);   /* a statistic */
@@ -84,9 +89,9 @@ int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_
 {
     if (h == NULL || out == NULL)
         return hive__fail(HIVE_EINVAL, "hive_worker_stats: %s is NULL", h ? "out" : "engine");
-    if (size < offsetof(hive_worker_stats_t, help_depth_max))
-        return hive__fail(HIVE_EINVAL, "hive_worker_stats: size %zu is below the first "
-                          "version's %zu bytes", size, offsetof(hive_worker_stats_t, help_depth_max));
+    if (size < WORKER_MIN)
+        return hive__fail(HIVE_EINVAL, "hive_worker_stats: size %zu is below the %zu bytes up to "
+                          "methods", size, WORKER_MIN);
     if (index >= h->nworkers)
         return hive__fail(HIVE_EINVAL, "hive_worker_stats: worker %u out of range, engine has %u",
                           index, h->nworkers);
@@ -100,9 +105,9 @@ int hive_stats(hive_t *h, hive_stats_t *out, size_t size)
 {
     if (h == NULL || out == NULL)
         return hive__fail(HIVE_EINVAL, "hive_stats: %s is NULL", h ? "out" : "engine");
-    if (size < offsetof(hive_stats_t, trace_dropped))
-        return hive__fail(HIVE_EINVAL, "hive_stats: size %zu is below the first version's "
-                          "%zu bytes", size, offsetof(hive_stats_t, trace_dropped));
+    if (size < STATS_MIN)
+        return hive__fail(HIVE_EINVAL, "hive_stats: size %zu is below the %zu bytes up to total",
+                          size, STATS_MIN);
     hive_stats_t full = { .workers = h->nworkers, .nodes = h->topo.nnodes };
     uint64_t now = hive__now_ns();
     for (unsigned i = 0; i < h->nworkers; i++) {

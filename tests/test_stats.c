@@ -146,6 +146,7 @@ static void test_size_versioning(void **state)
         assert_int_equal(u.b[i], 0);
     hive_stats_t s;
     ASSERT_FAILS_WITH(hive_stats(h, &s, 8), HIVE_EINVAL, "size 8 is below");
+    assert_int_equal(hive_stats(h, &s, offsetof(hive_stats_t, queued)), HIVE_OK);   /* up to total */
     ASSERT_FAILS_WITH(hive_stats(NULL, &s, sizeof s), HIVE_EINVAL, "engine is NULL");
     ASSERT_FAILS_WITH(hive_stats(h, NULL, sizeof s), HIVE_EINVAL, "out is NULL");
     hive_worker_stats_t w;
