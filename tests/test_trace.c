@@ -8,6 +8,7 @@
  */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -186,6 +187,57 @@ static void test_env_and_dropping(void **state)
     remove(path);
 }
 
+#define N_THREADS 3
+#define N_EACH    60
+
+static void *submitter(void *arg)
+{
+    static const hive_opts_t FROM_THREAD = { .name = "from_thread" };
+    hive_t *h = arg;
+    for (int i = 0; i < N_EACH; i++) {
+        hive_ref_t r;
+        if (hive_submit(h, leaf, NULL, 0, &FROM_THREAD, &r) != HIVE_OK)
+            return (void *)1;
+        get_and_release(h, r);
+    }
+    return NULL;
+}
+
+/* Several user threads submit at once into the shared ring: each gets a
+ * track of its own, on which its submits nest, and every task is there. */
+static void test_user_threads(void **state)
+{
+    (void)state;
+    char path[64];
+    temp_path(path, sizeof path);
+    hive_config_t cfg = { .workers = 2, .store_bytes = 64u << 20, .no_pin = 1, .trace_path = path };
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    pthread_t t[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, submitter, h), 0);
+    for (int i = 0; i < N_THREADS; i++) {
+        void *rv;
+        assert_int_equal(pthread_join(t[i], &rv), 0);
+        assert_null(rv);
+    }
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    char extra[64];
+    snprintf(extra, sizeof extra, "from_thread=%d", N_THREADS * N_EACH);
+    assert_int_equal(run_checker(path, extra), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 22];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    int tracks = 0;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"thread ")) != NULL; p++)
+        tracks++;
+    assert_int_equal(tracks, N_THREADS);
+    remove(path);
+}
+
 /* Off: nothing is recorded. */
 static void test_off_records_nothing(void **state)
 {
@@ -238,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timeline_structure),
         cmocka_unit_test(test_env_and_dropping),
+        cmocka_unit_test(test_user_threads),
         cmocka_unit_test(test_off_records_nothing),
         cmocka_unit_test(test_checker_rejects_broken_traces),
     };
