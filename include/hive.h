@@ -257,7 +257,8 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out);
  * Engine: queued[lane] (lane 0 HIGH, 1 NORMAL, 2 LOW) jobs in the shared
  * rings and worker deques now; actors_created, actors_alive (not yet dead),
  * actors_dead = created - alive; the store as hive_store_stats; trace_events
- * recorded and trace_dropped (overwritten in a full ring) when tracing.
+ * recorded and trace_dropped (overwritten in a full ring) when tracing;
+ * actors_restarts, the rebuilds done after HIVE_RESTART.
  * HIVE_EINVAL for a NULL engine or out, a size that does not reach .total
  * (hive_stats) or .methods (hive_worker_stats), or a worker index out of
  * range.
@@ -278,6 +279,7 @@ typedef struct hive_stats {
     uint64_t            actors_created, actors_alive, actors_dead;
     hive_store_stats_t  store;
     uint64_t            trace_events, trace_dropped;
+    uint64_t            actors_restarts;   /* rebuilds after a method returned HIVE_RESTART */
 } hive_stats_t;
 
 int hive_stats(hive_t *h, hive_stats_t *out, size_t size);

@@ -132,6 +132,7 @@ void hive__actors_init(hive__actors_t *r)
     r->names = NULL;
     atomic_init(&r->next, 0);
     atomic_init(&r->dying, 0);
+    atomic_init(&r->restarts, 0);
 }
 
 /* Was id ever an actor of this engine? (Then, if the table lacks it, dead.) */
@@ -308,6 +309,8 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
         return;
     }
     a->restarts++;
+    /* relaxed: a statistic (hive_stats) */
+    atomic_fetch_add_explicit(&a->h->actors.restarts, 1, memory_order_relaxed);
     finalize(a);
     if (a->cls.size)
         memset(a->state, 0, a->cls.size);

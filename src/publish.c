@@ -72,12 +72,14 @@ static int write_snapshot(hive_t *h)
     program_name(prog, sizeof prog);
     fprintf(f, "{\"pid\":%d,\"program\":\"%s\",\"time\":%lld.%03ld,\"workers_n\":%u,\"nodes\":%u,"
             "\"queued\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],"
-            "\"actors\":{\"created\":%" PRIu64 ",\"alive\":%" PRIu64 ",\"dead\":%" PRIu64 "},"
+            "\"actors\":{\"created\":%" PRIu64 ",\"alive\":%" PRIu64 ",\"dead\":%" PRIu64
+            ",\"restarts\":%" PRIu64 "},"
             "\"store\":{\"capacity\":%zu,\"used\":%zu,\"objects\":%" PRIu64 ",\"resident\":%zu},"
             "\"trace\":{\"events\":%" PRIu64 ",\"dropped\":%" PRIu64 "},\"workers\":[",
             (int)getpid(), prog, (long long)now.tv_sec,
             now.tv_nsec / 1000000, s.workers, s.nodes, s.queued[0], s.queued[1], s.queued[2],
-            s.actors_created, s.actors_alive, s.actors_dead, s.store.capacity, s.store.used,
+            s.actors_created, s.actors_alive, s.actors_dead, s.actors_restarts, s.store.capacity,
+            s.store.used,
             s.store.objects, s.store.resident, s.trace_events, s.trace_dropped);
     for (unsigned i = 0; i < s.workers; i++)
         write_worker(f, h, i);

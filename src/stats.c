@@ -123,6 +123,7 @@ int hive_stats(hive_t *h, hive_stats_t *out, size_t size)
     if (rc != HIVE_OK)
         return rc;
     hive__trace_counts(&h->trace, &full.trace_events, &full.trace_dropped);
+    full.actors_restarts = load(&h->actors.restarts);
     copy_out(out, size, &full, sizeof full);
     return HIVE_OK;
 }

@@ -43,9 +43,17 @@ static int bump(void *self, hive_ctx_t *ctx)
     return 0;
 }
 
-static const hive_method_t METHODS[] = { { .name = "bump", .fn = bump } };
+static int crash(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    (void)ctx;
+    return HIVE_RESTART;
+}
+
+static const hive_method_t METHODS[] = { { .name = "bump", .fn = bump },
+                                         { .name = "crash", .fn = crash } };
 static const hive_actor_class_t CLS = { .name = "Bumper", .size = sizeof(int),
-                                        .methods = METHODS, .nmethods = 1 };
+                                        .methods = METHODS, .nmethods = 2 };
 
 static void wait_ref(hive_t *h, hive_ref_t r)
 {
@@ -83,16 +91,29 @@ static void test_numbers_add_up(void **state)
         assert_int_equal(hive_call(h, i % 2 ? a : b, 0, NULL, 0, NULL, &r), HIVE_OK);
         wait_ref(h, r);
     }
+    hive_actor_opts_t again = { .max_restarts = 5 };
+    hive_actor_t c;
+    assert_int_equal(hive_actor_new(h, &CLS, NULL, 0, &again, &c), HIVE_OK);
+    for (int i = 0; i < 2; i++) {                /* two crashes: two rebuilds */
+        assert_int_equal(hive_call(h, c, 1, NULL, 0, NULL, &r), HIVE_OK);
+        const void *p;
+        size_t n;
+        assert_int_equal(hive_get(h, r, 60 * 1000000000ll, &p, &n), HIVE_ETASK);
+        hive_release(h, r);
+    }
+    assert_int_equal(hive_call(h, c, 0, NULL, 0, NULL, &r), HIVE_OK);   /* after the rebuilds */
+    wait_ref(h, r);
     assert_int_equal(hive_actor_kill(h, b), HIVE_OK);
 
     hive_stats_t s;
     assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
     uint64_t tasks = (uint64_t)N_TASKS + N_FORKS + (uint64_t)N_FORKS * N_KIDS;
     assert_int_equal(s.total.tasks, tasks);
-    assert_int_equal(s.total.methods, N_CALLS);
+    assert_int_equal(s.total.methods, N_CALLS + 3);
+    assert_int_equal(s.actors_restarts, 2);
     assert_true(s.total.jobs > tasks);           /* each task a job; turns run the calls */
-    assert_int_equal(s.actors_created, 2);
-    assert_int_equal(s.actors_alive, 1);
+    assert_int_equal(s.actors_created, 3);
+    assert_int_equal(s.actors_alive, 2);
     assert_int_equal(s.actors_dead, 1);
     assert_int_equal(s.store.capacity, 64u << 20);
     assert_int_equal(s.trace_events, 0);
