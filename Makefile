@@ -106,9 +106,10 @@ $(B)/%.pc: %.pc.in Makefile
 	$(PC_SUBST) $< > $@
 
 # ------------------------------------------------------------------ tests
+# -rdynamic: the timeline names untitled tasks by their symbols (dladdr)
 $(B)/tests/%: tests/%.c tests/testutil.h $(B)/libhive.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< -o $@ $(B)/libhive.a $(LDFLAGS) $(LIBS) -lcmocka
+	$(CC) $(CFLAGS) -Itests $< -o $@ $(B)/libhive.a $(LDFLAGS) -rdynamic $(LIBS) -lcmocka
 
 $(B)/tests/stress_%: tests/stress/%.c tests/testutil.h $(B)/libhive.a
 	@mkdir -p $(dir $@)
@@ -116,7 +117,7 @@ $(B)/tests/stress_%: tests/stress/%.c tests/testutil.h $(B)/libhive.a
 
 $(B)/examples/%: examples/%.c $(B)/libhive.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< -o $@ $(B)/libhive.a $(LDFLAGS) $(LIBS)
+	$(CC) $(CFLAGS) $< -o $@ $(B)/libhive.a $(LDFLAGS) -rdynamic $(LIBS)
 
 examples: $(EXAMPLE_BINS)
 

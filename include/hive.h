@@ -64,7 +64,10 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
     int         no_pin;             /* nonzero: do not bind workers to cores */
     const char *topology;           /* NULL: this machine; else an hwloc synthetic description such as
                                        "pack:2 numa:1 core:4 pu:1": placement follows it, no binding */
-    const char *trace_path;         /* NULL: no timeline; else a Chrome trace JSON written at shutdown */
+    const char *trace_path;         /* NULL: $HIVE_TRACE if set, else no timeline; else where
+                                       hive_shutdown writes a Chrome trace (JSON; see hive_init) */
+    int         publish_stats;      /* nonzero (or $HIVE_STATS=1): publish statistics for
+                                       tools/hive-top every 100 ms (see hive_init) */
     int         prefault;           /* nonzero: touch the store's memory for large objects at init
                                        (capacity bytes in all, split over the NUMA nodes), so the
                                        first big puts copy at memory speed instead of faulting pages
@@ -86,6 +89,28 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * (2^47 bytes, or RLIMIT_AS), with the arithmetic in the sentence;
  * HIVE_ETOPO if discovery or binding fails, HIVE_ENOMEM if memory, threads
  * or the mapping cannot be had.
+ *
+ * Timeline: with trace_path (or the environment variable HIVE_TRACE=path
+ * when trace_path is NULL) every worker records what it does into a ring of
+ * its own, allocated here: $HIVE_TRACE_EVENTS events per worker (default
+ * 65536, 48 bytes each, pages touched only as used; when full the oldest
+ * are overwritten and counted). Recording takes no lock, no malloc and no
+ * system call. hive_shutdown writes Chrome Trace Event JSON to the path
+ * (open it in ui.perfetto.dev or chrome://tracing): a track per worker
+ * named "worker i (node n, core c, pu p)", a span per task (named by
+ * hive_opts_t.name, else its function's symbol) and per actor method
+ * ("Class.method"; with tracing on the class's name strings must live until
+ * hive_shutdown), nested as helping nests them, a short span per submit and
+ * call with a flow arrow to where it ran, instants for steals ("from": the
+ * victim), parks and wakes, spans for parked time, and counters of store
+ * bytes, live objects and queued jobs per lane. The file is created here:
+ * HIVE_EINVAL with the reason if it cannot be.
+ *
+ * Live statistics: with publish_stats (or HIVE_STATS=1) a thread writes
+ * hive_stats and every worker's figures as JSON to
+ * $HIVE_STATS_DIR/hive-<pid>-<n>.json (default directory /dev/shm; mode
+ * 0600, replaced whole by a rename every 100 ms, removed by hive_shutdown);
+ * tools/hive-top shows them. HIVE_EINVAL if the file cannot be written.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
@@ -97,7 +122,9 @@ int hive_init(const hive_config_t *cfg, hive_t **out);
  * running work finishes, queued work never runs, every worker is joined,
  * the blocked user threads have left, and every byte the engine owns is
  * freed. @h is invalid afterwards: no call may start on it once shutdown
- * has begun. Must not be called from inside the engine.
+ * has begun. Must not be called from inside the engine. With a timeline,
+ * it is written last; HIVE_EINVAL if the file cannot be written (the engine
+ * is gone all the same).
  */
 int hive_shutdown(hive_t *h);
 
@@ -210,6 +237,58 @@ typedef struct hive_store_stats {
     size_t   resident;
 } hive_store_stats_t;
 int hive_store_stats(hive_t *h, hive_store_stats_t *out);
+
+/* ------------------------------------------------------------ statistics
+ *
+ * hive_stats - what the engine has done and holds now. The structs grow at
+ * their end only: pass sizeof of the struct you compiled with; fields past
+ * it are not written, fields the library does not know stay zero, and the
+ * return value is HIVE_OK. Counters come from each worker's own counters
+ * (no shared line is written on the hot path) and are summed on read, so a
+ * snapshot taken while work runs is a moment's view, each figure exact for
+ * the work that has finished before the call began.
+ *
+ * Per worker (hive_worker_stats; hive_stats_t.total is the sum):
+ *   tasks, methods    tasks / actor methods it ran (a retried task once)
+ *   jobs              everything it ran (tasks, methods, actor turns)
+ *   steals_same_node, steals_other_node  jobs it took from other workers'
+ *                     deques of its node / of other nodes
+ *   stolen_same_node, stolen_other_node  jobs taken from its deque by
+ *                     workers of its node / of other nodes
+ *   parks, wakes      times it went to sleep / was woken from sleep
+ *   busy_ns, idle_ns  time since it started running jobs / looking for work
+ *                     or asleep (busy = uptime - idle)
+ *   help_depth_max    deepest nesting of jobs run while waiting in a job
+ * Engine: queued[lane] (lane 0 HIGH, 1 NORMAL, 2 LOW) jobs in the shared
+ * rings and worker deques now; actors_created, actors_alive (not yet dead),
+ * actors_dead = created - alive; the store as hive_store_stats; trace_events
+ * recorded and trace_dropped (overwritten in a full ring) when tracing;
+ * actors_restarts, the rebuilds done after HIVE_RESTART.
+ * HIVE_EINVAL for a NULL engine or out, a size that does not reach .total
+ * (hive_stats) or .methods (hive_worker_stats), or a worker index out of
+ * range.
+ */
+typedef struct hive_worker_stats {
+    uint64_t tasks, methods, jobs;
+    uint64_t steals_same_node, steals_other_node;
+    uint64_t stolen_same_node, stolen_other_node;
+    uint64_t parks, wakes;
+    uint64_t busy_ns, idle_ns;
+    uint64_t help_depth_max;            /* in .total: the maximum, not the sum */
+} hive_worker_stats_t;
+
+typedef struct hive_stats {
+    unsigned            workers, nodes;
+    hive_worker_stats_t total;
+    uint64_t            queued[3];
+    uint64_t            actors_created, actors_alive, actors_dead;
+    hive_store_stats_t  store;
+    uint64_t            trace_events, trace_dropped;
+    uint64_t            actors_restarts;   /* rebuilds after a method returned HIVE_RESTART */
+} hive_stats_t;
+
+int hive_stats(hive_t *h, hive_stats_t *out, size_t size);
+int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_t size);
 
 /* ------------------------------------------------------- shared arrays
  *
@@ -335,6 +414,11 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
                                                 an empty result (what a failed run returned is
                                                 dropped) and counts as a new task for worker-local
                                                 values. A cancelled task is never run again. */
+    const char *name;                        /* hive_submit only: the task's name on the timeline
+                                                (trace_path); NULL: its function's symbol name
+                                                (dladdr: link with -rdynamic for static ones).
+                                                With tracing on, the string must live until
+                                                hive_shutdown (a literal does). */
 } hive_opts_t;
 
 /*

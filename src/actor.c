@@ -132,6 +132,7 @@ void hive__actors_init(hive__actors_t *r)
     r->names = NULL;
     atomic_init(&r->next, 0);
     atomic_init(&r->dying, 0);
+    atomic_init(&r->restarts, 0);
 }
 
 /* Was id ever an actor of this engine? (Then, if the table lacks it, dead.) */
@@ -308,6 +309,8 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
         return;
     }
     a->restarts++;
+    /* relaxed: a statistic (hive_stats) */
+    atomic_fetch_add_explicit(&a->h->actors.restarts, 1, memory_order_relaxed);
     finalize(a);
     if (a->cls.size)
         memset(a->state, 0, a->cls.size);
@@ -330,7 +333,12 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
     rc = a->cls.methods[t->method].fn(a->state, &ctx);
+    hive__count(&w->methods, 1);
+    if (unlikely(w->tring != NULL))
+        hive__trace_span(w->tring, HIVE__TEV_METHOD, t0, t->result->id, a->cls.name,
+                         a->cls.methods[t->method].name, w->depth);
     hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     hive__task_cleanup(t);
     return rc;
@@ -908,6 +916,7 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
         rc = hive__fail(HIVE_ESHUTDOWN, "hive_call: the engine is shutting down");
         goto out;
     }
+    uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
     hive__task_t *t;
     if ((rc = hive__task_new(h, args, nargs, true, "hive_call", &t)) != HIVE_OK)
         goto out;
@@ -918,6 +927,8 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     unsigned lane = t->lane;             /* t belongs to the actor once pushed */
     hive__mpsc_t *box = likely(a->groups == NULL) ? a->lane
                                                   : a->groups[a->method_group[method]].lane;
+    if (unlikely(h->trace.on))           /* before the push: the run comes after */
+        hive__trace_submit(h, t0, result->id, a->cls.name, a->cls.methods[method].name, true);
     hive__mpsc_push(&box[lane], &t->job.node);
     kick(a, lane);
 out:
@@ -984,4 +995,16 @@ void hive__actors_shutdown(struct hive *h)
         a = next;
     }
     pthread_mutex_destroy(&r->lock);
+}
+
+void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&h->actors.lock);
+    for (hive__actor_t *a = h->actors.live; a != NULL; a = a->next)
+        n += !is_dead(a);
+    pthread_mutex_unlock(&h->actors.lock);
+    /* relaxed: a statistic; read after the list so that created >= alive */
+    *created = atomic_load_explicit(&h->actors.next, memory_order_relaxed);
+    *alive = n;
 }

@@ -18,6 +18,7 @@ typedef struct hive__actors {
     struct hive__actor_name *names; /* name -> handle id, for hive_actor_lookup */
     _Atomic uint64_t    next;       /* actors created so far (a statistic) */
     _Atomic uint64_t    dying;      /* killed or failed, state not yet given back */
+    _Atomic uint64_t    restarts;   /* rebuilds after HIVE_RESTART (a statistic) */
 } hive__actors_t;
 
 /* Actor handle ids: the handle's store id (handles.h) with bit 63 set
@@ -33,5 +34,7 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);
+/* Actors created so far and those not dead now (stats.c). */
+void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive);
 
 #endif

@@ -32,9 +32,6 @@ static int check_config(const hive_config_t *cfg)
     /* what cannot map even on one node; the arena checks again per node */
     if (cfg->store_bytes != 0 && hive__arena_check(cfg->store_bytes, 1) != HIVE_OK)
         return HIVE_EINVAL;
-    if (cfg->trace_path != NULL)
-        return hive__fail(HIVE_EINVAL, "hive_init: trace_path \"%s\" given, but this build "
-                          "has no timeline recorder yet", cfg->trace_path);
     return HIVE_OK;
 }
 
@@ -77,9 +74,20 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     /* a synthetic topology describes another machine: place by it, bind nothing */
     h->pin = !cfg->no_pin && cfg->topology == NULL;
 
-    rc = hive__sched_start(&h->sched, h, &h->topo, h->nworkers, h->pin);
+    rc = hive__trace_open(&h->trace, cfg->trace_path, h->nworkers);
     if (rc != HIVE_OK)
         goto fail_store;
+    rc = hive__sched_start(&h->sched, h, &h->topo, h->nworkers, h->pin);
+    if (rc != HIVE_OK) {
+        hive__trace_close(&h->trace, h);
+        goto fail_store;
+    }
+    rc = hive__publish_start(h, cfg->publish_stats != 0);
+    if (rc != HIVE_OK) {
+        hive__sched_stop(&h->sched);     /* no actor or task exists yet */
+        hive__trace_close(&h->trace, h);
+        goto fail_store;
+    }
     *out = h;
     return HIVE_OK;
 
@@ -104,6 +112,7 @@ int hive_shutdown(hive_t *h)
     /* 1. no job starts from now on; every object still pending fails with
      *    HIVE_ESHUTDOWN, so every waiter - a task inside hive_get, an actor
      *    waiting for a call's argument, a user thread - returns */
+    hive__publish_stop(h);               /* it reads the workers' counters */
     hive__sched_begin_stop(&h->sched);
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     /* 2. running jobs end; queued ones are dropped (their results fail) and
@@ -112,6 +121,7 @@ int hive_shutdown(hive_t *h)
     /* 3. actors: queued calls fail, fini runs for every live one */
     hive__actors_shutdown(h);
     hive__local_threads_exit(h);         /* user threads' worker-local values */
+    int rc = hive__trace_close(&h->trace, h);   /* every writer is gone: write the timeline */
     /* 4. whatever the last jobs created, and then nobody may still be
      *    inside a get or a wait when the records go */
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
@@ -121,7 +131,7 @@ int hive_shutdown(hive_t *h)
     hive__arena_close(&h->arena);
     hive__topo_close(&h->topo);
     free(h);
-    return HIVE_OK;
+    return rc;
 }
 
 unsigned hive_num_workers(const hive_t *h)

@@ -11,7 +11,9 @@
 #include "local.h"
 #include "store.h"
 #include "sched.h"
+#include "publish.h"
 #include "topo.h"
+#include "trace.h"
 
 #define HIVE_MAX_WORKERS 4096
 
@@ -22,6 +24,8 @@ struct hive {
     hive__sched_t sched;
     hive__locals_t locals;
     hive__actors_t actors;
+    hive__trace_t trace;          /* the timeline recorder (off unless asked for) */
+    hive__publish_t publish;      /* the statistics file for hive-top (off unless asked for) */
     unsigned      nworkers;
     bool          pin;
 };

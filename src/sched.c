@@ -31,6 +31,7 @@
 #include "util/error.h"
 #include "util/park.h"
 #include "local.h"
+#include "trace.h"
 #include "util/fault.h"
 
 #include <errno.h>
@@ -85,6 +86,12 @@ static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lan
             atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
             if (node != w->slot->node)
                 atomic_fetch_add_explicit(&w->remote_steals, 1, memory_order_relaxed);
+            /* relaxed: a statistic; several thieves may add at once */
+            atomic_fetch_add_explicit(node == w->slot->node ? &v->stolen_same : &v->stolen_other, 1,
+                                      memory_order_relaxed);
+            if (unlikely(w->tring != NULL))
+                hive__trace_put(w->tring, false, HIVE__TEV_STEAL, hive__now_ns(), 0, 0, NULL, NULL,
+                                v->index);
             return x;
         }
     }
@@ -250,6 +257,9 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
         return true;
     }
     w->depth++;
+    /* relaxed: a statistic only this worker writes */
+    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
+        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
     run_job(w, job);
     w->depth--;
     return true;
@@ -258,7 +268,7 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
 /* The sleeping half of parking. starting: the worker's start-up job (see
  * start_parked): it counts itself in `started` once it is in nparked, and
  * then only a stop or a post to its own inbox can be work for it. */
-static void park_sleep(hive__worker_t *w, bool starting)
+static bool park_sleep(hive__worker_t *w, bool starting)
 {
     hive__sched_t *s = w->sched;
     /* seq_cst store: the worker's half of the inbox handshake (see top). */
@@ -284,26 +294,49 @@ static void park_sleep(hive__worker_t *w, bool starting)
          * published by the inbox's own release/acquire. */
         while (atomic_load_explicit(&w->parked, memory_order_acquire) == 1)
             hive__futex_wait(&w->parked, 1, -1);
+        hive__count(&w->woken, 1);
     }
     atomic_fetch_sub_explicit(&s->nparked, 1, memory_order_relaxed);
+    return !work;
 }
 
-static void park(hive__worker_t *w)
+/* Spin, yield, then sleep until there may be work; true if it slept.
+ * Sleeping starts at *slept_at. */
+static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
 {
-    uint64_t until = hive__now_ns() + IDLE_SPIN_NS;
+    uint64_t until = t0 + IDLE_SPIN_NS;
     do {
         for (int i = 0; i < 64; i++) {
             if (has_work(w))
-                return;
+                return false;
             hive__cpu_relax();
         }
     } while (hive__now_ns() < until);
     for (int i = 0; i < IDLE_YIELDS; i++) {
         if (has_work(w))
-            return;
+            return false;
         sched_yield();
     }
-    park_sleep(w, false);
+    *slept_at = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
+    if (unlikely(w->tring != NULL))
+        hive__trace_put(w->tring, false, HIVE__TEV_PARK, *slept_at, 0, 0, NULL, NULL, 0);
+    return park_sleep(w, false);
+}
+
+/* Idle: wait for work, counting the time as idle (and on the timeline). */
+static void park(hive__worker_t *w)
+{
+    uint64_t t0 = hive__now_ns(), slept_at = 0;
+    /* relaxed: statistics; a reader may count a spell's end twice for a moment */
+    atomic_store_explicit(&w->idle_since, t0, memory_order_relaxed);
+    bool slept = idle_wait(w, t0, &slept_at);
+    uint64_t t1 = hive__now_ns();
+    hive__count(&w->idle_ns, t1 - t0);
+    atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
+    if (unlikely(w->tring != NULL) && slept) {
+        hive__trace_put(w->tring, false, HIVE__TEV_PARKED, slept_at, t1 - slept_at, 0, NULL, NULL, 0);
+        hive__trace_put(w->tring, false, HIVE__TEV_WAKE, t1, 0, 0, NULL, NULL, 0);
+    }
 }
 
 static void run_jobs(hive__worker_t *w)
@@ -319,9 +352,13 @@ static void run_jobs(hive__worker_t *w)
             if (unlikely(++w->maint == MAINT_EVERY)) {
                 w->maint = 0;
                 hive__store_maintain(s->h);
+                if (unlikely(w->tring != NULL))
+                    hive__trace_counters(s->h, w->tring);
             }
         } else {
             hive__store_maintain(s->h);
+            if (unlikely(w->tring != NULL))
+                hive__trace_counters(s->h, w->tring);
             park(w);
         }
     }
@@ -433,7 +470,12 @@ static void start_parked(hive__job_t *job, hive__worker_t *w)
         return;                          /* dropped at a failed start: nothing to undo */
     /* relaxed: a statistic; this job is not work */
     atomic_fetch_sub_explicit(&w->jobs, 1, memory_order_relaxed);
+    uint64_t t0 = hive__now_ns();
+    /* relaxed: statistics (as in park) */
+    atomic_store_explicit(&w->idle_since, t0, memory_order_relaxed);
     park_sleep(w, true);
+    hive__count(&w->idle_ns, hive__now_ns() - t0);   /* asleep until the first work: idle */
+    atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
 }
 
 static void free_tables(hive__sched_t *s, unsigned n)
@@ -486,6 +528,8 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
         w->index = i;
         w->slot = hive__topo_slot(topo, i);
         w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        w->start_ns = hive__now_ns();
+        w->tring = h->trace.on ? &h->trace.rings[i] : NULL;
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
             w->deque[lane] = &deques[(size_t)i * HIVE_NPRIO + lane];
             hive__deque_init(w->deque[lane]);

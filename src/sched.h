@@ -34,6 +34,7 @@
 
 struct hive;
 struct hive__worker;
+struct hive__tring;
 
 #define HIVE_NPRIO      3               /* lanes: 0 HIGH, 1 NORMAL, 2 LOW */
 #define HIVE_RING_SLOTS 16384           /* per node and priority; beyond: worker inboxes */
@@ -70,7 +71,27 @@ typedef struct hive__worker {
     _Atomic uint64_t    steals;               /* jobs it took from another worker's deque */
     _Atomic uint64_t    remote_steals;        /* ... of a worker on another node */
     _Atomic uint64_t    spares;               /* spare threads it handed itself to (deep waits) */
+    /* statistics (stats.c): written by the worker alone (a relaxed load and
+     * store, no read-modify-write) except stolen_*, which thieves add to */
+    _Atomic uint64_t    tasks;                /* tasks it ran (retries count once) */
+    _Atomic uint64_t    methods;              /* actor methods it ran */
+    _Atomic uint64_t    woken;                /* times it slept and was woken */
+    _Atomic uint64_t    idle_ns;              /* time spent looking for work and parked */
+    _Atomic uint64_t    idle_since;           /* when the idle spell now under way began, or 0 */
+    _Atomic uint32_t    help_max;             /* deepest helping nesting seen */
+    uint64_t            start_ns;             /* when it started (set before its thread) */
+    struct hive__tring *tring;                /* its timeline ring, NULL when not tracing */
+    HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
+    _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */
 } hive__worker_t;
+
+/* Add one to a counter only its worker writes (no locked instruction). */
+static inline void hive__count(_Atomic uint64_t *c, uint64_t n)
+{
+    /* relaxed: a statistic with one writer; readers want a recent value only */
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
 
 typedef struct hive__nodeq {
     hive__ring_t    ring[HIVE_NPRIO];

@@ -153,6 +153,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
     t->lane = hive__prio_lane(HIVE_PRIO_NORMAL);
     t->max_retries = 0;
     t->node = -1;
+    t->name = NULL;
     t->job.fn = task_job;
     atomic_init(&t->pending, 1);
     atomic_init(&t->dep_failed, 0);
@@ -220,6 +221,7 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                           h == NULL ? "engine" : fn == NULL ? "fn" : "result");
     if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
         return hive__fail(HIVE_ESHUTDOWN, "hive_submit: the engine is shutting down");
+    uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
     hive__task_t *t;
     int rc = hive__task_new(h, args, nargs, true, "hive_submit", &t);
     if (unlikely(rc != HIVE_OK))
@@ -227,7 +229,10 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
     t->fn = fn;
     t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
     t->max_retries = opts ? opts->max_retries : 0;
+    t->name = opts ? opts->name : NULL;
     result->id = t->result->id;
+    if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
+        hive__trace_submit(h, t0, result->id, t->name, (const void *)(uintptr_t)fn, false);
 
     /* dependencies: count first, then hang the dep (it may fire at once) */
     for (size_t i = 0; i < nargs; i++) {
@@ -266,12 +271,17 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
     int rc = t->fn(&ctx);
     for (unsigned retry = 0; rc != 0 && retry < t->max_retries && !hive_cancelled(&ctx); retry++) {
         drop_result(t);               /* the next run starts from an empty result */
         ctx.seq = ++w->task_seq;      /* a new run for worker-local values */
         rc = t->fn(&ctx);
     }
+    hive__count(&w->tasks, 1);
+    if (unlikely(w->tring != NULL))
+        hive__trace_span(w->tring, HIVE__TEV_TASK, t0, r->id, t->name,
+                         (const void *)(uintptr_t)t->fn, w->depth);
     hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     cleanup(t);
 }

@@ -39,6 +39,7 @@ typedef struct hive__task {
     unsigned         lane;
     unsigned         max_retries;/* runs after a failed one (hive_opts_t); 0 for actor calls */
     int              node;       /* preferred NUMA node, -1: none */
+    const char      *name;       /* hive_opts_t.name (timeline), or NULL */
     size_t           bytes;      /* size of this record */
     size_t           nargs;
     hive__targ_t     args[];

@@ -16,6 +16,8 @@ test=(
   libcmocka-dev                           # unit and stress tests
   clang libclang-rt-14-dev                # fuzz targets (libFuzzer, run by make test and make fuzz)
   python3-dev python3-numpy python3-pytest python3-setuptools   # the Python module and its tests
+  python3-matplotlib                      # tools/hive-trace's picture, checked by test_trace
+  tmux                                    # test_top watches hive-top's live screen in a pane
 )
 bench=(
   g++ libbenchmark-dev                    # the C++ Google Benchmark harness behind bench/shim.cc

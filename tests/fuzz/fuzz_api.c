@@ -738,7 +738,7 @@ static void op_submit(interp_t *in)
     int fn = fz_u8(f) % NFN;
     argset_t as;
     decode_args(in, &as, MAX_ARGS);
-    hive_opts_t ob = { 0 };
+    hive_opts_t ob = { 0 };          /* every field defined: pick_priority sets only priority */
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
     int token = fn == F_SPIN && as.n < MAX_ARGS ? add_spin_token(&as) : -1;
@@ -980,7 +980,7 @@ static void op_call(interp_t *in)
         for (size_t i = 0; i < as.n; i++)
             if (as.ref[i] != NULL && waits_for_actor(in, obj_index(in, as.ref[i]), ai, 0))
                 in->actors[ai].self_wait = true;
-    hive_opts_t ob = { 0 };
+    hive_opts_t ob = { 0 };          /* every field defined: pick_priority sets only priority */
     const hive_opts_t *opts;
     pick_priority(f, &opts, &ob);
     bool spins = !fake && in->actors[ai].cls == 0 && method == M_SPIN;

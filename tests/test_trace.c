@@ -1,0 +1,298 @@
+/*
+ * test_trace.c - the timeline (trace_path, HIVE_TRACE): a workload of
+ * named tasks, nested helping waits, untitled tasks and actor calls is
+ * traced, and tools/trace-check.py (run with /usr/bin/python3) checks the
+ * file's structure: tracks, nesting, each submitted task once, flows.
+ * The checker itself is shown to reject a broken trace, and tools/hive-trace
+ * draws the file as a PNG.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N_LEAF    (200 / (TEST_SCALE > 1 ? 2 : 1))
+#define N_PARENT  8
+#define N_CHILD   4
+#define N_CALLS   50
+
+static const char *checker = "tools/trace-check.py";
+
+/* Run the checker on path with extra arguments; its exit status. */
+static int run_checker(const char *path, const char *extra)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s %s", checker, path, extra);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A fresh file name in the working directory (removed by the test). */
+static void temp_path(char *buf, size_t n)
+{
+    snprintf(buf, n, "test_trace_XXXXXX.json");
+    int fd = mkstemps(buf, 5);
+    if (fd < 0)
+        fail_msg("mkstemps failed");
+    close(fd);
+}
+
+static int leaf(hive_ctx_t *ctx)
+{
+    int x = 1;
+    return hive_return(ctx, &x, sizeof x);
+}
+
+int untitled_task(hive_ctx_t *ctx);        /* named by its symbol (tests link -rdynamic) */
+int untitled_task(hive_ctx_t *ctx)
+{
+    return leaf(ctx);
+}
+
+static const hive_opts_t CHILD = { .name = "child" };
+
+/* Submits N_CHILD children and waits for them: nested helping spans. */
+static int parent(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    hive_ref_t r[N_CHILD];
+    for (int i = 0; i < N_CHILD; i++)
+        if (hive_submit(h, leaf, NULL, 0, &CHILD, &r[i]) != HIVE_OK)
+            return 1;
+    int sum = 0;
+    for (int i = 0; i < N_CHILD; i++) {
+        const void *p;
+        size_t n;
+        if (hive_get(h, r[i], HIVE_FOREVER, &p, &n) != HIVE_OK)
+            return 1;
+        sum += *(const int *)p;
+        hive_release(h, r[i]);
+    }
+    return sum == N_CHILD ? 0 : 1;
+}
+
+static int add(void *self, hive_ctx_t *ctx)
+{
+    (void)ctx;
+    ++*(int *)self;
+    return 0;
+}
+
+static const hive_method_t COUNTER_METHODS[] = { { .name = "add", .fn = add } };
+static const hive_actor_class_t COUNTER = { .name = "Counter", .size = sizeof(int),
+                                            .methods = COUNTER_METHODS, .nmethods = 1 };
+
+static void get_and_release(hive_t *h, hive_ref_t r)
+{
+    const void *p;
+    size_t n;
+    test_get_ok(h, r, 60 * 1000000000ll, &p, &n);
+    hive_release(h, r);
+}
+
+/* The workload: n_leaf named leaves, parents with children, two untitled
+ * tasks, N_CALLS actor calls. */
+static void workload(hive_t *h, int n_leaf)
+{
+    static const hive_opts_t LEAF = { .name = "leaf" }, PARENT = { .name = "parent" };
+    hive_ref_t r;
+    for (int i = 0; i < n_leaf; i++) {
+        assert_int_equal(hive_submit(h, leaf, NULL, 0, &LEAF, &r), HIVE_OK);
+        get_and_release(h, r);
+    }
+    hive_ref_t p[N_PARENT];
+    for (int i = 0; i < N_PARENT; i++)
+        assert_int_equal(hive_submit(h, parent, NULL, 0, &PARENT, &p[i]), HIVE_OK);
+    for (int i = 0; i < N_PARENT; i++)
+        get_and_release(h, p[i]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(hive_submit(h, untitled_task, NULL, 0, NULL, &r), HIVE_OK);
+        get_and_release(h, r);
+    }
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &COUNTER, NULL, 0, NULL, &a), HIVE_OK);
+    hive_ref_t c[N_CALLS];
+    for (int i = 0; i < N_CALLS; i++)
+        assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &c[i]), HIVE_OK);
+    for (int i = 0; i < N_CALLS; i++)
+        get_and_release(h, c[i]);
+}
+
+static void test_timeline_structure(void **state)
+{
+    (void)state;
+    char path[64];
+    temp_path(path, sizeof path);
+    hive_config_t cfg = { .workers = 4, .store_bytes = 64u << 20, .no_pin = 1,
+                          .topology = "pack:1 numa:2 core:2 pu:1", .trace_path = path };
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    workload(h, N_LEAF);
+    hive_stats_t st;
+    assert_int_equal(hive_stats(h, &st, sizeof st), HIVE_OK);
+    assert_true(st.trace_events > 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    char extra[256];
+    snprintf(extra, sizeof extra, "leaf=%d child=%d parent=%d Counter.add=%d", N_LEAF,
+             N_PARENT * N_CHILD, N_PARENT, N_CALLS);
+    assert_int_equal(run_checker(path, extra), 0);
+    /* the same file does not pass a wrong count: the counts are checked */
+    snprintf(extra, sizeof extra, "leaf=%d", N_LEAF + 1);
+    assert_int_equal(run_checker(path, extra), 1);
+    /* worker tracks carry node, core and PU; untitled tasks got a name */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 22];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(text, "\"worker 3 (node 1, core 3, pu 3)\""));
+    assert_non_null(strstr(text, "\"name\":\"untitled_task\""));   /* -rdynamic: by its symbol */
+    assert_non_null(strstr(text, "\"name\":\"store\""));
+    /* tools/hive-trace draws it: a PNG comes out */
+    char png[80], cmd[256];
+    snprintf(png, sizeof png, "%s.png", path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/hive-trace %s %s > /dev/null", path, png);
+    assert_int_equal(system(cmd), 0);
+    f = fopen(png, "rb");
+    assert_non_null(f);
+    unsigned char magic[8] = { 0 };
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+    remove(png);
+    remove(path);
+}
+
+/* HIVE_TRACE turns it on without a config field; a small ring drops the
+ * oldest events, counts them, and what is left is still a valid trace. */
+static void test_env_and_dropping(void **state)
+{
+    (void)state;
+    char path[64];
+    temp_path(path, sizeof path);
+    setenv("HIVE_TRACE", path, 1);
+    setenv("HIVE_TRACE_EVENTS", "64", 1);
+    hive_t *h = test_engine(64u << 20, 2, NULL);
+    unsetenv("HIVE_TRACE");
+    unsetenv("HIVE_TRACE_EVENTS");
+    workload(h, 300);
+    hive_stats_t st;
+    assert_int_equal(hive_stats(h, &st, sizeof st), HIVE_OK);
+    assert_true(st.trace_dropped > 0);
+    assert_true(st.trace_events > st.trace_dropped);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(run_checker(path, "--dropped"), 0);
+    remove(path);
+}
+
+#define N_THREADS 3
+#define N_EACH    60
+
+static void *submitter(void *arg)
+{
+    static const hive_opts_t FROM_THREAD = { .name = "from_thread" };
+    hive_t *h = arg;
+    for (int i = 0; i < N_EACH; i++) {
+        hive_ref_t r;
+        if (hive_submit(h, leaf, NULL, 0, &FROM_THREAD, &r) != HIVE_OK)
+            return (void *)1;
+        get_and_release(h, r);
+    }
+    return NULL;
+}
+
+/* Several user threads submit at once into the shared ring: each gets a
+ * track of its own, on which its submits nest, and every task is there. */
+static void test_user_threads(void **state)
+{
+    (void)state;
+    char path[64];
+    temp_path(path, sizeof path);
+    hive_config_t cfg = { .workers = 2, .store_bytes = 64u << 20, .no_pin = 1, .trace_path = path };
+    hive_t *h = NULL;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    pthread_t t[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, submitter, h), 0);
+    for (int i = 0; i < N_THREADS; i++) {
+        void *rv;
+        assert_int_equal(pthread_join(t[i], &rv), 0);
+        assert_null(rv);
+    }
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    char extra[64];
+    snprintf(extra, sizeof extra, "from_thread=%d", N_THREADS * N_EACH);
+    assert_int_equal(run_checker(path, extra), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 22];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    int tracks = 0;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"thread ")) != NULL; p++)
+        tracks++;
+    assert_int_equal(tracks, N_THREADS);
+    remove(path);
+}
+
+/* Off: nothing is recorded. */
+static void test_off_records_nothing(void **state)
+{
+    (void)state;
+    hive_t *h = test_engine(64u << 20, 2, NULL);
+    workload(h, 10);
+    hive_stats_t st;
+    assert_int_equal(hive_stats(h, &st, sizeof st), HIVE_OK);
+    assert_int_equal(st.trace_events, 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* The checker rejects what breaks the rules: overlapping spans on one
+ * track, a span on an unnamed track, a task that ran twice, a dangling flow. */
+static void test_checker_rejects_broken_traces(void **state)
+{
+    (void)state;
+    static const char *broken[] = {
+        "{\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"worker 0\"}},"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":5.000,\"cat\":\"task\",\"name\":\"a\",\"args\":{\"id\":1}},"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":3.000,\"dur\":5.000,\"cat\":\"task\",\"name\":\"b\",\"args\":{\"id\":2}}],"
+        "\"otherData\":{\"dropped\":0}}",
+        "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":7,\"ts\":1.000,\"dur\":1.000,\"cat\":\"task\",\"name\":\"a\",\"args\":{\"id\":1}}],"
+        "\"otherData\":{\"dropped\":0}}",
+        "{\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"worker 0\"}},"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":1.000,\"cat\":\"task\",\"name\":\"a\",\"args\":{\"id\":1}},"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":3.000,\"dur\":1.000,\"cat\":\"task\",\"name\":\"a\",\"args\":{\"id\":1}}],"
+        "\"otherData\":{\"dropped\":0}}",
+        "{\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"worker 0\"}},"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":1.000,\"cat\":\"task\",\"name\":\"a\",\"args\":{\"id\":1}},"
+        "{\"ph\":\"f\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"id\":1,\"bp\":\"e\"}],"
+        "\"otherData\":{\"dropped\":0}}",
+        "{\"traceEvents\":[",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+        char path[64];
+        temp_path(path, sizeof path);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(broken[i], f);
+        fclose(f);
+        if (run_checker(path, "") != 1)
+            fail_msg("the checker accepted broken trace %zu", i);
+        remove(path);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timeline_structure),
+        cmocka_unit_test(test_env_and_dropping),
+        cmocka_unit_test(test_user_threads),
+        cmocka_unit_test(test_off_records_nothing),
+        cmocka_unit_test(test_checker_rejects_broken_traces),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
