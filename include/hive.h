@@ -628,5 +628,6 @@ void *hive_local_thread(hive_t *h, hive_local_t key);
 #endif
 
 #include "hive/replay.h"   /* the replay buffer (src/rl/replay.c) */
+#include "hive/envpool.h"  /* the environment pool (src/rl/envpool.c) */
 
 #endif /* HIVE_H */
