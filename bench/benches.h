@@ -25,6 +25,9 @@ extern const size_t hb_actor_nbenches;
 extern const hb_bench hb_replay_benches[]; /* bench_replay.c: replay buffer vs a mutex-protected ring */
 extern const size_t hb_replay_nbenches;
 
+extern const hb_bench hb_envpool_benches[]; /* bench_envpool.c: env pool vs the pthread sampler */
+extern const size_t hb_envpool_nbenches;
+
 extern const hb_bench hb_limits_benches[]; /* bench_limits.c: the machine's round trips */
 extern const size_t hb_limits_nbenches;
 

@@ -12,4 +12,5 @@ void hb_register_all(void)
     hb_register(hb_task_benches, hb_task_nbenches);
     hb_register(hb_actor_benches, hb_actor_nbenches);
     hb_register(hb_replay_benches, hb_replay_nbenches);
+    hb_register(hb_envpool_benches, hb_envpool_nbenches);
 }

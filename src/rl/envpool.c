@@ -21,7 +21,9 @@
  * environment is busy from its send until the recv that returns it, so at
  * most num_envs results are on their way: positions stay within the held
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
- * blocks never wrap onto a block the user still reads.
+ * blocks never wrap onto a block the user still reads. claim's RMWs are
+ * acq_rel, which turns that counting argument into happens-before (see
+ * publish).
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
@@ -177,9 +179,13 @@ static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float
         count_finished(p);
         return;
     }
-    /* relaxed: a unique position is all we need; the block's filled count
-     * publishes the row */
-    uint64_t pos = atomic_fetch_add_explicit(&p->claim, 1, memory_order_relaxed);
+    /* acq_rel: besides a unique position, the happens-before that makes
+     * reusing a block safe. An env sent before the owner finished reading
+     * a block may claim a row of that block's next round only after an
+     * env sent later has claimed (see the top: older envs alone cannot
+     * reach that far), so the RMW chain on claim orders the owner's last
+     * read (and its reset of filled) before this env's writes. */
+    uint64_t pos = atomic_fetch_add_explicit(&p->claim, 1, memory_order_acq_rel);
     block_t *bl = &p->blocks[(pos / p->bsize) % p->nblocks];
     size_t row = (size_t)(pos % p->bsize);
     if (p->obs_bytes)
@@ -269,9 +275,13 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline
         uint64_t now = hive__now_ns();
         if (deadline != 0 && now >= deadline)
             return HIVE_ETIMEDOUT;
-        if (w != NULL) {
-            if (!hive__sched_help(w, done, p))
-                sched_yield();
+        if (w != NULL) {                 /* a worker: step envs itself meanwhile */
+            if (!hive__sched_help(w, done, p)) {
+                if (now < spin_end)
+                    hive__cpu_relax();   /* the last envs are about to finish */
+                else
+                    sched_yield();
+            }
             continue;
         }
         if (now < spin_end) {
