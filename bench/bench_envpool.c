@@ -15,6 +15,12 @@
  * step, and at 10 us drawn from a heavy-tailed (Pareto 1.5) distribution.
  * num_envs is 2x and 4x the workers; async batches are half the envs.
  *
+ *   python   (sync rows) bench/peer_vecenv.py: gym's AsyncVectorEnv / SB3's
+ *            SubprocVecEnv pattern - one multiprocessing worker per core,
+ *            actions through pipes, observations in shared numpy memory -
+ *            stepping the same C environments through ctypes on
+ *            build/libhive.so, under Debian's python3 and numpy.
+ *
  * Families: envpool_<env>_<sync|async>/<impl>/envs_per_worker:<k>.
  * items_per_second counts env steps. Every row prints `efficiency` =
  * steps/s / (workers x the single-thread raw steps/s of the same env,
@@ -434,13 +440,48 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
     free(bids);
 }
 
+/* ------------------------------------------------------------ python */
+
+/* bench/peer_vecenv.py on build/libhive.so: one run of PY_SECONDS per
+ * iteration; its output is steps/s. Sync families only: gym's async
+ * vector env (step_async + step_wait) still waits for the whole batch. */
+#define PY_SECONDS 1.0
+
+static void bm_python(hb_state *s, env_cfg_t *e)
+{
+    unsigned w = ncores();
+    size_t n = (size_t)hb_range(s, 0) * w;
+    raw_rate(e);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/peer_vecenv.py build/libhive.so %s %llu %d "
+             "%zu %u %.1f 2>/dev/null", e->cls == &hive_env_cartpole ? "cartpole" : "synthetic",
+             (unsigned long long)e->syn.cost_ns, e->syn.heavy_tail, n, w, PY_SECONDS);
+    double total = 0, wall = 0;
+    while (hb_keep_running(s)) {
+        double rate = 0;
+        FILE *f = popen(cmd, "r");
+        if (f == NULL || fscanf(f, "%lf", &rate) != 1 || rate <= 0) {
+            if (f)
+                pclose(f);
+            hb_skip_with_error(s, "peer_vecenv.py failed (python3-numpy? build/libhive.so?)");
+            return;
+        }
+        pclose(f);
+        hb_set_iteration_time(s, PY_SECONDS);
+        total += rate * PY_SECONDS;
+        wall += PY_SECONDS;
+    }
+    report(s, e, w, (uint64_t)total, wall);
+}
+
 /* ------------------------------------------------------------ the table */
 
 #define ROWS(E, tag)                                                                   \
     static void bm_##tag##_sync_hive(hb_state *s) { bm_hive(s, &envs[E], false); }     \
     static void bm_##tag##_async_hive(hb_state *s) { bm_hive(s, &envs[E], true); }     \
     static void bm_##tag##_sync_pthread(hb_state *s) { bm_pthread_sync(s, &envs[E]); } \
-    static void bm_##tag##_async_pthread(hb_state *s) { bm_pthread_async(s, &envs[E]); }
+    static void bm_##tag##_async_pthread(hb_state *s) { bm_pthread_async(s, &envs[E]); } \
+    static void bm_##tag##_sync_python(hb_state *s) { bm_python(s, &envs[E]); }
 ROWS(E_CARTPOLE, cartpole)
 ROWS(E_SYN1, syn1)
 ROWS(E_SYN10, syn10)
@@ -449,9 +490,11 @@ ROWS(E_HEAVY10, heavy10)
 
 static const int64_t per_worker[] = { 2, 4 };
 #define ROW(name, fn) { name, fn, 0, 1, per_worker, 2, "envs_per_worker", HB_US, 0 }
+#define PYROW(name, fn) { name, fn, 0, 1, per_worker, 2, "envs_per_worker", HB_US, 1 }
 #define FAMILY(tag, str)                                                    \
     ROW("envpool_" str "_sync/hive", bm_##tag##_sync_hive),                \
     ROW("envpool_" str "_sync/pthread", bm_##tag##_sync_pthread),          \
+    PYROW("envpool_" str "_sync/python", bm_##tag##_sync_python),          \
     ROW("envpool_" str "_async/hive", bm_##tag##_async_hive),              \
     ROW("envpool_" str "_async/pthread", bm_##tag##_async_pthread)
 
