@@ -702,10 +702,8 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         e->busy = true;
         e->kind = KIND_RESET;
         e->sync = false;
-        p->scratch[i] = (int32_t)i;
     }
-    /* send_ids reads scratch as it rewrites it: use order, already grouped */
-    size_t at = 0;
+    size_t at = 0;                       /* every env: order is grouped by node already */
     for (unsigned nd = 0; nd < hive_num_nodes(p->h); nd++) {
         size_t c = p->node_count[nd];
         if (c)
