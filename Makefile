@@ -244,7 +244,7 @@ build/bench/hive-bench: $(BENCH_OBJS) build/libhive.a build/bench/scale-mem
 	    $(shell pkg-config --libs $(BENCH_PKGS)) $(PKG_LIBS) -lurcu-qsbr -lurcu-bp -lcaf_core -lm
 
 bench: bench-deps
-	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench
+	$(MAKE) --no-print-directory VARIANT=normal build/bench/hive-bench build/libhive.so
 	@mkdir -p bench/results
 	build/bench/hive-bench --benchmark_out=bench/results/hive-bench.json \
 	    --benchmark_out_format=json $(BENCH_ARGS)

@@ -30,8 +30,12 @@
 
 /* ------------------------------------------------------------ CartPole */
 
+/* The physics is the library's (hive_env_cartpole, src/rl/cartpole.c);
+ * this wrapper keeps its state, its observation and the demo's own RNG
+ * (exploration and episode seeds). */
 typedef struct cartpole {
-    double   x, xd, th, thd;
+    _Alignas(16) unsigned char state[128];   /* >= hive_env_cartpole.state_size (checked in main) */
+    float    obs[4];
     int      steps;
     uint64_t rng;
 } cartpole_t;
@@ -52,30 +56,20 @@ static double urand(uint64_t *s)
 
 static void cp_reset(cartpole_t *c)
 {
-    c->x = urand(&c->rng) * 0.1 - 0.05;
-    c->xd = urand(&c->rng) * 0.1 - 0.05;
-    c->th = urand(&c->rng) * 0.1 - 0.05;
-    c->thd = urand(&c->rng) * 0.1 - 0.05;
+    hive_env_cartpole.reset(c->state, rng_next(&c->rng), c->obs);
     c->steps = 0;
 }
 
-/* One Euler step of 0.02 s; 1 if the pole fell or the cart left the track. */
+/* One step; 1 if the pole fell or the cart left the track (the 500-step
+ * time limit is not a fall: run_chunk ends the episode on it itself). */
 static int cp_step(cartpole_t *c, int action)
 {
-    const double gravity = 9.8, masspole = 0.1, total_mass = 1.1, length = 0.5;
-    const double polemass_length = masspole * length, force_mag = 10.0, tau = 0.02;
-    double force = action ? force_mag : -force_mag;
-    double ct = cos(c->th), st = sin(c->th);
-    double temp = (force + polemass_length * c->thd * c->thd * st) / total_mass;
-    double thacc = (gravity * st - ct * temp) /
-                   (length * (4.0 / 3.0 - masspole * ct * ct / total_mass));
-    double xacc = temp - polemass_length * thacc * ct / total_mass;
-    c->x += tau * c->xd;
-    c->xd += tau * xacc;
-    c->th += tau * c->thd;
-    c->thd += tau * thacc;
+    int32_t a = action;
+    float r;
+    int done;
+    hive_env_cartpole.step(c->state, &a, c->obs, &r, &done);
     c->steps++;
-    return c->x < -2.4 || c->x > 2.4 || c->th < -0.2094395 || c->th > 0.2094395;
+    return done && c->steps < 500;
 }
 
 /* ------------------------------------------------------------ policy */
@@ -129,15 +123,13 @@ static void run_chunk(cartpole_t *env, double *ep_return, const float *w, uint64
     double eps = epsilon_of(version);
     for (int i = 0; i < n; i++) {
         transition_t *t = &out[i];
-        t->s[0] = (float)env->x; t->s[1] = (float)env->xd;
-        t->s[2] = (float)env->th; t->s[3] = (float)env->thd;
+        memcpy(t->s, env->obs, sizeof t->s);
         int a = urand(&env->rng) < eps ? (int)(rng_next(&env->rng) & 1)
                                        : qvalue(w, t->s, 1) > qvalue(w, t->s, 0);
         int fell = cp_step(env, a);
         t->a = (float)a;
         t->r = 1;
-        t->s2[0] = (float)env->x; t->s2[1] = (float)env->xd;
-        t->s2[2] = (float)env->th; t->s2[3] = (float)env->thd;
+        memcpy(t->s2, env->obs, sizeof t->s2);
         t->done = (float)fell;              /* a time limit is not a terminal state */
         t->pad = 0;
         *ep_return += 1;
@@ -583,6 +575,11 @@ int main(int argc, char **argv)
                     "[--seed N] [--check]\n", argv[0]);
             return 2;
         }
+    }
+    if (hive_env_cartpole.state_size > sizeof(((cartpole_t *)0)->state)) {
+        fprintf(stderr, "CartPole's state (%zu bytes) outgrew the demo's wrapper\n",
+                hive_env_cartpole.state_size);
+        return 1;
     }
     hive_config_t cfg = { .store_bytes = 512u << 20 };
     hive_t *h;

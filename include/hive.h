@@ -403,6 +403,30 @@ typedef struct hive_arg {                    /* inline bytes (copied at submit) 
 #define HIVE_REF(r)      ((hive_arg_t){ .ref = (r) })
 
 enum { HIVE_PRIO_LOW = -1, HIVE_PRIO_NORMAL = 0, HIVE_PRIO_HIGH = 1 };
+
+/*
+ * Placement (the `place` / `place_index` fields of hive_opts_t and
+ * hive_actor_opts_t). Zero is the default, so zero-initialised options
+ * keep meaning "default"; the index is only read for the other two kinds,
+ * so node 0 and worker 0 are written { .place = HIVE_PLACE_NODE } and
+ * { .place = HIVE_PLACE_WORKER }.
+ *  - HIVE_PLACE_DEFAULT: tasks go to the node of their largest sealed ref
+ *    argument (else the caller's), actors live on their creator's node.
+ *  - HIVE_PLACE_NODE: NUMA node place_index (0 .. hive_num_nodes()-1).
+ *    An actor's state is allocated there and its turns are queued there; a
+ *    task is queued there (the hint beats the argument rule). Workers of
+ *    other nodes take such work only when they find nothing nearer (the
+ *    usual stealing order), so it runs elsewhere only while that node is
+ *    busy and another one is idle.
+ *  - HIVE_PLACE_WORKER (actors only): worker place_index (0 ..
+ *    hive_num_workers()-1). The state is allocated on that worker's node
+ *    and every turn is posted to that worker alone (never stolen): a
+ *    learner pinned to its core. A concurrent actor's dispatcher runs
+ *    there; its dispatched calls are queued on that worker's node.
+ * Out-of-range kinds, nodes or workers are HIVE_EINVAL, with the numbers.
+ */
+enum { HIVE_PLACE_DEFAULT = 0, HIVE_PLACE_NODE = 1, HIVE_PLACE_WORKER = 2 };
+
 typedef struct hive_opts {                   /* NULL or zero-initialised: defaults */
     int priority;                            /* higher runs first among queued work (> 0: HIGH lane,
                                                 0: NORMAL, < 0: LOW); for hive_call, NULL opts take
@@ -419,6 +443,10 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
                                                 (dladdr: link with -rdynamic for static ones).
                                                 With tracing on, the string must live until
                                                 hive_shutdown (a literal does). */
+    int      place;                          /* hive_submit only: HIVE_PLACE_DEFAULT (0) or
+                                                HIVE_PLACE_NODE (run on node place_index); hive_call
+                                                ignores both (the actor's placement rules) */
+    unsigned place_index;
 } hive_opts_t;
 
 /*
@@ -429,7 +457,9 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * caller's node): from a worker of that node, on its own deque (others steal
  * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
- * HIVE_EINVAL for NULL fn/result or args, or nargs so large that the
+ * opts->place = HIVE_PLACE_NODE overrides that with node place_index.
+ * HIVE_EINVAL for NULL fn/result or args, a bad placement (a kind other
+ * than DEFAULT/NODE, a node >= hive_num_nodes), or nargs so large that the
  * record's argument table passes 2^40 bytes (also for hive_call and
  * hive_actor_new), HIVE_ENOENT for a ref that names no object,
  * HIVE_ESHUTDOWN once the engine is stopping.
@@ -464,7 +494,7 @@ int         hive_cancelled(hive_ctx_t *ctx);
  * An actor is a state block plus a table of C methods. By default its
  * methods never run concurrently with each other, and the state stays where
  * it is (on the actor's home NUMA node: the node of the thread that created
- * it). Calls go into one of three lock-free mailboxes by priority: a worker
+ * it, or the node or worker opts->place names). Calls go into one of three lock-free mailboxes by priority: a worker
  * drains HIGH, then NORMAL, then LOW, so a HIGH call runs right after the
  * method running now, ahead of every queued lower-priority call. Calls from
  * one caller at one priority run in the order they were made.
@@ -530,6 +560,10 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
                                             while the actor lives */
     unsigned    max_concurrency;         /* the default group's limit: 0 or 1 one call at a
                                             time, up to HIVE_MAX_CONCURRENCY */
+    int         place;                   /* HIVE_PLACE_DEFAULT (0): the creator's node;
+                                            HIVE_PLACE_NODE / HIVE_PLACE_WORKER: node or worker
+                                            place_index (see "Placement" above) */
+    unsigned    place_index;
 } hive_actor_opts_t;
 #define HIVE_RESTART 0x7e57a47           /* a method returning this asks for a restart */
 
@@ -538,7 +572,10 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
  * any call (arguments as in tasks; ref arguments are waited for). A
  * constructor that returns nonzero leaves the actor dead: calls fail with
  * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
- * nmethods > 0, a NULL method fn) or a name a live actor has.
+ * nmethods > 0, a NULL method fn), a name a live actor has, or a bad
+ * placement (unknown kind, node >= hive_num_nodes, worker >=
+ * hive_num_workers). opts->place puts the state and the turns on a node
+ * or a worker (see "Placement").
  */
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out);
@@ -680,5 +717,6 @@ void *hive_local_thread(hive_t *h, hive_local_t key);
 #endif
 
 #include "hive/replay.h"   /* the replay buffer (src/rl/replay.c) */
+#include "hive/envpool.h"  /* the environment pool (src/rl/envpool.c) */
 
 #endif /* HIVE_H */

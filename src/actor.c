@@ -120,6 +120,7 @@ typedef struct hive__actor {
     hive__task_t       *ctor;            /* constructor arguments, kept for restarts */
     hive__obj_t        *handle;
     unsigned            node;
+    int                 worker;          /* HIVE_PLACE_WORKER: turns go to this inbox; else -1 */
     struct hive        *h;
     struct rcu_head     rcu;
     struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
@@ -160,7 +161,10 @@ static void kick(hive__actor_t *a, unsigned lane)
     /* relaxed: the caller holds a reference already (a queued token, the
      * living one, or an RCU read-side section that keeps the living one) */
     atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
-    hive__sched_spawn(&a->h->sched, &a->token[lane].job, lane, (int)a->node);
+    if (a->worker >= 0)                  /* placed on a worker: its inbox, never stolen */
+        hive__sched_post(&a->h->sched, (unsigned)a->worker, &a->token[lane].job);
+    else
+        hive__sched_spawn(&a->h->sched, &a->token[lane].job, lane, (int)a->node);
 }
 
 /* Which lanes of a mailbox triple still hold calls the turn has not taken
@@ -679,6 +683,35 @@ static const char *class_name(const hive_actor_class_t *cls)
     return cls->name ? cls->name : "(unnamed)";
 }
 
+/* Where opts place the actor: *node and *worker (-1: no worker). */
+static int place_of(hive_t *h, const hive_actor_opts_t *opts, unsigned *node, int *worker)
+{
+    *worker = -1;
+    if (opts == NULL || opts->place == HIVE_PLACE_DEFAULT) {
+        *node = hive__current_node(h);
+        return HIVE_OK;
+    }
+    unsigned i = opts->place_index;
+    if (opts->place == HIVE_PLACE_NODE) {
+        if (i >= h->topo.nnodes)
+            return hive__fail(HIVE_EINVAL, "hive_actor_new: node %u is not one of the engine's "
+                              "%u NUMA nodes", i, h->topo.nnodes);
+        *node = i;
+        return HIVE_OK;
+    }
+    if (opts->place == HIVE_PLACE_WORKER) {
+        if (i >= h->nworkers)
+            return hive__fail(HIVE_EINVAL, "hive_actor_new: worker %u is not one of the engine's "
+                              "%u workers", i, h->nworkers);
+        *node = h->sched.w[i].slot->node;
+        *worker = (int)i;
+        return HIVE_OK;
+    }
+    return hive__fail(HIVE_EINVAL, "hive_actor_new: placement kind %d is none of "
+                      "HIVE_PLACE_DEFAULT (0), HIVE_PLACE_NODE (1), HIVE_PLACE_WORKER (2)",
+                      opts->place);
+}
+
 /* The class's concurrency groups and the default group's limit. */
 static int check_groups(const hive_actor_class_t *cls, unsigned max_concurrency)
 {
@@ -802,6 +835,10 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     unsigned max_concurrency = opts ? opts->max_concurrency : 0;
     if (rc == HIVE_OK)
         rc = check_groups(cls, max_concurrency);
+    unsigned node = 0;
+    int worker = -1;
+    if (rc == HIVE_OK)
+        rc = place_of(h, opts, &node, &worker);
     if (rc != HIVE_OK)
         return rc;
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
@@ -813,7 +850,8 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     a->h = h;
     a->cls = *cls;
     a->max_restarts = opts ? opts->max_restarts : 0;
-    a->node = hive__current_node(h);
+    a->node = node;
+    a->worker = worker;
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
         a->token[l] = (token_t){ .job.fn = token_job, .actor = a, .lane = l };
         hive__mpsc_init(&a->lane[l], false);

@@ -221,11 +221,21 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                           h == NULL ? "engine" : fn == NULL ? "fn" : "result");
     if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed)))
         return hive__fail(HIVE_ESHUTDOWN, "hive_submit: the engine is shutting down");
+    if (unlikely(opts != NULL && opts->place != HIVE_PLACE_DEFAULT &&
+                 (opts->place != HIVE_PLACE_NODE || opts->place_index >= h->topo.nnodes))) {
+        if (opts->place != HIVE_PLACE_NODE)
+            return hive__fail(HIVE_EINVAL, "hive_submit: placement kind %d is not one a task "
+                              "takes (HIVE_PLACE_DEFAULT 0 or HIVE_PLACE_NODE 1)", opts->place);
+        return hive__fail(HIVE_EINVAL, "hive_submit: node %u is not one of the engine's %u NUMA "
+                          "nodes", opts->place_index, h->topo.nnodes);
+    }
     uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
     hive__task_t *t;
     int rc = hive__task_new(h, args, nargs, true, "hive_submit", &t);
     if (unlikely(rc != HIVE_OK))
         return rc;
+    if (opts != NULL && opts->place == HIVE_PLACE_NODE)
+        t->node = (int)opts->place_index;   /* the hint beats the argument rule */
     t->fn = fn;
     t->lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
     t->max_retries = opts ? opts->max_retries : 0;

@@ -1,0 +1,508 @@
+/*
+ * bench_envpool.c - the environment pool (src/rl/envpool.c) against the
+ * pthread program a C user would write for the same job.
+ *
+ *   hive     hive_envpool_step (sync) or send/recv (async) on an engine
+ *            with one worker per core; the driver is a user thread.
+ *   pthread  sync: one thread per core (the driver is thread 0), each
+ *            stepping its contiguous slice of the envs, a barrier per
+ *            batch. async: one thread per core owning its slice, a queue
+ *            (mutex + condition) of envs to step per thread and one shared
+ *            queue of results; the driver waits for batch_size results and
+ *            sends them straight back (EnvPool's loop).
+ *
+ * Environments: CartPole-v1 and the synthetic env at 1, 10 and 100 us per
+ * step, and at 10 us drawn from a heavy-tailed (Pareto 1.5) distribution.
+ * num_envs is 2x and 4x the workers; async batches are half the envs.
+ *
+ *   python   (sync rows) bench/peer_vecenv.py: gym's AsyncVectorEnv / SB3's
+ *            SubprocVecEnv pattern - one multiprocessing worker per core,
+ *            actions through pipes, observations in shared numpy memory -
+ *            stepping the same C environments through ctypes on
+ *            build/libhive.so, under Debian's python3 and numpy.
+ *
+ * Families: envpool_<env>_<sync|async>/<impl>/envs_per_worker:<k>.
+ * items_per_second counts env steps. Every row prints `efficiency` =
+ * steps/s / (workers x the single-thread raw steps/s of the same env,
+ * measured once per env by stepping one env on the calling thread), the
+ * fraction of the machine's stepping capacity the sampler delivers. Wall
+ * time (manual): a waiting thread uses no CPU, so CPU time would flatter
+ * the peer.
+ */
+#include "shim.h"
+#include "benches.h"
+
+#include <hive.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct env_cfg {
+    const char                 *name;
+    const hive_env_class_t     *cls;
+    hive_env_synthetic_config_t syn;      /* synthetic only */
+    double                      raw;      /* single-thread steps/s, measured once */
+} env_cfg_t;
+
+enum { E_CARTPOLE, E_SYN1, E_SYN10, E_SYN100, E_HEAVY10, E_COUNT };
+static env_cfg_t envs[E_COUNT] = {
+    [E_CARTPOLE] = { "cartpole", &hive_env_cartpole, { 0 }, 0 },
+    [E_SYN1]     = { "syn1us", &hive_env_synthetic, { 1000, 1000, 0 }, 0 },
+    [E_SYN10]    = { "syn10us", &hive_env_synthetic, { 10000, 1000, 0 }, 0 },
+    [E_SYN100]   = { "syn100us", &hive_env_synthetic, { 100000, 1000, 0 }, 0 },
+    [E_HEAVY10]  = { "heavy10us", &hive_env_synthetic, { 10000, 1000, 1 }, 0 },
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const void *cfg_of(const env_cfg_t *e)
+{
+    return e->cls == &hive_env_synthetic ? &e->syn : NULL;
+}
+
+/* One env's state on this thread's heap, init'ed and reset. */
+static void *local_env(const env_cfg_t *e, unsigned id, float *obs)
+{
+    void *st = aligned_alloc(64, (e->cls->state_size + 63) & ~(size_t)63);
+    memset(st, 0, e->cls->state_size);
+    if (e->cls->init)
+        e->cls->init(st, cfg_of(e), id);
+    e->cls->reset(st, 0x5eed + id, obs);
+    return st;
+}
+
+/* Step one env with action a, auto-resetting as the pool does. */
+static inline void step_local(const env_cfg_t *e, void *st, int32_t a, float *obs, uint64_t *ep)
+{
+    float r;
+    int d;
+    e->cls->step(st, &a, obs, &r, &d);
+    if (d)
+        e->cls->reset(st, ++*ep, obs);
+}
+
+/* Single-thread raw steps/s: the best of three runs of >= 20 ms. */
+static double raw_rate(env_cfg_t *e)
+{
+    if (e->raw > 0)
+        return e->raw;
+    float obs[4];
+    void *st = local_env(e, 0, obs);
+    uint64_t ep = 0, n = 64;
+    double best = 0;
+    for (int rep = 0; rep < 3;) {
+        double t0 = now_s();
+        for (uint64_t i = 0; i < n; i++)
+            step_local(e, st, (int32_t)(i & 1), obs, &ep);
+        double t = now_s() - t0;
+        if (t < 0.02) {
+            n *= 2;
+            continue;
+        }
+        if ((double)n / t > best)
+            best = (double)n / t;
+        rep++;
+    }
+    free(st);
+    return e->raw = best;
+}
+
+static unsigned ncores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static hive_t *engine(void)
+{
+    static hive_t *h;
+    if (h == NULL && hive_init(NULL, &h) != HIVE_OK) {
+        fprintf(stderr, "bench_envpool: hive_init: %s\n", hive_last_error());
+        exit(1);
+    }
+    return h;
+}
+
+static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, double wall)
+{
+    hb_set_items_processed(s, (int64_t)steps);
+    double rate = wall > 0 ? (double)steps / wall : 0;
+    hb_counter(s, "efficiency", rate / ((double)workers * raw_rate(e)), HB_PLAIN);
+    hb_counter(s, "raw_1thread", raw_rate(e), HB_PLAIN);
+}
+
+/* ------------------------------------------------------------ hive */
+
+typedef struct hive_run { hb_state *s; env_cfg_t *e; bool async; } hive_run_t;
+
+static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async);
+
+static int drive_task(hive_ctx_t *ctx)
+{
+    const hive_run_t *r = hive_arg(ctx, 0, NULL);
+    drive_hive(hive_engine(ctx), r->s, r->e, r->async);
+    return 0;
+}
+
+/* The driver runs as a task on a worker (as the pthread peer's driver is
+ * thread 0): while it waits for a batch, its worker steps envs too. */
+static void bm_hive(hb_state *s, env_cfg_t *e, bool async)
+{
+    hive_t *h = engine();
+    raw_rate(e);
+    hive_run_t r = { s, e, async };
+    hive_arg_t arg = HIVE_VAL(r);
+    hive_ref_t res;
+    const void *out;
+    if (hive_submit(h, drive_task, &arg, 1, NULL, &res) != HIVE_OK ||
+        hive_get(h, res, HIVE_FOREVER, &out, NULL) != HIVE_OK) {
+        hb_skip_with_error(s, hive_last_error());
+        return;
+    }
+    hive_release(h, res);
+}
+
+static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
+{
+    unsigned w = hive_num_workers(h);
+    size_t n = (size_t)hb_range(s, 0) * w, batch = async ? n / 2 : n;
+    hive_envpool_opts_t o = { .num_envs = n, .batch_size = batch, .seed = 1, .config = cfg_of(e) };
+    hive_envpool_t *p;
+    if (hive_envpool_new(h, e->cls, &o, &p) != HIVE_OK) {
+        hb_skip_with_error(s, hive_last_error());
+        return;
+    }
+    int32_t *act = calloc(n, sizeof *act);
+    for (size_t i = 0; i < n; i++)
+        act[i] = (int32_t)(i & 1);
+    hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1, .shape = { (int64_t)batch },
+                       .strides = { 4 } };
+    hive_envpool_batch_t b;
+    if (async) {
+        hive_envpool_async_reset(p);
+        hive_envpool_recv(p, HIVE_FOREVER, &b);
+    } else {
+        hive_envpool_reset(p, &b);
+    }
+    uint64_t steps = 0;
+    double wall = 0;
+    int rc = HIVE_OK;
+    while (hb_keep_running(s)) {
+        double t0 = now_s();
+        if (async) {
+            rc = hive_envpool_send(p, &a, b.env_id.data, b.n);
+            if (rc == HIVE_OK)
+                rc = hive_envpool_recv(p, HIVE_FOREVER, &b);
+        } else {
+            rc = hive_envpool_step(p, &a, &b);
+        }
+        double t = now_s() - t0;
+        if (rc != HIVE_OK) {
+            hb_skip_with_error(s, hive_last_error());
+            break;
+        }
+        hb_set_iteration_time(s, t);
+        wall += t;
+        steps += batch;
+    }
+    report(s, e, w, steps, wall);
+    hive_envpool_free(p);
+    free(act);
+}
+
+/* ------------------------------------------------------------ pthread, sync */
+
+typedef struct psync {
+    env_cfg_t         *e;
+    size_t             n;
+    unsigned           nthreads;
+    void             **st;
+    float             *obs;
+    uint64_t          *ep;
+    const int32_t     *act;
+    pthread_barrier_t  go, done;
+    volatile bool      stop;
+} psync_t;
+
+static void psync_slice(psync_t *p, unsigned t)
+{
+    size_t lo = p->n * t / p->nthreads, hi = p->n * (t + 1) / p->nthreads;
+    for (size_t i = lo; i < hi; i++)
+        step_local(p->e, p->st[i], p->act[i], p->obs + 4 * i, &p->ep[i]);
+}
+
+typedef struct pthr_arg { psync_t *p; unsigned t; } pthr_arg_t;
+
+static void *psync_main(void *arg)
+{
+    pthr_arg_t *a = arg;
+    for (;;) {
+        pthread_barrier_wait(&a->p->go);
+        if (a->p->stop)
+            return NULL;
+        psync_slice(a->p, a->t);
+        pthread_barrier_wait(&a->p->done);
+    }
+}
+
+static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
+{
+    unsigned w = ncores();
+    size_t n = (size_t)hb_range(s, 0) * w;
+    raw_rate(e);
+    psync_t p = { .e = e, .n = n, .nthreads = w };
+    p.st = calloc(n, sizeof *p.st);
+    p.obs = calloc(n * 4, sizeof(float));
+    p.ep = calloc(n, sizeof *p.ep);
+    int32_t *act = calloc(n, sizeof *act);
+    for (size_t i = 0; i < n; i++) {
+        act[i] = (int32_t)(i & 1);
+        p.st[i] = local_env(e, (unsigned)i, p.obs + 4 * i);
+    }
+    p.act = act;
+    pthread_barrier_init(&p.go, NULL, w);
+    pthread_barrier_init(&p.done, NULL, w);
+    pthread_t th[256];
+    pthr_arg_t args[256];
+    for (unsigned t = 1; t < w; t++) {
+        args[t] = (pthr_arg_t){ &p, t };
+        pthread_create(&th[t], NULL, psync_main, &args[t]);
+    }
+    uint64_t steps = 0;
+    double wall = 0;
+    while (hb_keep_running(s)) {
+        double t0 = now_s();
+        pthread_barrier_wait(&p.go);
+        psync_slice(&p, 0);
+        pthread_barrier_wait(&p.done);
+        double t = now_s() - t0;
+        hb_set_iteration_time(s, t);
+        wall += t;
+        steps += n;
+    }
+    p.stop = true;
+    pthread_barrier_wait(&p.go);
+    for (unsigned t = 1; t < w; t++)
+        pthread_join(th[t], NULL);
+    report(s, e, w, steps, wall);
+    for (size_t i = 0; i < n; i++)
+        free(p.st[i]);
+    free(p.st);
+    free(p.obs);
+    free(p.ep);
+    free(act);
+    pthread_barrier_destroy(&p.go);
+    pthread_barrier_destroy(&p.done);
+}
+
+/* ------------------------------------------------------------ pthread, async */
+
+typedef struct fifo {                     /* a ring of env ids under a mutex */
+    pthread_mutex_t lock;
+    pthread_cond_t  cond;
+    int32_t        *ids;
+    size_t          cap, head, count;
+} fifo_t;
+
+static void fifo_init(fifo_t *f, size_t cap)
+{
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    f->ids = calloc(cap, sizeof *f->ids);
+    f->cap = cap;
+    f->head = f->count = 0;
+}
+
+static void fifo_put(fifo_t *f, int32_t id)
+{
+    pthread_mutex_lock(&f->lock);
+    f->ids[(f->head + f->count++) % f->cap] = id;
+    pthread_cond_signal(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+}
+
+static int32_t fifo_take(fifo_t *f)
+{
+    pthread_mutex_lock(&f->lock);
+    while (f->count == 0)
+        pthread_cond_wait(&f->cond, &f->lock);
+    int32_t id = f->ids[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->count--;
+    pthread_mutex_unlock(&f->lock);
+    return id;
+}
+
+typedef struct pasync {
+    env_cfg_t *e;
+    size_t     n;
+    unsigned   nthreads;
+    void     **st;
+    float     *obs;                       /* each env's own row; results copied out */
+    uint64_t  *ep;
+    int32_t   *act;
+    fifo_t    *work;                      /* per thread */
+    fifo_t     results;
+} pasync_t;
+
+typedef struct pa_arg { pasync_t *p; unsigned t; } pa_arg_t;
+
+static void *pasync_main(void *arg)
+{
+    pa_arg_t *a = arg;
+    pasync_t *p = a->p;
+    for (;;) {
+        int32_t id = fifo_take(&p->work[a->t]);
+        if (id < 0)
+            return NULL;
+        step_local(p->e, p->st[id], p->act[id], p->obs + 4 * id, &p->ep[id]);
+        fifo_put(&p->results, id);
+    }
+}
+
+static void bm_pthread_async(hb_state *s, env_cfg_t *e)
+{
+    unsigned w = ncores();
+    size_t n = (size_t)hb_range(s, 0) * w, batch = n / 2;
+    raw_rate(e);
+    pasync_t p = { .e = e, .n = n, .nthreads = w };
+    p.st = calloc(n, sizeof *p.st);
+    p.obs = calloc(n * 4, sizeof(float));
+    p.ep = calloc(n, sizeof *p.ep);
+    p.act = calloc(n, sizeof *p.act);
+    p.work = calloc(w, sizeof *p.work);
+    for (unsigned t = 0; t < w; t++)
+        fifo_init(&p.work[t], n + 1);
+    fifo_init(&p.results, n + 1);
+    for (size_t i = 0; i < n; i++)
+        p.st[i] = local_env(e, (unsigned)i, p.obs + 4 * i);
+    pthread_t th[256];
+    pa_arg_t args[256];
+    for (unsigned t = 0; t < w; t++) {
+        args[t] = (pa_arg_t){ &p, t };
+        pthread_create(&th[t], NULL, pasync_main, &args[t]);
+    }
+    float *bobs = calloc(batch * 4, sizeof(float));
+    int32_t *bids = calloc(batch, sizeof *bids);
+    /* start: every env steps once; the first batch comes back */
+    for (size_t i = 0; i < n; i++)
+        fifo_put(&p.work[i * w / n], (int32_t)i);
+    for (size_t k = 0; k < batch; k++)
+        bids[k] = fifo_take(&p.results);
+    uint64_t steps = 0;
+    double wall = 0;
+    while (hb_keep_running(s)) {
+        double t0 = now_s();
+        for (size_t k = 0; k < batch; k++) {     /* send */
+            p.act[bids[k]] = (int32_t)(k & 1);
+            fifo_put(&p.work[(size_t)bids[k] * w / n], bids[k]);
+        }
+        for (size_t k = 0; k < batch; k++) {     /* recv: ids and observations */
+            bids[k] = fifo_take(&p.results);
+            memcpy(bobs + 4 * k, p.obs + 4 * bids[k], 4 * sizeof(float));
+        }
+        double t = now_s() - t0;
+        hb_set_iteration_time(s, t);
+        wall += t;
+        steps += batch;
+    }
+    /* drain the envs still in flight, then stop the threads */
+    for (size_t k = 0; k < n - batch; k++)
+        fifo_take(&p.results);
+    for (unsigned t = 0; t < w; t++)
+        fifo_put(&p.work[t], -1);
+    for (unsigned t = 0; t < w; t++)
+        pthread_join(th[t], NULL);
+    report(s, e, w, steps, wall);
+    for (size_t i = 0; i < n; i++)
+        free(p.st[i]);
+    free(p.st);
+    free(p.obs);
+    free(p.ep);
+    free(p.act);
+    for (unsigned t = 0; t < w; t++)
+        free(p.work[t].ids);
+    free(p.work);
+    free(p.results.ids);
+    free(bobs);
+    free(bids);
+}
+
+/* ------------------------------------------------------------ python */
+
+/* bench/peer_vecenv.py on build/libhive.so: one run of PY_SECONDS per
+ * iteration; its output is steps/s. Sync families only: gym's async
+ * vector env (step_async + step_wait) still waits for the whole batch. */
+#define PY_SECONDS 1.0
+
+static void bm_python(hb_state *s, env_cfg_t *e)
+{
+    unsigned w = ncores();
+    size_t n = (size_t)hb_range(s, 0) * w;
+    raw_rate(e);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/peer_vecenv.py build/libhive.so %s %llu %d "
+             "%zu %u %.1f 2>/dev/null", e->cls == &hive_env_cartpole ? "cartpole" : "synthetic",
+             (unsigned long long)e->syn.cost_ns, e->syn.heavy_tail, n, w, PY_SECONDS);
+    double total = 0, wall = 0;
+    while (hb_keep_running(s)) {
+        double rate = 0;
+        FILE *f = popen(cmd, "r");
+        if (f == NULL || fscanf(f, "%lf", &rate) != 1 || rate <= 0) {
+            if (f)
+                pclose(f);
+            hb_skip_with_error(s, "peer_vecenv.py failed (python3-numpy? build/libhive.so?)");
+            return;
+        }
+        pclose(f);
+        hb_set_iteration_time(s, PY_SECONDS);
+        total += rate * PY_SECONDS;
+        wall += PY_SECONDS;
+    }
+    report(s, e, w, (uint64_t)total, wall);
+}
+
+/* ------------------------------------------------------------ the table */
+
+#define ROWS(E, tag)                                                                   \
+    static void bm_##tag##_sync_hive(hb_state *s) { bm_hive(s, &envs[E], false); }     \
+    static void bm_##tag##_async_hive(hb_state *s) { bm_hive(s, &envs[E], true); }     \
+    static void bm_##tag##_sync_pthread(hb_state *s) { bm_pthread_sync(s, &envs[E]); } \
+    static void bm_##tag##_async_pthread(hb_state *s) { bm_pthread_async(s, &envs[E]); } \
+    static void bm_##tag##_sync_python(hb_state *s) { bm_python(s, &envs[E]); }
+ROWS(E_CARTPOLE, cartpole)
+ROWS(E_SYN1, syn1)
+ROWS(E_SYN10, syn10)
+ROWS(E_SYN100, syn100)
+ROWS(E_HEAVY10, heavy10)
+
+static const int64_t per_worker[] = { 2, 4 };
+#define ROW(name, fn) { name, fn, 0, 1, per_worker, 2, "envs_per_worker", HB_US, 0 }
+#define PYROW(name, fn) { name, fn, 0, 1, per_worker, 2, "envs_per_worker", HB_US, 1 }
+#define FAMILY(tag, str)                                                    \
+    ROW("envpool_" str "_sync/hive", bm_##tag##_sync_hive),                \
+    ROW("envpool_" str "_sync/pthread", bm_##tag##_sync_pthread),          \
+    PYROW("envpool_" str "_sync/python", bm_##tag##_sync_python),          \
+    ROW("envpool_" str "_async/hive", bm_##tag##_async_hive),              \
+    ROW("envpool_" str "_async/pthread", bm_##tag##_async_pthread)
+
+const hb_bench hb_envpool_benches[] = {
+    FAMILY(cartpole, "cartpole"),
+    FAMILY(syn1, "syn1us"),
+    FAMILY(syn10, "syn10us"),
+    FAMILY(syn100, "syn100us"),
+    FAMILY(heavy10, "heavy10us"),
+};
+const size_t hb_envpool_nbenches = sizeof hb_envpool_benches / sizeof hb_envpool_benches[0];

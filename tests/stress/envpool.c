@@ -1,0 +1,173 @@
+/*
+ * stress/envpool.c - every step's result delivered exactly once, to the
+ * right id, under async send/recv with uneven step costs, interleaved with
+ * sync steps, on 1, 2 and 4 synthetic nodes.
+ *
+ * The env is a counter: its observation is (its id, how many steps it has
+ * taken in its life, a checksum of both), and a step costs a spin that
+ * depends on id and count, so envs finish out of order. The driver keeps,
+ * per env, whether it is in flight and the count it expects next. Every
+ * received row must name an env that is in flight, carry that env's id and
+ * the expected count and checksum (a row written to the wrong slot, a
+ * result delivered twice or to the wrong id, or a lost one - the driver
+ * would wait on it, or send to a still-busy env - fails). Sends go to
+ * random subsets of the idle envs, with random batch sizes.
+ */
+#include "testutil.h"
+
+typedef struct counter { int64_t id, life; } counter_t;
+
+static int ctr_init(void *s, const void *config, unsigned id)
+{
+    (void)config;
+    ((counter_t *)s)->id = id;
+    return 0;
+}
+static void ctr_observe(const counter_t *c, int64_t *obs)
+{
+    obs[0] = c->id;
+    obs[1] = c->life;
+    obs[2] = c->id * 1000003 + c->life * 7919;
+}
+static void ctr_reset(void *s, uint64_t seed, void *obs)
+{
+    (void)seed;
+    ctr_observe(s, obs);
+}
+static void ctr_step(void *s, const void *action, void *obs, float *r, int *d)
+{
+    counter_t *c = s;
+    int32_t a;
+    memcpy(&a, action, sizeof a);
+    hive_env_spin((uint64_t)((c->id * 37 + c->life * 11) % 7) * 300);
+    c->life++;
+    ctr_observe(c, obs);
+    *r = (float)a;                       /* the action comes back as the reward */
+    *d = c->life % 5 == 0;
+}
+static const hive_env_class_t ctr_class = {
+    .name = "counter", .state_size = sizeof(counter_t), .obs_dtype = HIVE_I64, .obs_ndim = 1,
+    .obs_shape = { 3 }, .act_dtype = HIVE_I32, .init = ctr_init, .reset = ctr_reset, .step = ctr_step,
+};
+
+#define MAXN 64
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void check_row(const hive_envpool_batch_t *b, size_t i, bool *busy, int64_t *life,
+                      int32_t *want_reward)
+{
+    int32_t id = ((const int32_t *)b->env_id.data)[i];
+    const int64_t *o = (const int64_t *)b->obs.data + 3 * i;
+    if (id < 0 || id >= MAXN || !busy[id])
+        fail_msg("row %zu: env %d was not in flight", i, id);
+    if (o[0] != id || o[1] != life[id] || o[2] != id * 1000003 + o[1] * 7919)
+        fail_msg("row %zu: env %d carries (%lld, %lld, %lld), expected life %lld", i, id,
+                 (long long)o[0], (long long)o[1], (long long)o[2], (long long)life[id]);
+    if (((const float *)b->reward.data)[i] != (float)want_reward[id])
+        fail_msg("env %d: reward %g, sent action %d", id, ((const float *)b->reward.data)[i],
+                 want_reward[id]);
+    if (((const uint8_t *)b->done.data)[i] != (life[id] > 0 && life[id] % 5 == 0))
+        fail_msg("env %d: done %d at life %lld", id, ((const uint8_t *)b->done.data)[i],
+                 (long long)life[id]);
+    busy[id] = false;
+}
+
+static void run(const char *topology, size_t n, size_t batch, int rounds)
+{
+    hive_config_t cfg = { .topology = topology };
+    hive_t *h;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    hive_envpool_opts_t o = { .num_envs = n, .batch_size = batch };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(h, &ctr_class, &o, &p), HIVE_OK);
+    bool busy[MAXN] = { false };
+    int64_t life[MAXN] = { 0 };
+    int32_t want_reward[MAXN] = { 0 };
+    uint64_t delivered = 0, sent = 0;
+    size_t inflight = 0;
+    for (int r = 0; r < rounds; r++) {
+        if (r % 50 == 49 && inflight == 0) {      /* now and then a sync step */
+            int32_t act[MAXN];
+            for (size_t i = 0; i < n; i++)
+                act[i] = want_reward[i] = (int32_t)(next_rand() % 100);
+            hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1, .shape = { (int64_t)n },
+                               .strides = { 4 } };
+            hive_envpool_batch_t b;
+            for (size_t i = 0; i < n; i++)
+                busy[i] = true, life[i]++;
+            assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+            for (size_t i = 0; i < n; i++)
+                check_row(&b, i, busy, life, want_reward);
+            continue;
+        }
+        /* send to a random subset of the idle envs */
+        int32_t ids[MAXN], act[MAXN];
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!busy[i] && next_rand() % 3 != 0) {
+                ids[k] = (int32_t)i;
+                act[k] = want_reward[i] = (int32_t)(next_rand() % 1000);
+                busy[i] = true;
+                life[i]++;
+                k++;
+            }
+        if (k > 0) {
+            hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1, .shape = { (int64_t)k },
+                               .strides = { 4 } };
+            assert_int_equal(hive_envpool_send(p, &a, ids, k), HIVE_OK);
+            inflight += k;
+            sent += k;
+        }
+        while (inflight >= batch && (inflight == n || next_rand() % 2)) {
+            hive_envpool_batch_t b;
+            assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+            assert_int_equal(b.n, batch);
+            for (size_t i = 0; i < batch; i++)
+                check_row(&b, i, busy, life, want_reward);
+            inflight -= batch;
+            delivered += batch;
+        }
+    }
+    /* drain what fills whole batches; the rest is in flight at free */
+    while (inflight >= batch) {
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        for (size_t i = 0; i < batch; i++)
+            check_row(&b, i, busy, life, want_reward);
+        inflight -= batch;
+        delivered += batch;
+    }
+    size_t still = 0;
+    for (size_t i = 0; i < n; i++)
+        still += busy[i];
+    assert_int_equal(still, inflight);
+    assert_int_equal(delivered + inflight, sent);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_envpool_stress(void **state)
+{
+    (void)state;
+    int rounds = 4000 / TEST_SCALE;
+    run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
+    run("pack:2 numa:1 core:2 pu:1", 64, 7, rounds);
+    run("pack:4 numa:1 core:1 pu:1", 33, 1, rounds);
+    run("pack:2 numa:1 core:1 pu:1", 40, 40, rounds / 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_envpool_stress),
+    };
+    return cmocka_run_group_tests_name("stress_envpool", tests, NULL, NULL);
+}

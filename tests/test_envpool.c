@@ -1,0 +1,339 @@
+/* test_envpool.c - the environment pool (include/hive/envpool.h): sync
+ * and async batches, auto-reset, determinism across topologies, states on
+ * their nodes, use from inside a task, and every documented refusal. */
+#include "testutil.h"
+
+#include <sched.h>
+
+static hive_t *start(const char *topology, unsigned workers)
+{
+    hive_config_t cfg = { .workers = workers, .topology = topology };
+    hive_t *h = NULL;
+    if (hive_init(&cfg, &h) != HIVE_OK)
+        fail_msg("hive_init: %s", hive_last_error());
+    return h;
+}
+
+static hive_envpool_t *new_pool(hive_t *h, const hive_env_class_t *c, size_t n, size_t batch,
+                                const void *config)
+{
+    hive_envpool_opts_t o = { .num_envs = n, .batch_size = batch, .seed = 42, .config = config };
+    hive_envpool_t *p = NULL;
+    if (hive_envpool_new(h, c, &o, &p) != HIVE_OK)
+        fail_msg("hive_envpool_new: %s", hive_last_error());
+    return p;
+}
+
+/* A hand-made I32 action view of n rows over buf. */
+static hive_array_t actions_of(int32_t *buf, size_t n)
+{
+    hive_array_t a = { .data = buf, .dtype = HIVE_I32, .ndim = 1 };
+    a.shape[0] = (int64_t)n;
+    a.strides[0] = sizeof(int32_t);
+    return a;
+}
+
+static const float *obs_row(const hive_envpool_batch_t *b, size_t i)
+{
+    return (const float *)b->obs.data + 4 * i;
+}
+
+/* Run `steps` sync steps of CartPole with a fixed action pattern on a pool
+ * in the engine h; record every observation in out (steps+1 batches). */
+static void cartpole_trace(hive_t *h, size_t n, int steps, float *out)
+{
+    hive_envpool_t *p = new_pool(h, &hive_env_cartpole, n, 0, NULL);
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    assert_int_equal(b.n, n);
+    assert_int_equal(b.obs.ndim, 2);
+    assert_int_equal(b.obs.shape[1], 4);
+    memcpy(out, b.obs.data, n * 4 * sizeof(float));
+    int32_t act[64];
+    for (int s = 1; s <= steps; s++) {
+        for (size_t i = 0; i < n; i++)
+            act[i] = (int32_t)((i + (size_t)s) % 3 == 0);
+        hive_array_t a = actions_of(act, n);
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(((const int32_t *)b.env_id.data)[i], (int32_t)i);
+            assert_true(((const float *)b.reward.data)[i] == 1.0f);
+        }
+        memcpy(out + (size_t)s * n * 4, b.obs.data, n * 4 * sizeof(float));
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+}
+
+/* The same seeds give the same trajectories on one worker and on eight
+ * workers over four nodes: each env's row comes from its own state. */
+static void test_sync_deterministic(void **state)
+{
+    (void)state;
+    enum { N = 13, STEPS = 60 };
+    static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4];
+    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
+    cartpole_trace(h, N, STEPS, a);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    h = start("pack:4 numa:1 core:2 pu:1", 0);
+    cartpole_trace(h, N, STEPS, b);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_memory_equal(a, b, sizeof a);
+    for (size_t i = 0; i < N * 4; i++)           /* a reset draws from [-0.05, 0.05) */
+        assert_true(a[i] >= -0.05f && a[i] < 0.05f);
+    /* different envs got different seeds */
+    assert_memory_not_equal(a, a + 4, 4 * sizeof(float));
+    /* and the physics moved them */
+    assert_memory_not_equal(a, a + (size_t)STEPS * N * 4, N * 4 * sizeof(float));
+}
+
+/* Synthetic env, 3-step episodes: t counts 1, 2, then done with the reset
+ * observation (t = 0) in the same step. */
+static void test_auto_reset(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:2 numa:1 core:2 pu:1", 0);
+    hive_env_synthetic_config_t cfg = { .cost_ns = 100, .episode_len = 3 };
+    hive_envpool_t *p = new_pool(h, &hive_env_synthetic, 8, 0, &cfg);
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    int32_t act[8] = { 0 };
+    hive_array_t a = actions_of(act, 8);
+    for (int s = 1; s <= 7; s++) {
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+        for (size_t i = 0; i < 8; i++) {
+            int done = s % 3 == 0;
+            assert_int_equal(((const uint8_t *)b.done.data)[i], done);
+            assert_true(obs_row(&b, i)[0] == (float)(done ? 0 : s % 3));
+        }
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* Async: reset all, receive every id exactly once in batches, then step
+ * what came back; each result is that env's next t. */
+static void test_async_roundtrip(void **state)
+{
+    (void)state;
+    enum { N = 12, B = 4 };
+    hive_t *h = start("pack:2 numa:1 core:2 pu:1", 0);
+    hive_env_synthetic_config_t cfg = { .cost_ns = 200, .episode_len = 1000 };
+    hive_envpool_t *p = new_pool(h, &hive_env_synthetic, N, B, &cfg);
+    assert_int_equal(hive_envpool_batch_size(p), B);
+    assert_int_equal(hive_envpool_num_envs(p), N);
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    int t[N], seen[N] = { 0 };
+    for (int r = 0; r < N / B; r++) {
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        assert_int_equal(b.n, B);
+        for (size_t i = 0; i < B; i++) {
+            int32_t id = ((const int32_t *)b.env_id.data)[i];
+            assert_true(id >= 0 && id < N);
+            seen[id]++;
+            t[id] = 0;
+            assert_true(obs_row(&b, i)[0] == 0.0f);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+    /* ten rounds: send each batch straight back */
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);      /* all idle again: reset again */
+    int32_t act[N] = { 0 };
+    for (int r = 0; r < 10 * N / B; r++) {
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        int32_t ids[B];
+        for (size_t i = 0; i < B; i++) {
+            ids[i] = ((const int32_t *)b.env_id.data)[i];
+            if (r >= N / B)
+                t[ids[i]]++;
+            else
+                t[ids[i]] = 0;
+            assert_true(obs_row(&b, i)[0] == (float)t[ids[i]]);
+        }
+        hive_array_t a = actions_of(act, B);
+        assert_int_equal(hive_envpool_send(p, &a, ids, B), HIVE_OK);
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);   /* with steps in flight */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* A gate env: step waits for the test to open the gate. */
+static _Atomic int gate_open;
+static void gate_reset(void *s, uint64_t seed, void *obs)
+{
+    (void)s, (void)seed;
+    memset(obs, 0, 4 * sizeof(float));
+}
+static void gate_step(void *s, const void *a, void *obs, float *r, int *d)
+{
+    (void)s, (void)a;
+    /* seq_cst: a test flag */
+    while (!atomic_load(&gate_open))
+        sched_yield();
+    memset(obs, 0, 4 * sizeof(float));
+    *r = 2.0f;
+    *d = 0;
+}
+static const hive_env_class_t gate_class = {
+    .name = "gate", .state_size = 8, .obs_dtype = HIVE_F32, .obs_ndim = 1, .obs_shape = { 4 },
+    .act_dtype = HIVE_I32, .reset = gate_reset, .step = gate_step,
+};
+
+static void expect_fail(int rc, int want, const char *text)
+{
+    assert_int_equal(rc, want);
+    if (strstr(hive_last_error(), text) == NULL)
+        fail_msg("sentence \"%s\" lacks \"%s\"", hive_last_error(), text);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:2 numa:1 core:1 pu:1", 0);
+    hive_envpool_t *p = NULL;
+    hive_envpool_opts_t o = { .num_envs = 4, .batch_size = 5 };
+    expect_fail(hive_envpool_new(h, &gate_class, &o, &p), HIVE_EINVAL, "batch_size 5 is above num_envs 4");
+    o = (hive_envpool_opts_t){ .num_envs = 0 };
+    expect_fail(hive_envpool_new(h, &gate_class, &o, &p), HIVE_EINVAL, "num_envs 0");
+    unsigned nodes[4] = { 0, 1, 2, 0 };
+    o = (hive_envpool_opts_t){ .num_envs = 4, .env_node = nodes };
+    expect_fail(hive_envpool_new(h, &gate_class, &o, &p), HIVE_EINVAL, "env_node[2] = 2");
+    hive_env_class_t bad = gate_class;
+    bad.step = NULL;
+    o = (hive_envpool_opts_t){ .num_envs = 4 };
+    expect_fail(hive_envpool_new(h, &bad, &o, &p), HIVE_EINVAL, "no step");
+    bad = gate_class;
+    bad.obs_shape[0] = -1;
+    expect_fail(hive_envpool_new(h, &bad, &o, &p), HIVE_EINVAL, "observation");
+    bad = gate_class;
+    bad.act_dtype = (hive_dtype_t)99;
+    expect_fail(hive_envpool_new(h, &bad, &o, &p), HIVE_EINVAL, "action dtype 99");
+    assert_null(p);
+
+    o = (hive_envpool_opts_t){ .num_envs = 4, .batch_size = 2 };
+    assert_int_equal(hive_envpool_new(h, &gate_class, &o, &p), HIVE_OK);
+    hive_envpool_batch_t b;
+    expect_fail(hive_envpool_recv(p, 0, &b), HIVE_ESTATE, "only 0 results");
+    int32_t act[4] = { 0 }, ids[4] = { 0, 1, 2, 3 };
+    hive_array_t a = actions_of(act, 3);
+    expect_fail(hive_envpool_step(p, &a, &b), HIVE_EINVAL, "[4, ...]");
+    a = actions_of(act, 2);
+    a.dtype = HIVE_F32;
+    expect_fail(hive_envpool_send(p, &a, ids, 2), HIVE_EINVAL, "got dtype 10");
+    a = actions_of(act, 2);
+    int32_t out_of_range[2] = { 1, 4 };
+    expect_fail(hive_envpool_send(p, &a, out_of_range, 2), HIVE_EINVAL, "env_ids[1] = 4 is not in the pool (0..3)");
+    int32_t twice[2] = { 3, 3 };
+    expect_fail(hive_envpool_send(p, &a, twice, 2), HIVE_EINVAL, "environment 3 is named twice");
+    /* gate closed: ids 0, 1 go out and stay busy */
+    atomic_store(&gate_open, 0);
+    assert_int_equal(hive_envpool_send(p, &a, ids, 2), HIVE_OK);
+    int32_t busy_mid[2] = { 2, 1 };
+    expect_fail(hive_envpool_send(p, &a, busy_mid, 2), HIVE_ESTATE, "environment 1 (env_ids[1]) is busy");
+    expect_fail(hive_envpool_step(p, &(hive_array_t){ 0 }, &b), HIVE_EINVAL, "actions");
+    a = actions_of(act, 4);
+    expect_fail(hive_envpool_step(p, &a, &b), HIVE_ESTATE, "2 async results");
+    expect_fail(hive_envpool_async_reset(p), HIVE_ESTATE, "2 results");
+    expect_fail(hive_envpool_recv(p, 0, &b), HIVE_ETIMEDOUT, "no batch of 2");
+    /* nothing was lost: env 2 (before the busy one) was not sent */
+    int32_t two[2] = { 2, 3 };
+    a = actions_of(act, 2);
+    assert_int_equal(hive_envpool_send(p, &a, two, 2), HIVE_OK);
+    atomic_store(&gate_open, 1);
+    int seen = 0;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        for (size_t i = 0; i < 2; i++) {
+            seen |= 1 << ((const int32_t *)b.env_id.data)[i];
+            assert_true(((const float *)b.reward.data)[i] == 2.0f);
+        }
+    }
+    assert_int_equal(seen, 0xf);
+    expect_fail(hive_envpool_send(NULL, &a, ids, 1), HIVE_EINVAL, "pool is NULL");
+    expect_fail(hive_envpool_send(p, &a, NULL, 1), HIVE_EINVAL, "env_ids is NULL");
+    expect_fail(hive_envpool_reset(p, NULL), HIVE_EINVAL, "out is NULL");
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    assert_int_equal(hive_envpool_free(NULL), HIVE_OK);
+    assert_int_equal(hive_envpool_num_envs(NULL), 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* States on their nodes: round robin, or as env_node says. */
+static hive_t *node_h;
+static unsigned state_node[16];
+static int where_init(void *s, const void *config, unsigned id)
+{
+    (void)config;
+    state_node[id] = hive__arena_node_of(&node_h->arena, s);
+    return 0;
+}
+static void test_states_on_nodes(void **state)
+{
+    (void)state;
+    node_h = start("pack:4 numa:1 core:1 pu:1", 0);
+    hive_env_class_t c = hive_env_cartpole;
+    c.init = where_init;
+    hive_envpool_opts_t o = { .num_envs = 9 };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(node_h, &c, &o, &p), HIVE_OK);
+    for (unsigned i = 0; i < 9; i++)
+        assert_int_equal(state_node[i], i % 4);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    unsigned nodes[5] = { 3, 3, 1, 0, 2 };
+    o = (hive_envpool_opts_t){ .num_envs = 5, .env_node = nodes };
+    assert_int_equal(hive_envpool_new(node_h, &c, &o, &p), HIVE_OK);
+    for (unsigned i = 0; i < 5; i++)
+        assert_int_equal(state_node[i], nodes[i]);
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    assert_int_equal(hive_shutdown(node_h), HIVE_OK);
+}
+
+/* The pool driven from inside a task: the waiting worker steps envs too
+ * (one worker only: if it did not help, nothing would step). */
+static int driver_task(hive_ctx_t *ctx)
+{
+    hive_envpool_t *p = new_pool(hive_engine(ctx), &hive_env_cartpole, 6, 3, NULL);
+    int32_t act[6] = { 1, 0, 1, 0, 1, 0 };
+    hive_array_t a = actions_of(act, 3);
+    long total = 0;
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    for (int r = 0; r < 40; r++) {
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        total += (long)b.n;
+        assert_int_equal(hive_envpool_send(p, &a, b.env_id.data, b.n), HIVE_OK);
+    }
+    a = actions_of(act, 6);
+    assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_ESTATE);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    return hive_return(ctx, &total, sizeof total);
+}
+static void test_inside_a_task(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, driver_task, NULL, 0, NULL, &r), HIVE_OK);
+    const void *v;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(*(const long *)v, 120);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sync_deterministic),
+        cmocka_unit_test(test_auto_reset),
+        cmocka_unit_test(test_async_roundtrip),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_states_on_nodes),
+        cmocka_unit_test(test_inside_a_task),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
