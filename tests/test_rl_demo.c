@@ -14,8 +14,10 @@
 static void test_demo_smoke(void **state)
 {
     (void)state;
-    char *argv[] = { "rl_sampling", "--duration", "2", "--baseline", "0.5", "--buffer", "20000",
-                     "--check", NULL };
+    /* sanitized builds run the learner 5-15x slower: give it the time to
+     * reach its first publish (250 batches) on a loaded machine too */
+    char *argv[] = { "rl_sampling", "--duration", TEST_SCALE > 1 ? "6" : "2", "--baseline", "0.5",
+                     "--buffer", "20000", "--check", NULL };
     assert_int_equal(rl_sampling_main(8, argv), 0);
 }
 
