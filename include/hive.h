@@ -226,15 +226,19 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * between jobs once small-object memory held passes used + capacity/8 +
  * 8 MiB, and a thread that would cut a new slab past used + capacity/4 +
  * 16 MiB runs one itself first, so that is the bound: whole free slabs
- * (256 KiB) lose their pages and serve any size afterwards. Free large blocks keep theirs (the next large objects reuse
- * them without faulting) unless the store holds more than capacity * 5/4
+ * (256 KiB) lose their pages and serve any size afterwards. Free large
+ * blocks keep theirs (the next large objects reuse them without faulting) unless the store holds more than capacity * 5/4
  * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
- * 128 per size class and thread) and slabs that still hold a live object. */
+ * 128 per size class and thread) and slabs that still hold a live object.
+ * used_high: the most `used` has been since hive_init. efull: objects
+ * refused with HIVE_EFULL (puts, creates, arrays, results) since hive_init. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;
     uint64_t objects;
     size_t   resident;
+    size_t   used_high;
+    uint64_t efull;
 } hive_store_stats_t;
 int hive_store_stats(hive_t *h, hive_store_stats_t *out);
 

@@ -453,8 +453,16 @@ static bool take_capacity(hive__arena_t *a, size_t size, size_t charge, int *err
 {
     /* relaxed: a pure counter; nothing is published through it */
     size_t was = atomic_fetch_add_explicit(&a->used, charge, memory_order_relaxed);
-    if (likely(was + charge <= a->capacity))
+    if (likely(was + charge <= a->capacity)) {
+        /* the high-water mark: a read of a line that rarely changes, and a
+         * CAS only when passed (relaxed: a statistic) */
+        size_t now = was + charge, hw = atomic_load_explicit(&a->used_high, memory_order_relaxed);
+        while (unlikely(now > hw) &&
+               !atomic_compare_exchange_weak_explicit(&a->used_high, &hw, now, memory_order_relaxed,
+                                                      memory_order_relaxed))
+            ;
         return true;
+    }
     atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
     *err = hive__fail(HIVE_EFULL, "object store full: asked %zu bytes (taking %zu), %zu of %zu in use",
                       size, charge, was, a->capacity);

@@ -98,6 +98,7 @@ typedef struct hive__arena {
     size_t          large_bound;               /* held beyond this, a purge punches free large
                                                   blocks (capacity * 5/4 + 16 MiB; tests lower it) */
     HIVE_ALIGNED _Atomic size_t used;          /* bytes live payloads take (see above) */
+    HIVE_ALIGNED _Atomic size_t used_high;     /* the most used has been (a statistic) */
 } hive__arena_t;
 
 /* HIVE_OK if a store of capacity bytes over nnodes nodes fits in the

@@ -113,6 +113,8 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
         }
         if (unlikely(data == NULL)) {
             hive__pool_free(o, sizeof *o);
+            if (err == HIVE_EFULL)          /* relaxed: a statistic */
+                atomic_fetch_add_explicit(&h->store.efull, 1, memory_order_relaxed);
             return err;
         }
     }
@@ -758,6 +760,9 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     out->capacity = h->arena.capacity;
     out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
     out->resident = hive__arena_resident(&h->arena);
+    /* relaxed: statistics */
+    out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);
+    out->efull = atomic_load_explicit(&h->store.efull, memory_order_relaxed);
     out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
     return HIVE_OK;
 }

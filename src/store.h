@@ -120,6 +120,7 @@ typedef struct hive__store {
      * they may still touch. */
     HIVE_ALIGNED _Atomic uint32_t sleepers;
     HIVE_ALIGNED _Atomic uint32_t purge_asked; /* purge_job is posted */
+    _Atomic uint64_t  efull;                   /* new objects refused with HIVE_EFULL (stats) */
     hive__job_t       purge_job;
 } hive__store_t;
 

@@ -189,6 +189,11 @@ static void test_capacity_is_exact(void **state)
     hive_release(h, a);
     hive_release(h, b);
     assert_int_equal(used_after_drain(h), 0);
+    /* the statistics saw it: full once, two refusals */
+    hive_store_stats_t st;
+    assert_int_equal(hive_store_stats(h, &st), HIVE_OK);
+    assert_int_equal(st.used_high, 1 * MiB);
+    assert_int_equal(st.efull, 2);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
