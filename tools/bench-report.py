@@ -38,14 +38,15 @@ LIMIT_OF = {
     "actor_pingpong": "roundtrip/cacheline",
 }
 
-GROUPS = [
+GROUPS = [  # first match wins: scale rows also contain "get", "put", "actor"
+    ("scale", lambda f: f.startswith("scale")),
     ("limits", lambda f: f.startswith("roundtrip")),
     ("queue", lambda f: f.startswith("mpsc")),
     ("store", lambda f: any(k in f for k in ("put", "get", "lookup", "create"))),
     ("tasks", lambda f: "task" in f or f in ("fib30", "spawn_wait")),
     ("actors", lambda f: "actor" in f),
     ("replay", lambda f: f.startswith("replay")),
-    ("scale", lambda f: f.startswith("scale")),
+    ("envpool", lambda f: f.startswith("envpool")),
 ]
 
 
