@@ -40,18 +40,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static size_t rss_bytes(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* bytes_per_item from a fresh process (see the top), or -1. */
 static double memory_per(const char *kind, size_t n)
 {
@@ -85,14 +73,13 @@ static uint64_t mix(uint64_t *x)
 }
 
 /* N live 8-byte objects; NULL (and the benchmark skipped) if not. */
-static hive_ref_t *fill(hb_state *s, hive_t *h, size_t n, size_t *rss_grown)
+static hive_ref_t *fill(hb_state *s, hive_t *h, size_t n)
 {
     hive_ref_t *refs = malloc(n * sizeof *refs);
     if (refs == NULL) {
         hb_skip_with_error(s, "no memory for the refs");
         return NULL;
     }
-    size_t before = rss_bytes();
     for (size_t i = 0; i < n; i++) {
         uint64_t v = i;
         if (hive_put(h, &v, sizeof v, &refs[i]) != HIVE_OK) {
@@ -101,7 +88,6 @@ static hive_ref_t *fill(hb_state *s, hive_t *h, size_t n, size_t *rss_grown)
             return NULL;
         }
     }
-    *rss_grown = rss_bytes() - before;
     return refs;
 }
 
@@ -112,11 +98,11 @@ static size_t store_for(size_t n)
 
 static void bm_get(hb_state *s)
 {
-    size_t n = (size_t)hb_range(s, 0), grown;
+    size_t n = (size_t)hb_range(s, 0);
     hive_t *h = engine_for(s, store_for(n));
     if (h == NULL)
         return;
-    hive_ref_t *refs = fill(s, h, n, &grown);
+    hive_ref_t *refs = fill(s, h, n);
     if (refs == NULL) {
         hive_shutdown(h);
         return;
@@ -137,7 +123,6 @@ static void bm_get(hb_state *s)
     __asm__ __volatile__("" ::"r"(sum));
     hb_set_items_processed(s, hb_iterations(s));
     hb_counter(s, "bytes_per_item", memory_per("objects", n), HB_PLAIN);
-    (void)grown;
     free(order);
     free(refs);
     hive_shutdown(h);
@@ -145,11 +130,11 @@ static void bm_get(hb_state *s)
 
 static void bm_put(hb_state *s)
 {
-    size_t n = (size_t)hb_range(s, 0), grown;
+    size_t n = (size_t)hb_range(s, 0);
     hive_t *h = engine_for(s, store_for(n));
     if (h == NULL)
         return;
-    hive_ref_t *refs = fill(s, h, n, &grown);
+    hive_ref_t *refs = fill(s, h, n);
     if (refs == NULL) {
         hive_shutdown(h);
         return;
@@ -161,7 +146,6 @@ static void bm_put(hb_state *s)
         hive_release(h, r);
     }
     hb_set_items_processed(s, hb_iterations(s));
-    (void)grown;
     free(refs);
     hive_shutdown(h);
 }
@@ -198,7 +182,6 @@ static void bm_submit(hb_state *s)
         for (int w = 0; w < 2; w++)
             hive_submit(h, hold, NULL, 0, NULL, &held[w]);
         usleep(20000);                      /* both workers have taken a hold task */
-        size_t before = rss_bytes();
         hb_resume(s);
         double t0 = now_s();
         for (size_t i = 0; i < n; i++)
@@ -208,7 +191,6 @@ static void bm_submit(hb_state *s)
             }
         double t1 = now_s();
         hb_pause(s);
-        (void)before;
         hb_set_iteration_time(s, (t1 - t0) / (double)n);
         atomic_store(&gate_open, 1);
         for (size_t i = 0; i < n; i++)
@@ -236,10 +218,9 @@ static const hive_method_t methods[] = { { .name = "ping", .fn = ping } };
 static const hive_actor_class_t cls64 = { .name = "idle64", .size = sizeof(state64_t),
                                           .methods = methods, .nmethods = 1 };
 
-static hive_actor_t *spawn_actors(hb_state *s, hive_t *h, size_t n, double *per, size_t *grown)
+static hive_actor_t *spawn_actors(hb_state *s, hive_t *h, size_t n, double *per)
 {
     hive_actor_t *a = malloc(n * sizeof *a);
-    size_t before = rss_bytes();
     double t0 = now_s();
     for (size_t i = 0; i < n; i++)
         if (hive_actor_new(h, &cls64, NULL, 0, NULL, &a[i]) != HIVE_OK) {
@@ -248,19 +229,18 @@ static hive_actor_t *spawn_actors(hb_state *s, hive_t *h, size_t n, double *per,
             return NULL;
         }
     *per = (now_s() - t0) / (double)n;
-    *grown = rss_bytes() - before;
     return a;
 }
 
 static void bm_actor_new(hb_state *s)
 {
-    size_t n = (size_t)hb_range(s, 0), grown = 0;
+    size_t n = (size_t)hb_range(s, 0);
     double per = 0, down = 0;
     while (hb_keep_running(s)) {
         hive_t *h = engine_for(s, store_for(n));
         if (h == NULL)
             return;
-        hive_actor_t *a = spawn_actors(s, h, n, &per, &grown);
+        hive_actor_t *a = spawn_actors(s, h, n, &per);
         hb_set_iteration_time(s, per);
         double t0 = now_s();
         hive_shutdown(h);
@@ -269,18 +249,17 @@ static void bm_actor_new(hb_state *s)
     }
     hb_set_items_processed(s, hb_iterations(s));
     hb_counter(s, "bytes_per_item", memory_per("actors", n), HB_PLAIN);
-    (void)grown;
     hb_counter(s, "shutdown_s", down, HB_PLAIN);
 }
 
 static void bm_actor_call(hb_state *s)
 {
-    size_t n = (size_t)hb_range(s, 0), grown;
+    size_t n = (size_t)hb_range(s, 0);
     double per;
     hive_t *h = engine_for(s, store_for(n));
     if (h == NULL)
         return;
-    hive_actor_t *a = spawn_actors(s, h, n, &per, &grown);
+    hive_actor_t *a = spawn_actors(s, h, n, &per);
     if (a == NULL) {
         hive_shutdown(h);
         return;
