@@ -83,9 +83,10 @@ async function indexTick() {
 
 const engine = {id: null, history: [], since: 0, charts: {}, layoutKey: null};
 
-// chart(key, title, series, yfmt, opts): series is [{label, values}] over
-// engine.history's times; the chart is rebuilt when its series change.
-function chart(key, title, series, yfmt, range) {
+// chart(key, title, series, yfmt, yscale): series is [{label, values}] over
+// engine.history's times, yscale uPlot's y scale options; the chart is
+// rebuilt when its series change.
+function chart(key, title, series, yfmt, yscale) {
   const el = document.getElementById("chart-" + key);
   if (!el || typeof uPlot === "undefined") return false;
   const data = [engine.history.map((s) => s.t), ...series.map((s) => s.values)];
@@ -98,10 +99,10 @@ function chart(key, title, series, yfmt, range) {
   if (c) c.u.destroy();
   const u = new uPlot({
     title, width: Math.max(el.clientWidth, 300), height: 190,
-    scales: {x: {time: true}, y: range ? {range} : {}},
+    scales: {x: {time: true}, y: yscale || {}},
     series: [{}, ...series.map((s, i) => ({label: s.label, stroke: COLORS[i % COLORS.length],
                                              width: 1.5, value: (u, v) => v == null ? "-" : yfmt(v)}))],
-    axes: [{}, {size: 76, values: (u, vals) => vals.map(yfmt)}],
+    axes: [{}, {size: 76, values: (u, vals) => vals.map((v) => v == null ? "" : yfmt(v))}],
     legend: {live: true},
   }, data, el);
   engine.charts[key] = {u, sig, el};
@@ -120,7 +121,8 @@ function layout(snap) {
   const sec = (id, title, inner, wide) =>
     `<section id="${id}"${wide ? ` class="wide"` : ""}><h2>${title}</h2>${inner}</section>`;
   let html = sec("about", "Engine", `<div id="about-body"></div>`, true) +
-    sec("workers", "Workers", `<div class="chart" id="chart-util"></div><div id="workers-table"></div>`) +
+    sec("workers", "Workers", `<div class="chart" id="chart-util"></div><div id="workers-table"></div>`,
+        true) +
     sec("lanes", "Queues and steals", `<div class="chart" id="chart-queued"></div>` +
         `<div class="chart" id="chart-rates"></div>`) +
     sec("store", "Object store", `<div id="store-body"></div><div class="chart" id="chart-store"></div>` +
@@ -178,7 +180,7 @@ function renderWorkers(s, last) {
       return us.length ? us.reduce((a, b) => a + b, 0) / us.length : null;
     })}));
   }
-  return chart("util", "utilisation per worker", series, pct, [0, 1]);
+  return chart("util", "utilisation per worker", series, pct, {range: [0, 1]});
 }
 
 function renderLanes() {
@@ -200,9 +202,11 @@ function renderStore(s) {
   set("store-body", `${bar(used / cap)} ${bytes(used)} of ${bytes(st.capacity)} ` +
       `(${(100 * used / cap).toFixed(1)}%), ${count(st.objects)} live objects, ` +
       `${bytes(st.resident || 0)} resident${extra}`);
-  const a = chart("store", "store bytes", [
-    {label: "used", values: column((h) => h.store_used)},
-    {label: "capacity", values: column((h) => h.store_capacity)}], bytes);
+  const positive = (v) => v > 0 ? v : null;          // a log scale: used against capacity
+  const a = chart("store", "store bytes (log scale)", [
+    {label: "used", values: column((h) => positive(h.store_used))},
+    {label: "capacity", values: column((h) => positive(h.store_capacity))}], bytes,
+    {distr: 3, log: 2});
   const b = chart("objects", "live objects", [{label: "objects", values: column((h) => h.objects)}],
                   count);
   return a && b;
