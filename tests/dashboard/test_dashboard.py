@@ -216,7 +216,10 @@ def test_stale_and_garbage_files_ignored(dash, stats_dir):
              "hive-%d-5.json" % me: json.dumps(snapshot(me, 1)).replace('"time": ', '"time": NaN, "t": '),
              "hive-%d-6.json" % me: json.dumps(snapshot(dead.pid, 1)),        # not its pid
              "hive-%d-7.json" % me: json.dumps(dict(snapshot(me, 1), workers=[1, 2])),
-             "hive-%d-8.json" % me: "[" * 100000}                             # too deep
+             "hive-%d-8.json" % me: "[" * 100000,                             # too deep
+             "hive-%d-9.json" % me: json.dumps(snapshot(me, 1)).replace('"time": ', '"time": 1e400, "t": '),
+             "hive-%d.json" % me: json.dumps(snapshot(me, 1)),                # not an engine's name
+             "hive-%d-10.json.tmp" % me: json.dumps(snapshot(me, 1))}
     for name, text in files.items():
         with open(os.path.join(stats_dir, name), "w") as f:
             f.write(text)

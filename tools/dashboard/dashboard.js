@@ -23,7 +23,7 @@ function bytes(n) {
   return (i ? n.toFixed(1) : n) + " " + units[i];
 }
 function count(n) {
-  if (n == null) return "-";
+  if (typeof n !== "number") return n == null ? "-" : esc(n);
   if (n >= 1e9) return (n / 1e9).toFixed(2) + "G";
   if (n >= 1e6) return (n / 1e6).toFixed(2) + "M";
   if (n >= 1e4) return (n / 1e3).toFixed(1) + "k";
@@ -59,7 +59,7 @@ async function indexTick() {
       `<code>HIVE_STATS=1 make demo</code></p></section>`;
   } else {
     const rows = body.engines.map((e) => [
-      `<a href="/engine/${esc(e.id)}">${esc(e.id)}</a>`, esc(e.program), e.pid, e.workers_n, e.nodes,
+      `<a href="/engine/${esc(e.id)}">${esc(e.id)}</a>`, esc(e.program), e.pid, e.workers_n, count(e.nodes),
       `${bar(e.utilisation)} ${pct(e.utilisation)}`, count(e.ops_s),
       `${bar(e.store_used / (e.store_capacity || 1))} ${bytes(e.store_used)} of ${bytes(e.store_capacity)}`,
       count(e.objects), e.stale ? `<span class="stale">not updating</span>` : "live"]);
@@ -153,7 +153,7 @@ function renderAbout(d) {
       `from the engine list.`;
   }
   set("about-body", `${esc(d.id)}: <b>${esc(s.program)}</b>, pid ${s.pid}, ${s.workers.length} workers ` +
-      `on ${s.nodes} NUMA node(s)${d.summary.stale ? ` <span class="stale">not updating</span>` : ""}` +
+      `on ${count(s.nodes)} NUMA node(s)${d.summary.stale ? ` <span class="stale">not updating</span>` : ""}` +
       `<br><span class="muted">${trace}</span>`);
 }
 
@@ -161,7 +161,8 @@ function renderWorkers(s, last) {
   const lw = last ? last.workers : [];
   const rows = s.workers.map((w, i) => {
     const x = lw[i] || {};
-    return [`w${w.index}`, `n${w.node} c${w.core} pu${w.pu}`, `${bar(x.util)} ${pct(x.util)}`,
+    return [`w${count(w.index)}`, `n${count(w.node)} c${count(w.core)} pu${count(w.pu)}`,
+            `${bar(x.util)} ${pct(x.util)}`,
             count(x.ops_s), count(w.tasks), count(w.methods), count(w.steals), count(w.stolen),
             count(w.parks)];
   });
@@ -170,7 +171,7 @@ function renderWorkers(s, last) {
                              (i) => ` class="worker-row" data-index="${s.workers[i].index}"`));
   let series;
   if (s.workers.length <= 24) {
-    series = s.workers.map((w, i) => ({label: `w${w.index} n${w.node} c${w.core}`,
+    series = s.workers.map((w, i) => ({label: `w${w.index} n${w.node} c${w.core}`,   // text, not HTML
                                        values: column((h) => h.workers[i] && h.workers[i].util)}));
   } else {                             // many workers: one line per node
     const nodes = [...new Set(s.workers.map((w) => w.node))];
@@ -233,7 +234,7 @@ function renderReplay(s, last) {
   set("replay-body", table(["buffer", "fill", "size", "capacity", "inserts/s", "samples/s",
                             "limiter waits"], s.replay.map((r) => {
     const x = now[String(r.id)] || {};
-    return [r.id, bar(r.size / (r.capacity || 1)), count(r.size), count(r.capacity),
+    return [count(r.id), bar(r.size / (r.capacity || 1)), count(r.size), count(r.capacity),
             count(x.inserts_s), count(x.samples_s), count(r.limiter_waits)];
   })));
   const series = [];
@@ -248,7 +249,7 @@ function renderReplay(s, last) {
 function renderEnvpools(s, last) {
   const now = last ? last.envpools : {};
   set("envpools-body", table(["pool", "envs", "steps", "steps/s"], s.envpools.map((e) =>
-    [e.id, count(e.num_envs), count(e.steps), count((now[String(e.id)] || {}).steps_s)])));
+    [count(e.id), count(e.num_envs), count(e.steps), count((now[String(e.id)] || {}).steps_s)])));
   return chart("envpools", "env pools: steps per second", s.envpools.map((e) => {
     const k = String(e.id);
     return {label: `pool ${k}`, values: column((h) => h.envpools[k] && h.envpools[k].steps_s)};
