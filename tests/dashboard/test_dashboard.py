@@ -102,7 +102,8 @@ def browse(url, screenshot=None, budget_ms=6000):
     """The page's DOM after budget_ms of (virtual) time in headless Chromium,
     or with screenshot, the PNG written there."""
     with tempfile.TemporaryDirectory(prefix="hive-dash-chromium-") as profile:
-        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--hide-scrollbars",
                "--user-data-dir=" + profile, "--window-size=1400,1500",
                "--virtual-time-budget=%d" % budget_ms]
         cmd += ["--screenshot=" + screenshot] if screenshot else ["--dump-dom"]
