@@ -25,6 +25,11 @@
 #   make bench-python   Python-side costs (bench/python/bench.py)
 #   make demo       demo-deps (the build's packages only), then the RL
 #                   sampler (examples/rl_sampling.c)
+#   make dashboard  dashboard-deps (Node's npm, then uPlot into
+#                   tools/dashboard/node_modules), then tools/hive-dashboard
+#                   on http://127.0.0.1:8265 (DASHBOARD_ARGS=--port N ...)
+#   make dashboard-check  the dashboard tested as a person would: the demo,
+#                   the JSON API, the page in headless Chromium (when present)
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
 #                   and hive-static.pc (links libhive.a)
 
@@ -84,7 +89,8 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check bench-deps demo-deps python python-check bench-python
+        examples-check readme-check bench-deps demo-deps python python-check bench-python \
+        dashboard dashboard-deps dashboard-check
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -180,6 +186,7 @@ test: deps
 	@rm -f build/.test-summary
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=normal check
 	$(MAKE) --no-print-directory VARIANT=normal examples-check readme-check python-check
+	$(MAKE) --no-print-directory VARIANT=normal dashboard-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=tsan check
 	$(MAKE) --no-print-directory VARIANT=tsan examples-check readme-check
 	$(MAKE) --no-print-directory -j$(NPROC) VARIANT=asan check
@@ -256,6 +263,27 @@ demo: demo-deps
 	build/examples/$(DEMO)
 
 DEMO ?= rl_sampling
+
+# ------------------------------------------------------------ dashboard
+# tools/hive-dashboard (Python, standard library) serves its page's charts,
+# uPlot, from tools/dashboard/node_modules: npm installs the version
+# package-lock.json pins, once; nothing is fetched when the page runs.
+DASH_UPLOT := tools/dashboard/node_modules/uplot/dist/uPlot.iife.min.js
+
+$(DASH_UPLOT): tools/dashboard/package.json tools/dashboard/package-lock.json
+	cd tools/dashboard && npm ci --no-audit --no-fund
+	@touch $@
+
+dashboard-deps:
+	@tools/deps.sh dashboard
+	@$(MAKE) --no-print-directory $(DASH_UPLOT)
+
+dashboard: dashboard-deps
+	/usr/bin/python3 tools/hive-dashboard $(DASHBOARD_ARGS)
+
+dashboard-check: $(DASH_UPLOT)
+	$(MAKE) --no-print-directory VARIANT=normal build/examples/rl_sampling
+	@tools/dashboard-check.sh build
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

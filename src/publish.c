@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,25 @@ static void program_name(char *buf, size_t n)
     for (char *c = buf; *c; c++)
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
             *c = '?';
+}
+
+/* ,"trace_path":"<absolute path>" when the timeline is on (the dashboard
+ * links it), JSON-escaped; nothing when it is off. */
+static void write_trace_path(FILE *f, hive_t *h)
+{
+    char abs[PATH_MAX];
+    if (!h->trace.on || h->trace.path == NULL || realpath(h->trace.path, abs) == NULL)
+        return;
+    fputs(",\"trace_path\":\"", f);
+    for (const unsigned char *c = (const unsigned char *)abs; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
 }
 
 /* One snapshot: into tmp, then renamed over path. */
@@ -83,7 +103,9 @@ static int write_snapshot(hive_t *h)
             s.store.objects, s.store.resident, s.trace_events, s.trace_dropped);
     for (unsigned i = 0; i < s.workers; i++)
         write_worker(f, h, i);
-    fputs("\n]}\n", f);
+    fputs("\n]", f);
+    write_trace_path(f, h);
+    fputs("}\n", f);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(p->tmp, p->path) != 0) {
         unlink(p->tmp);

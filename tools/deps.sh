@@ -6,6 +6,7 @@
 #
 #   build   the library, the examples and `make demo`
 #   test    build + what `make test` / `make fuzz` add (`make deps`, CI)
+#   dashboard  build + what tools/hive-dashboard needs (`make dashboard`)
 #   bench   build + the peers `make bench` measures hive against
 set -euo pipefail
 build=(
@@ -18,6 +19,10 @@ test=(
   python3-dev python3-numpy python3-pytest python3-setuptools   # the Python module and its tests
   python3-matplotlib                      # tools/hive-trace's picture, checked by test_trace
   tmux                                    # test_top watches hive-top's live screen in a pane
+  nodejs npm chromium                     # make dashboard-check: uPlot from npm, the page in a browser
+)
+dashboard=(
+  nodejs npm                              # npm installs uPlot, the page's charts (tools/dashboard)
 )
 bench=(
   g++ libbenchmark-dev                    # the C++ Google Benchmark harness behind bench/shim.cc
@@ -34,7 +39,8 @@ for group in "$@"; do
     build) ;;
     test)  pkgs+=("${test[@]}") ;;
     bench) pkgs+=("${bench[@]}") ;;
-    *) echo "deps.sh: unknown group '$group' (build, test or bench)" >&2; exit 2 ;;
+    dashboard) pkgs+=("${dashboard[@]}") ;;
+    *) echo "deps.sh: unknown group '$group' (build, test, bench or dashboard)" >&2; exit 2 ;;
   esac
 done
 if [ $list -eq 1 ]; then
@@ -43,6 +49,9 @@ if [ $list -eq 1 ]; then
 fi
 missing=()
 for p in "${pkgs[@]}"; do
+  # a Node.js from elsewhere (e.g. NodeSource's, which bundles npm and
+  # conflicts with Debian's npm) will do
+  case $p in nodejs|npm) command -v npm >/dev/null 2>&1 && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
