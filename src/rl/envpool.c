@@ -44,7 +44,8 @@
 #include <string.h>
 
 #define MAX_ENVS   ((size_t)1 << 24)
-#define SPIN_NS    50000u                 /* spin this long before sleeping in a wait */
+#define SPIN_NS    5000u                  /* spin this long before sleeping in a wait */
+#define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define LANE       1u                     /* steps run in the NORMAL lane */
 
 enum { KIND_STEP, KIND_RESET };
@@ -276,24 +277,32 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline
         if (deadline != 0 && now >= deadline)
             return HIVE_ETIMEDOUT;
         if (w != NULL) {                 /* a worker: step envs itself meanwhile */
-            if (!hive__sched_help(w, done, p)) {
-                if (now < spin_end)
-                    hive__cpu_relax();   /* the last envs are about to finish */
-                else
-                    sched_yield();
+            if (hive__sched_help(w, done, p))
+                continue;
+            if (now < spin_end) {
+                hive__cpu_relax();       /* the last envs are about to finish */
+                continue;
             }
-            continue;
-        }
-        if (now < spin_end) {
+        } else if (now < spin_end) {
             sched_yield();
             continue;
         }
+        /* Sleep until a result comes out. A worker naps (HELP_NAP_NS at
+         * most) and looks for work again: nothing of the pool is left to
+         * help with (its chunks are all taken), but other jobs may come.
+         * Sleeping, not yielding in a loop: a yield on a loaded machine
+         * gives the core away for a whole time slice while the results
+         * are already in, and on a machine with more workers than cores
+         * the spinning waiter takes the core from the workers stepping. */
+        uint64_t nap = deadline ? deadline - now : 1000000000u;
+        if (w != NULL && nap > HELP_NAP_NS)
+            nap = HELP_NAP_NS;
         /* seq_cst: the waiter's half of the pair in signal_waiter: either
          * the finisher sees sleeping, or our re-check sees its result */
         uint32_t v = atomic_load_explicit(&p->progress, memory_order_seq_cst);
         atomic_store_explicit(&p->sleeping, 1, memory_order_seq_cst);
         if (!done(p))
-            hive__futex_wait(&p->progress, v, deadline ? (int64_t)(deadline - now) : 1000000000);
+            hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
     }
     return HIVE_OK;
