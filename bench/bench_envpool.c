@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,11 +136,29 @@ static hive_t *engine(void)
     return h;
 }
 
-static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, double wall)
+/* CPU seconds of this process and of its waited-for children (the python
+ * peer's processes), all threads. */
+static double proc_cpu_s(void)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+                    kids.ru_stime.tv_sec) +
+           (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+                    kids.ru_stime.tv_usec) * 1e-6;
+}
+
+/* efficiency: of the cores' stepping capacity over wall time; cpu_eff: of
+ * the CPU time the run used (self + children), steps / (cpu x raw) - what
+ * it made of the cores it got, which holds on a loaded machine too. */
+static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, double wall,
+                   double cpu)
 {
     hb_set_items_processed(s, (int64_t)steps);
     double rate = wall > 0 ? (double)steps / wall : 0;
     hb_counter(s, "efficiency", rate / ((double)workers * raw_rate(e)), HB_PLAIN);
+    hb_counter(s, "cpu_eff", cpu > 0 ? (double)steps / (cpu * raw_rate(e)) : 0, HB_PLAIN);
     hb_counter(s, "raw_1thread", raw_rate(e), HB_PLAIN);
 }
 
@@ -199,6 +218,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
     uint64_t steps = 0;
     double wall = 0;
     int rc = HIVE_OK;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         if (async) {
@@ -217,7 +237,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
         wall += t;
         steps += batch;
     }
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     hive_envpool_free(p);
     free(act);
 }
@@ -282,6 +302,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     }
     uint64_t steps = 0;
     double wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         pthread_barrier_wait(&p.go);
@@ -296,7 +317,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     pthread_barrier_wait(&p.go);
     for (unsigned t = 1; t < w; t++)
         pthread_join(th[t], NULL);
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);
@@ -403,6 +424,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         bids[k] = fifo_take(&p.results);
     uint64_t steps = 0;
     double wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         for (size_t k = 0; k < batch; k++) {     /* send */
@@ -425,7 +447,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         fifo_put(&p.work[t], -1);
     for (unsigned t = 0; t < w; t++)
         pthread_join(th[t], NULL);
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);
@@ -457,6 +479,7 @@ static void bm_python(hb_state *s, env_cfg_t *e)
              "%zu %u %.1f 2>/dev/null", e->cls == &hive_env_cartpole ? "cartpole" : "synthetic",
              (unsigned long long)e->syn.cost_ns, e->syn.heavy_tail, n, w, PY_SECONDS);
     double total = 0, wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double rate = 0;
         FILE *f = popen(cmd, "r");
@@ -471,7 +494,7 @@ static void bm_python(hb_state *s, env_cfg_t *e)
         total += rate * PY_SECONDS;
         wall += PY_SECONDS;
     }
-    report(s, e, w, (uint64_t)total, wall);
+    report(s, e, w, (uint64_t)total, wall, proc_cpu_s() - cpu0);
 }
 
 /* ------------------------------------------------------------ the table */
