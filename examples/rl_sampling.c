@@ -216,6 +216,17 @@ static uint64_t credit(uint64_t inserts, double spi)
     return inserts < MIN_FILL ? 0 : (uint64_t)((double)inserts * spi / BATCH);
 }
 
+/* The environments' side of the limiter, shared by both pipelines: they
+ * stop once the updates paid for run LEAD ahead of those done, and go on
+ * once the learner has caught up to LEAD / 2 (a burst of env work per
+ * wait, not a step per update: fewer wake-ups on both sides). *ahead
+ * keeps which half of the hysteresis we are in. */
+static bool too_far_ahead(bool *ahead, uint64_t paid, uint64_t done)
+{
+    *ahead = paid > done + (*ahead ? LEAD / 2 : LEAD);
+    return *ahead;
+}
+
 /* ------------------------------------------------------------ the sampler's bookkeeping */
 
 /* What a sampler knows of its environments: the observation each acted on,
@@ -529,6 +540,7 @@ static int sampler_loop(hive_run_t *r, const run_cfg_t *c, hive_envpool_t *pool,
     if (hive_envpool_async_reset(pool) != HIVE_OK)
         FAIL("hive_envpool_async_reset");
     size_t inflight = c->nenv;
+    bool ahead = false;
     for (;;) {
         double t = now_s();
         bool stop = run_over(st, c, t);
@@ -540,7 +552,7 @@ static int sampler_loop(hive_run_t *r, const run_cfg_t *c, hive_envpool_t *pool,
             FAIL("hive_call learn");
         if (stop && inflight == 0)
             break;
-        if (!stop && credit(st->steps, c->spi) > st->updates + LEAD) {
+        if (!stop && too_far_ahead(&ahead, credit(st->steps, c->spi), st->updates)) {
             if (collect_learner(r, 200000) != 0)    /* the environments are ahead: wait */
                 FAIL("learn");
             continue;
@@ -759,7 +771,8 @@ static void *base_env(void *arg)
         base_push(b, tr, m);
         merge(&b->st, &tk);
         pthread_cond_signal(&b->learner_cv);
-        while (!b->stop && credit(b->st.steps, c->spi) > b->st.updates + LEAD)
+        bool ahead = false;
+        while (!b->stop && too_far_ahead(&ahead, credit(b->st.steps, c->spi), b->st.updates))
             pthread_cond_wait(&b->env_cv, &b->lock);
         bool stop = b->stop;
         pthread_mutex_unlock(&b->lock);
