@@ -24,10 +24,16 @@
  * Families: envpool_<env>_<sync|async>/<impl>/envs_per_worker:<k>.
  * items_per_second counts env steps. Every row prints `efficiency` =
  * steps/s / (workers x the single-thread raw steps/s of the same env,
- * measured once per env by stepping one env on the calling thread), the
- * fraction of the machine's stepping capacity the sampler delivers. Wall
- * time (manual): a waiting thread uses no CPU, so CPU time would flatter
- * the peer.
+ * measured once per env by stepping one env on the calling thread, in that
+ * thread's CPU time so that preemption is not counted), the fraction of
+ * the machine's stepping capacity the sampler delivers. Wall time
+ * (manual): a waiting thread uses no CPU, so CPU time would flatter the
+ * peer. Beside it, `cpu_eff` = steps / (CPU seconds used by the process
+ * and its children x raw steps/s): what the run made of the CPU it got,
+ * the figure that still means something on a machine loaded by others
+ * (where the wall-clock efficiency mostly measures the share of the cores
+ * a run was given). The python peer's CPU includes its start (the
+ * interpreter and numpy imports), so its cpu_eff is low by that much.
  */
 #include "shim.h"
 #include "benches.h"
@@ -38,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,7 +97,17 @@ static inline void step_local(const env_cfg_t *e, void *st, int32_t a, float *ob
         e->cls->reset(st, ++*ep, obs);
 }
 
-/* Single-thread raw steps/s: the best of three runs of >= 20 ms. */
+/* CPU seconds of the calling thread: the raw rate is measured in it, so
+ * that time this thread was preempted (a loaded machine) is not counted
+ * as stepping. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Single-thread raw steps/s: the best of three runs of >= 20 ms of CPU. */
 static double raw_rate(env_cfg_t *e)
 {
     if (e->raw > 0)
@@ -100,10 +117,10 @@ static double raw_rate(env_cfg_t *e)
     uint64_t ep = 0, n = 64;
     double best = 0;
     for (int rep = 0; rep < 3;) {
-        double t0 = now_s();
+        double t0 = thread_cpu_s();
         for (uint64_t i = 0; i < n; i++)
             step_local(e, st, (int32_t)(i & 1), obs, &ep);
-        double t = now_s() - t0;
+        double t = thread_cpu_s() - t0;
         if (t < 0.02) {
             n *= 2;
             continue;
@@ -135,11 +152,29 @@ static hive_t *engine(void)
     return h;
 }
 
-static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, double wall)
+/* CPU seconds of this process and of its waited-for children (the python
+ * peer's processes), all threads. */
+static double proc_cpu_s(void)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+                    kids.ru_stime.tv_sec) +
+           (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+                    kids.ru_stime.tv_usec) * 1e-6;
+}
+
+/* efficiency: of the cores' stepping capacity over wall time; cpu_eff: of
+ * the CPU time the run used (self + children), steps / (cpu x raw) - what
+ * it made of the cores it got, which holds on a loaded machine too. */
+static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, double wall,
+                   double cpu)
 {
     hb_set_items_processed(s, (int64_t)steps);
     double rate = wall > 0 ? (double)steps / wall : 0;
     hb_counter(s, "efficiency", rate / ((double)workers * raw_rate(e)), HB_PLAIN);
+    hb_counter(s, "cpu_eff", cpu > 0 ? (double)steps / (cpu * raw_rate(e)) : 0, HB_PLAIN);
     hb_counter(s, "raw_1thread", raw_rate(e), HB_PLAIN);
 }
 
@@ -199,6 +234,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
     uint64_t steps = 0;
     double wall = 0;
     int rc = HIVE_OK;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         if (async) {
@@ -217,7 +253,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
         wall += t;
         steps += batch;
     }
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     hive_envpool_free(p);
     free(act);
 }
@@ -282,6 +318,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     }
     uint64_t steps = 0;
     double wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         pthread_barrier_wait(&p.go);
@@ -296,7 +333,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     pthread_barrier_wait(&p.go);
     for (unsigned t = 1; t < w; t++)
         pthread_join(th[t], NULL);
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);
@@ -403,6 +440,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         bids[k] = fifo_take(&p.results);
     uint64_t steps = 0;
     double wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double t0 = now_s();
         for (size_t k = 0; k < batch; k++) {     /* send */
@@ -425,7 +463,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         fifo_put(&p.work[t], -1);
     for (unsigned t = 0; t < w; t++)
         pthread_join(th[t], NULL);
-    report(s, e, w, steps, wall);
+    report(s, e, w, steps, wall, proc_cpu_s() - cpu0);
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);
@@ -457,6 +495,7 @@ static void bm_python(hb_state *s, env_cfg_t *e)
              "%zu %u %.1f 2>/dev/null", e->cls == &hive_env_cartpole ? "cartpole" : "synthetic",
              (unsigned long long)e->syn.cost_ns, e->syn.heavy_tail, n, w, PY_SECONDS);
     double total = 0, wall = 0;
+    double cpu0 = proc_cpu_s();
     while (hb_keep_running(s)) {
         double rate = 0;
         FILE *f = popen(cmd, "r");
@@ -471,7 +510,7 @@ static void bm_python(hb_state *s, env_cfg_t *e)
         total += rate * PY_SECONDS;
         wall += PY_SECONDS;
     }
-    report(s, e, w, (uint64_t)total, wall);
+    report(s, e, w, (uint64_t)total, wall, proc_cpu_s() - cpu0);
 }
 
 /* ------------------------------------------------------------ the table */

@@ -1,44 +1,98 @@
 /*
- * rl_sampling.c - the job hive is for: many environment actors stepping in
- * parallel, writing transitions into one shared replay buffer, and a learner
- * that samples it (prioritized, at HIGH priority so it never waits behind
- * the environments) and publishes weights that every environment reads
- * without a lock. Then the same pipeline as a plain pthread program would
- * write it (a mutex around the buffer, weights copied under a lock), and the
- * ratio between the two.
+ * rl_sampling.c - the job hive is for, and the pthread program it replaces.
+ *
+ * hive: an env pool (include/hive/envpool.h) steps CartPole environments
+ * in async mode on hive's workers; a batched policy reads each observation
+ * batch in place and sends the next actions; the transitions go into a
+ * lock-free prioritized replay buffer in batches; a learner actor placed on
+ * its own worker (HIVE_PLACE_WORKER) samples it, updates priorities and
+ * publishes new weights into a cell, which the policy reads without a lock.
+ *
+ * baseline: the same environments, the same policy and learner code, as a
+ * C programmer writes it with plain threads: one thread per worker steps
+ * its slice of the environments, one learner thread, a mutex around the
+ * buffer (a ring and a sum tree), weights copied under a mutex, condition
+ * variables for the rate limiter.
+ *
+ * Both run at the same samples-per-insert ratio (each transition is
+ * sampled about --spi times): a rate limiter holds the learner back when it
+ * is ahead and the environments when they are ahead, as Reverb's
+ * SampleToInsertRatio does. So one number, learner updates per second at
+ * that ratio, says who is faster. hive gets a worker per core plus one for
+ * the learner, unpinned, as the baseline has a thread per core plus a
+ * learner thread. The two take turns (--rounds, each run from scratch) so
+ * that a loaded machine's swings fall on both. The summary compares each
+ * with the best the cores can do: from the single-thread cost of an env
+ * step (with the policy and the push) cs and of a learner update cu, C
+ * cores do at most min(1 / cu, C / (cu + (BATCH / spi) * cs)) updates per
+ * second; it also prints the cores each run got (CPU time / wall time).
  *
  *   make demo                    (build/examples/rl_sampling)
- *   rl_sampling [--actors N] [--duration S] [--baseline S] [--buffer N] [--seed N] [--check]
+ *   rl_sampling [--envs N] [--rounds R] [--duration S] [--baseline S] [--max-duration S]
+ *               [--spi R] [--env-cost-us U] [--buffer N] [--seed N] [--check]
  *
- * The environment is CartPole with the classic physics and termination
- * rules (Barto, Sutton & Anderson 1983; the constants of Gym's CartPole-v1,
- * 500-step limit), deterministic by seed. The policy is epsilon-greedy over a
- * linear Q function of 10 features (the state, its squares and the pole's
- * angle x angular velocity); the learner does Q-learning with the last
- * published weights as the target network, and priorities |TD error|.
+ * CartPole is the library's (hive_env_cartpole: Gym's CartPole-v1, 500-step
+ * limit); --env-cost-us adds U microseconds of simulated physics to each
+ * step (hive_env_spin, the synthetic env's calibrated spin). The policy is
+ * epsilon-greedy over a linear Q function of 10 features (the state, its
+ * squares and angle x angular velocity); the learner does Q-learning with
+ * the last published weights as its target network and |TD error| as the
+ * new priorities. A run lasts --duration seconds, and longer (up to
+ * --max-duration) until the policy is learned: the mean return of the last
+ * 100 episodes >= 195, CartPole's classic solved line. --check exits 1
+ * unless the hive run learned.
  */
 #include <hive.h>
 
 #include <math.h>
 #include <stdbool.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 
-/* ------------------------------------------------------------ CartPole */
+/* ------------------------------------------------------------ the environment */
 
-/* The physics is the library's (hive_env_cartpole, src/rl/cartpole.c);
- * this wrapper keeps its state, its observation and the demo's own RNG
- * (exploration and episode seeds). */
-typedef struct cartpole {
-    _Alignas(16) unsigned char state[128];   /* >= hive_env_cartpole.state_size (checked in main) */
-    float    obs[4];
-    int      steps;
-    uint64_t rng;
-} cartpole_t;
+/* CartPole plus an optional simulated physics cost per step. */
+typedef struct demo_env {
+    _Alignas(16) unsigned char cp[128];    /* >= hive_env_cartpole.state_size (checked in main) */
+    uint64_t cost_ns;
+} demo_env_t;
+
+static int denv_init(void *state, const void *config, unsigned env_id)
+{
+    (void)env_id;
+    ((demo_env_t *)state)->cost_ns = *(const uint64_t *)config;
+    return 0;
+}
+
+static void denv_reset(void *state, uint64_t seed, void *obs_out)
+{
+    hive_env_cartpole.reset(((demo_env_t *)state)->cp, seed, obs_out);
+}
+
+static void denv_step(void *state, const void *action, void *obs_out, float *reward, int *done)
+{
+    demo_env_t *e = state;
+    hive_env_cartpole.step(e->cp, action, obs_out, reward, done);
+    if (e->cost_ns)
+        hive_env_spin(e->cost_ns);
+}
+
+static hive_env_class_t demo_class(void)
+{
+    hive_env_class_t c = hive_env_cartpole;
+    c.name = "CartPoleCost";
+    c.state_size = sizeof(demo_env_t);
+    c.init = denv_init;
+    c.reset = denv_reset;
+    c.step = denv_step;
+    return c;
+}
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -54,25 +108,32 @@ static double urand(uint64_t *s)
     return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static void cp_reset(cartpole_t *c)
+/* CPU seconds this process has used, all threads. */
+static double cpu_s(void)
 {
-    hive_env_cartpole.reset(c->state, rng_next(&c->rng), c->obs);
-    c->steps = 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
 }
 
-/* One step; 1 if the pole fell or the cart left the track (the 500-step
- * time limit is not a fall: run_chunk ends the episode on it itself). */
-static int cp_step(cartpole_t *c, int action)
+/* CPU seconds the calling thread has used: single-thread costs measured
+ * in it hold on a loaded machine too (time preempted is not counted). */
+static double thread_cpu_s(void)
 {
-    int32_t a = action;
-    float r;
-    int done;
-    hive_env_cartpole.step(c->state, &a, c->obs, &r, &done);
-    c->steps++;
-    return done && c->steps < 500;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* ------------------------------------------------------------ policy */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------ policy and learner */
 
 #define NF 10                              /* features per action */
 #define NW (2 * NF)                        /* weights: one row per action */
@@ -104,43 +165,17 @@ static float qvalue(const float *w, const float s[4], int a)
     return v;
 }
 
-/* Exploration falls with the policy version the actor runs. */
+/* Exploration falls with the policy version. */
 static double epsilon_of(uint64_t version)
 {
     return 0.02 + 0.98 * exp(-(double)version / 12.0);
 }
 
-typedef struct chunk_stats {               /* what one run of an environment reports */
-    uint64_t steps, episodes;
-    double   return_sum;
-    uint64_t version, lag;
-} chunk_stats_t;
-
-/* Step env for n steps with weights w, writing transitions into out. */
-static void run_chunk(cartpole_t *env, double *ep_return, const float *w, uint64_t version,
-                      transition_t *out, int n, chunk_stats_t *st)
+static int32_t choose(const float *w, const float s[4], double eps, uint64_t *rng)
 {
-    double eps = epsilon_of(version);
-    for (int i = 0; i < n; i++) {
-        transition_t *t = &out[i];
-        memcpy(t->s, env->obs, sizeof t->s);
-        int a = urand(&env->rng) < eps ? (int)(rng_next(&env->rng) & 1)
-                                       : qvalue(w, t->s, 1) > qvalue(w, t->s, 0);
-        int fell = cp_step(env, a);
-        t->a = (float)a;
-        t->r = 1;
-        memcpy(t->s2, env->obs, sizeof t->s2);
-        t->done = (float)fell;              /* a time limit is not a terminal state */
-        t->pad = 0;
-        *ep_return += 1;
-        if (fell || env->steps >= 500) {
-            st->episodes++;
-            st->return_sum += *ep_return;
-            *ep_return = 0;
-            cp_reset(env);
-        }
-    }
-    st->steps += (uint64_t)n;
+    if (urand(rng) < eps)
+        return (int32_t)(rng_next(rng) & 1);
+    return qvalue(w, s, 1) > qvalue(w, s, 0);
 }
 
 /* One Q-learning step on a batch; fills |TD error| + 0.01 as new priorities. */
@@ -168,255 +203,502 @@ static void learn_batch(float *w, const float *target, const transition_t *b, co
     }
 }
 
-#define CHUNK          1000                /* env steps per call */
-#define LEARN_BATCHES  50                  /* learner batches per call */
-#define PUBLISH_EVERY  250                 /* learner batches per published version */
+#define PUBLISH_EVERY 250                  /* learner updates per published version */
+#define LEARN_MAX     32
+#define LEAD          256                  /* updates the environments may run ahead of the learner */
+#define MIN_FILL      1000                 /* transitions before the first update */
+#define SOLVED        195.0                /* mean return of the last 100 episodes */
 
-static double now_s(void)
+/* The rate limiter's arithmetic, shared by both pipelines: the updates
+ * that `inserts` transitions pay for at samples-per-insert spi. */
+static uint64_t credit(uint64_t inserts, double spi)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return inserts < MIN_FILL ? 0 : (uint64_t)((double)inserts * spi / BATCH);
 }
 
-/* ------------------------------------------------------------ hive pipeline */
+/* The environments' side of the limiter, shared by both pipelines: they
+ * stop once the updates paid for run LEAD ahead of those done, and go on
+ * once the learner has caught up to LEAD / 2 (a burst of env work per
+ * wait, not a step per update: fewer wake-ups on both sides). *ahead
+ * keeps which half of the hysteresis we are in. */
+static bool too_far_ahead(bool *ahead, uint64_t paid, uint64_t done)
+{
+    *ahead = paid > done + (*ahead ? LEAD / 2 : LEAD);
+    return *ahead;
+}
 
-typedef struct shared {                    /* what every actor needs, passed by value */
+/* ------------------------------------------------------------ the sampler's bookkeeping */
+
+/* What a sampler knows of its environments: the observation each acted on,
+ * the action, the policy version, the episode so far. Shared code: the
+ * hive pipeline has one, each baseline thread one for its slice. */
+typedef struct tracker {
+    float    (*obs)[4];
+    int32_t  *act;
+    uint64_t *ver;
+    int      *len;
+    uint8_t  *have;                        /* a step is outstanding from obs/act */
+    uint64_t  rng;
+    /* since the last merge */
+    uint64_t  steps, episodes, lag_sum, lag_n;
+    double    ret_sum;
+    double    rets[512];                   /* episode returns, for the last-100 window */
+    unsigned  nrets;
+} tracker_t;
+
+static int tracker_init(tracker_t *t, size_t n, uint64_t seed)
+{
+    memset(t, 0, sizeof *t);
+    t->obs = calloc(n, sizeof *t->obs);
+    t->act = calloc(n, sizeof *t->act);
+    t->ver = calloc(n, sizeof *t->ver);
+    t->len = calloc(n, sizeof *t->len);
+    t->have = calloc(n, sizeof *t->have);
+    t->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    return t->obs && t->act && t->ver && t->len && t->have ? 0 : -1;
+}
+
+static void tracker_free(tracker_t *t)
+{
+    free(t->obs);
+    free(t->act);
+    free(t->ver);
+    free(t->len);
+    free(t->have);
+}
+
+/* One batch of results: row k is env slot[k] (an index into the tracker)
+ * with observation obs[k], reward and done. Writes the transitions the rows
+ * complete into tr (returns how many) and each env's next action into
+ * act_out[k]. A step that hit the 500-step time limit is not a terminal
+ * state and its next observation is already the new episode's: it is not
+ * stored. */
+static size_t on_batch(tracker_t *t, const float *w, uint64_t version, size_t n, const int32_t *slot,
+                       const float *obs, const float *reward, const uint8_t *done,
+                       int32_t *act_out, transition_t *tr)
+{
+    double eps = epsilon_of(version);
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++) {
+        int32_t i = slot[k];
+        const float *o = obs + 4 * k;
+        if (t->have[i]) {
+            t->steps++;
+            t->len[i]++;
+            t->lag_sum += version - t->ver[i];
+            t->lag_n++;
+            bool truncated = done[k] && t->len[i] >= 500;
+            if (!truncated) {
+                transition_t *x = &tr[m++];
+                memcpy(x->s, t->obs[i], sizeof x->s);
+                x->a = (float)t->act[i];
+                x->r = reward[k];
+                memcpy(x->s2, o, sizeof x->s2);
+                x->done = (float)done[k];
+                x->pad = 0;
+            }
+            if (done[k]) {
+                t->episodes++;
+                t->ret_sum += t->len[i];
+                if (t->nrets < sizeof t->rets / sizeof t->rets[0])
+                    t->rets[t->nrets++] = t->len[i];
+                t->len[i] = 0;
+            }
+        }
+        int32_t a = choose(w, o, eps, &t->rng);
+        memcpy(t->obs[i], o, sizeof t->obs[i]);
+        t->act[i] = a;
+        t->ver[i] = version;
+        t->have[i] = 1;
+        act_out[k] = a;
+    }
+    return m;
+}
+
+/* What a run shows: totals, the per-second window, the last 100 returns. */
+typedef struct stats {
+    uint64_t steps, updates, episodes, lag_sum, lag_n, version;
+    double   ret_sum;
+    double   last100[100];
+    unsigned n100, pos100;
+    double   t0, solved_at;                /* seconds into the run; 0: not yet */
+    double   best100;
+    /* the window printed last */
+    double   t_print;
+    uint64_t p_steps, p_updates, p_episodes, p_lag_sum, p_lag_n;
+    double   p_ret_sum;
+} stats_t;
+
+static double mean100(const stats_t *s)
+{
+    double sum = 0;
+    for (unsigned i = 0; i < s->n100; i++)
+        sum += s->last100[i];
+    return s->n100 ? sum / s->n100 : 0;
+}
+
+/* Fold a tracker's counts into the run's (under the baseline's lock). */
+static void merge(stats_t *s, tracker_t *t)
+{
+    s->steps += t->steps;
+    s->episodes += t->episodes;
+    s->lag_sum += t->lag_sum;
+    s->lag_n += t->lag_n;
+    s->ret_sum += t->ret_sum;
+    for (unsigned k = 0; k < t->nrets; k++) {
+        s->last100[s->pos100] = t->rets[k];
+        s->pos100 = (s->pos100 + 1) % 100;
+        if (s->n100 < 100)
+            s->n100++;
+        double m = mean100(s);
+        if (s->n100 == 100 && m > s->best100)
+            s->best100 = m;
+        if (s->n100 == 100 && m >= SOLVED && s->solved_at == 0)
+            s->solved_at = now_s() - s->t0;
+    }
+    t->steps = t->episodes = t->lag_sum = t->lag_n = 0;
+    t->ret_sum = 0;
+    t->nrets = 0;
+}
+
+/* The per-second line: env steps/s, learner updates/s, samples per insert,
+ * policy version and lag, average return of the episodes that ended. */
+static void print_second(stats_t *s, double t)
+{
+    double dt = t - s->t_print;
+    uint64_t eps = s->episodes - s->p_episodes, ln = s->lag_n - s->p_lag_n;
+    printf("[%4.1fs] env steps/s %8.0f | learner updates/s %6.0f | samples/insert %4.1f | "
+           "policy v%-4llu lag %.2f | avg return %5.1f\n", t - s->t0,
+           (double)(s->steps - s->p_steps) / dt, (double)(s->updates - s->p_updates) / dt,
+           s->steps ? (double)s->updates * BATCH / (double)s->steps : 0,
+           (unsigned long long)s->version, ln ? (double)(s->lag_sum - s->p_lag_sum) / (double)ln : 0,
+           eps ? (s->ret_sum - s->p_ret_sum) / (double)eps : 0);
+    fflush(stdout);
+    s->t_print = t;
+    s->p_steps = s->steps;
+    s->p_updates = s->updates;
+    s->p_episodes = s->episodes;
+    s->p_lag_sum = s->lag_sum;
+    s->p_lag_n = s->lag_n;
+    s->p_ret_sum = s->ret_sum;
+}
+
+typedef struct run_cfg {
+    unsigned nenv, workers;
+    double   duration, max_duration, spi;
+    uint64_t buffer, seed, cost_ns;
+} run_cfg_t;
+
+/* A run goes on past its duration until the policy is learned. */
+static bool run_over(const stats_t *s, const run_cfg_t *c, double t)
+{
+    double el = t - s->t0;
+    return el >= c->max_duration || (el >= c->duration && s->solved_at > 0);
+}
+
+typedef struct result {
+    double seconds, steps, updates, publishes, lag, solved_at, best100, cpu;
+} result_t;
+
+static void fill_result(const stats_t *s, double t, result_t *r)
+{
+    r->seconds = t - s->t0;
+    r->steps = (double)s->steps;
+    r->updates = (double)s->updates;
+    r->publishes = (double)s->version;
+    r->lag = s->lag_n ? (double)s->lag_sum / (double)s->lag_n : 0;
+    r->solved_at = s->solved_at;
+    r->best100 = s->best100;
+}
+
+#define FAIL(what) do { fprintf(stderr, "%s: %s\n", what, hive_last_error()); goto out; } while (0)
+
+/* ------------------------------------------------------------ the hive pipeline */
+
+/* The rate limiter's two counts, shared by the sampler and the learner.
+ * Relaxed loads and stores suffice: each is written by one side only and
+ * is a count, not a guard of data (transitions reach the learner through
+ * the replay buffer, which orders its own rows); a stale value only makes
+ * a side wait or stop a moment early, and it re-reads. */
+typedef struct limiter {
+    _Alignas(64) _Atomic uint64_t inserts;  /* the sampler's transitions pushed */
+    _Alignas(64) _Atomic uint64_t updates;  /* the learner's updates done */
+} limiter_t;
+
+typedef struct learner_args {
     hive_replay_t *rb;
     hive_ref_t     weights;                /* the cell the learner publishes into */
     uint64_t       seed;
-} shared_t;
-
-typedef struct env_actor {
-    shared_t     sh;
-    cartpole_t   env;
-    double       ep_return;
-    transition_t out[CHUNK];
-} env_actor_t;
-
-static int env_init(void *self, hive_ctx_t *ctx)
-{
-    env_actor_t *e = self;
-    e->sh = *(const shared_t *)hive_arg(ctx, 0, NULL);
-    e->env.rng = e->sh.seed * 0x9E3779B97F4A7C15ull + 1;
-    cp_reset(&e->env);
-    return 0;
-}
-
-/* Step CHUNK steps with the latest weights, push them, report. */
-static int env_run(void *self, hive_ctx_t *ctx)
-{
-    env_actor_t *e = self;
-    hive_t *h = hive_engine(ctx);
-    hive_ref_t v;
-    uint64_t version;
-    const void *w;
-    chunk_stats_t st = { 0 };
-    if (hive_cell_acquire(h, e->sh.weights, &v, &version) != HIVE_OK ||
-        hive_get(h, v, 0, &w, NULL) != HIVE_OK)
-        return 1;
-    run_chunk(&e->env, &e->ep_return, w, version, e->out, CHUNK, &st);
-    hive_release(h, v);                    /* the old version goes once nobody holds it */
-    if (hive_replay_push_batch(e->sh.rb, e->out, CHUNK) != HIVE_OK)
-        return 1;
-    uint64_t latest;                       /* policy lag: publishes since the one we used */
-    if (hive_cell_acquire(h, e->sh.weights, &v, &latest) == HIVE_OK) {
-        hive_release(h, v);
-        st.lag = latest - version;
-    }
-    st.version = version;
-    return hive_return(ctx, &st, sizeof st);
-}
+    limiter_t     *lim;
+    double         spi;
+} learner_args_t;
 
 typedef struct learner {
-    shared_t     sh;
-    float        w[NW], target[NW];
-    uint64_t     batches, version;
-    uint64_t     rng;
-    transition_t batch[BATCH];
+    learner_args_t a;
+    float          w[NW], target[NW];
+    uint64_t       updates, rng;
+    transition_t   batch[BATCH];
 } learner_t;
 
 static int learner_init(void *self, hive_ctx_t *ctx)
 {
     learner_t *l = self;
-    l->sh = *(const shared_t *)hive_arg(ctx, 0, NULL);
-    l->rng = l->sh.seed ^ 0xabcdefull;
+    l->a = *(const learner_args_t *)hive_arg(ctx, 0, NULL);
+    l->rng = l->a.seed ^ 0xabcdefull;
     return 0;
 }
 
-/* LEARN_BATCHES prioritized batches; publish every PUBLISH_EVERY. */
+/* One update: a prioritized batch, a Q-learning step, new priorities,
+ * and every PUBLISH_EVERY updates a new weights version. */
+static int learner_update(hive_t *h, learner_t *l)
+{
+    uint64_t keys[BATCH];
+    double iw[BATCH], prio[BATCH];
+    if (hive_replay_sample(l->a.rb, BATCH, &l->rng, l->batch, keys, iw, 0) != HIVE_OK)
+        return -1;
+    learn_batch(l->w, l->target, l->batch, iw, prio);
+    if (hive_replay_update_priorities(l->a.rb, keys, prio, BATCH) < 0)
+        return -1;
+    if (++l->updates % PUBLISH_EVERY == 0) {
+        hive_ref_t v;                       /* a new version: put, publish, drop our count */
+        if (hive_put(h, l->w, sizeof l->w, &v) != HIVE_OK)
+            return -1;
+        int rc = hive_cell_publish(h, l->a.weights, v);
+        hive_release(h, v);
+        if (rc != HIVE_OK)
+            return -1;
+        memcpy(l->target, l->w, sizeof l->w);
+    }
+    return 0;
+}
+
+/* learn(): updates while the inserts so far pay for them (the rate
+ * limiter), LEARN_MAX at most per call so that a call ends. */
 static int learner_learn(void *self, hive_ctx_t *ctx)
 {
     learner_t *l = self;
-    hive_t *h = hive_engine(ctx);
-    uint64_t keys[BATCH], done = 0;
-    double iw[BATCH], prio[BATCH];
-    for (int i = 0; i < LEARN_BATCHES; i++) {
-        int rc = hive_replay_sample(l->sh.rb, BATCH, &l->rng, l->batch, keys, iw, 0);
-        if (rc == HIVE_ETIMEDOUT || rc == HIVE_EINVAL)
-            break;                          /* not enough data yet */
-        if (rc != HIVE_OK)
+    limiter_t *lim = l->a.lim;
+    uint32_t n = 0;
+    while (n < LEARN_MAX &&
+           credit(atomic_load_explicit(&lim->inserts, memory_order_relaxed), l->a.spi) > l->updates) {
+        if (learner_update(hive_engine(ctx), l) != 0)
             return 1;
-        learn_batch(l->w, l->target, l->batch, iw, prio);
-        if (hive_replay_update_priorities(l->sh.rb, keys, prio, BATCH) < 0)
-            return 1;
-        done++;
-        if (++l->batches % PUBLISH_EVERY == 0) {
-            hive_ref_t v;                   /* a new version: put, publish, drop our count */
-            if (hive_put(h, l->w, sizeof l->w, &v) != HIVE_OK)
-                return 1;
-            int prc = hive_cell_publish(h, l->sh.weights, v);
-            hive_release(h, v);
-            if (prc != HIVE_OK)
-                return 1;
-            memcpy(l->target, l->w, sizeof l->w);
-            l->version++;
-        }
+        atomic_store_explicit(&lim->updates, l->updates, memory_order_relaxed);
+        n++;
     }
-    return hive_return(ctx, &done, sizeof done);
+    return hive_return(ctx, &n, sizeof n);
 }
 
-static const hive_method_t env_methods[] = { { "run", env_run, HIVE_PRIO_NORMAL } };
-static const hive_actor_class_t env_class = {
-    .name = "CartPoleEnv", .size = sizeof(env_actor_t), .init = env_init,
-    .methods = env_methods, .nmethods = 1,
-};
-/* HIGH by default: a learn call jumps every queued environment call */
+/* HIGH: a learn call goes before the environment steps queued on its worker */
 static const hive_method_t learner_methods[] = { { "learn", learner_learn, HIVE_PRIO_HIGH } };
 static const hive_actor_class_t learner_class = {
     .name = "Learner", .size = sizeof(learner_t), .init = learner_init,
     .methods = learner_methods, .nmethods = 1,
 };
 
-typedef struct result {
-    double   seconds, steps, updates, publishes, first_return, last_return;
-} result_t;
+typedef struct hive_run {                  /* the sampler's side of the hive pipeline */
+    hive_t        *h;
+    hive_actor_t   learner;
+    hive_ref_t     call;                   /* the learn call in flight, or {0} */
+    limiter_t     *lim;
+    stats_t       *st;
+} hive_run_t;
 
-#define FAIL(what) do { fprintf(stderr, "%s: %s\n", what, hive_last_error()); return -1; } while (0)
-
-static int run_hive(hive_t *h, unsigned nenv, double duration, uint64_t buffer, uint64_t seed,
-                    result_t *res)
+/* The learn call in flight, if it finished within timeout_ns, is done
+ * with; the learner's count is read either way. */
+static int collect_learner(hive_run_t *r, int64_t timeout_ns)
 {
-    hive_replay_config_t rc = { .capacity = buffer, .item_size = sizeof(transition_t),
-                                .prioritized = 1, .alpha = 0.6, .beta = 0.4, .seed = seed };
-    hive_replay_t *rb;
+    if (r->call.id != 0) {
+        int got = hive_wait(r->h, &r->call, 1, 1, timeout_ns, NULL);
+        if (got != HIVE_ETIMEDOUT) {
+            const void *p;
+            if (got < 0 || hive_get(r->h, r->call, 0, &p, NULL) != HIVE_OK)
+                return -1;
+            hive_release(r->h, r->call);
+            r->call.id = 0;
+        }
+    }
+    r->st->updates = atomic_load_explicit(&r->lim->updates, memory_order_relaxed);
+    return 0;
+}
+
+/* Start a learn call if none runs and the inserts pay for an update. */
+static int feed_learner(hive_run_t *r, double spi)
+{
+    atomic_store_explicit(&r->lim->inserts, r->st->steps, memory_order_relaxed);
+    if (r->call.id != 0 || credit(r->st->steps, spi) <= r->st->updates)
+        return 0;
+    return hive_call(r->h, r->learner, 0, NULL, 0, NULL, &r->call) == HIVE_OK ? 0 : -1;
+}
+
+static int sampler_loop(hive_run_t *r, const run_cfg_t *c, hive_envpool_t *pool, hive_replay_t *rb,
+                        hive_ref_t cell, tracker_t *tk, int32_t *acts, transition_t *tr)
+{
+    hive_t *h = r->h;
+    stats_t *st = r->st;
+    st->t0 = st->t_print = now_s();
+    if (hive_envpool_async_reset(pool) != HIVE_OK)
+        FAIL("hive_envpool_async_reset");
+    size_t inflight = c->nenv;
+    bool ahead = false;
+    for (;;) {
+        double t = now_s();
+        bool stop = run_over(st, c, t);
+        if (t - st->t_print >= 1)
+            print_second(st, t);
+        if (collect_learner(r, 0) != 0)
+            FAIL("learn");
+        if (!stop && feed_learner(r, c->spi) != 0)
+            FAIL("hive_call learn");
+        if (stop && inflight == 0)
+            break;
+        if (!stop && too_far_ahead(&ahead, credit(st->steps, c->spi), st->updates)) {
+            if (collect_learner(r, 200000) != 0)    /* the environments are ahead: wait */
+                FAIL("learn");
+            continue;
+        }
+        hive_envpool_batch_t b;
+        if (hive_envpool_recv(pool, HIVE_FOREVER, &b) != HIVE_OK)
+            FAIL("hive_envpool_recv");
+        inflight -= b.n;
+        hive_ref_t v;
+        uint64_t version;
+        const void *w;
+        if (hive_cell_acquire(h, cell, &v, &version) != HIVE_OK || hive_get(h, v, 0, &w, NULL) != HIVE_OK)
+            FAIL("weights");
+        size_t m = on_batch(tk, w, version, b.n, b.env_id.data, b.obs.data, b.reward.data,
+                            b.done.data, acts, tr);
+        hive_release(h, v);                     /* the old version goes once nobody holds it */
+        st->version = version;
+        if (!stop) {
+            hive_array_t a = { .data = acts, .dtype = HIVE_I32, .ndim = 1,
+                               .shape = { (int64_t)b.n }, .strides = { 4 } };
+            if (hive_envpool_send(pool, &a, b.env_id.data, b.n) != HIVE_OK)
+                FAIL("hive_envpool_send");
+            inflight += b.n;
+        }
+        if (hive_replay_push_batch(rb, tr, m) != HIVE_OK)
+            FAIL("hive_replay_push_batch");
+        merge(st, tk);
+    }
+    while (r->call.id != 0)
+        if (collect_learner(r, HIVE_FOREVER) != 0)
+            FAIL("learn");
+    return 0;
+out:
+    return -1;
+}
+
+typedef struct sampler_job {               /* what the sampler actor's run() is given */
+    hive_run_t     *r;
+    const run_cfg_t *c;
+    hive_envpool_t *pool;
+    hive_replay_t  *rb;
+    hive_ref_t      cell;
+    tracker_t      *tk;
+    int32_t        *acts;
+    transition_t   *tr;
+} sampler_job_t;
+
+/* The sampler as an actor pinned to worker 0: while it waits for the
+ * environments (recv) or the learner (hive_wait) its worker steps
+ * environments itself, so the pipeline is just the engine's workers. */
+static int sampler_run(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    const sampler_job_t *j = *(sampler_job_t *const *)hive_arg(ctx, 0, NULL);
+    int rc = sampler_loop(j->r, j->c, j->pool, j->rb, j->cell, j->tk, j->acts, j->tr);
+    return hive_return(ctx, &rc, sizeof rc);
+}
+
+static const hive_method_t sampler_methods[] = { { "run", sampler_run, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t sampler_class = {
+    .name = "Sampler", .size = 8, .methods = sampler_methods, .nmethods = 1,
+};
+
+static int run_hive(hive_t *h, const run_cfg_t *c, result_t *res)
+{
+    int ret = -1;
+    hive_replay_t *rb = NULL;
+    hive_envpool_t *pool = NULL;
+    hive_ref_t cell = { 0 }, done = { 0 };
+    stats_t st = { 0 };
+    tracker_t tk = { 0 };
+    int32_t *acts = calloc(c->nenv, sizeof *acts);
+    transition_t *tr = calloc(c->nenv, sizeof *tr);
+    limiter_t lim = { 0 };
+    hive_run_t r = { .h = h, .st = &st, .lim = &lim };
+    if (acts == NULL || tr == NULL || tracker_init(&tk, c->nenv, c->seed) != 0) {
+        fprintf(stderr, "out of memory\n");
+        goto out;
+    }
+    hive_replay_config_t rc = { .capacity = c->buffer, .item_size = sizeof(transition_t),
+                                .prioritized = 1, .alpha = 0.6, .beta = 0.4, .seed = c->seed };
     if (hive_replay_new(h, &rc, &rb) != HIVE_OK)
         FAIL("hive_replay_new");
     float zero[NW] = { 0 };
-    hive_ref_t w0, cell;
+    hive_ref_t w0;
     if (hive_put(h, zero, sizeof zero, &w0) != HIVE_OK || hive_cell_new(h, w0, &cell) != HIVE_OK)
         FAIL("weights");
     hive_release(h, w0);
-    shared_t sh = { .rb = rb, .weights = cell, .seed = seed };
-    hive_actor_t learner, *envs = calloc(nenv, sizeof *envs);
-    hive_ref_t *inflight = calloc(nenv + 1, sizeof *inflight);
-    if (hive_actor_new(h, &learner_class, &HIVE_VAL(sh), 1, NULL, &learner) != HIVE_OK)
+    learner_args_t la = { .rb = rb, .weights = cell, .seed = c->seed, .lim = &lim, .spi = c->spi };
+    /* the engine has a worker per core plus one: the learner's own */
+    hive_actor_opts_t lo = { .place = HIVE_PLACE_WORKER, .place_index = c->workers };
+    if (hive_actor_new(h, &learner_class, &HIVE_VAL(la), 1, &lo, &r.learner) != HIVE_OK)
         FAIL("learner");
-    for (unsigned i = 0; i < nenv; i++) {
-        shared_t mine = sh;
-        mine.seed = seed + 1000 + i;
-        if (hive_actor_new(h, &env_class, &HIVE_VAL(mine), 1, NULL, &envs[i]) != HIVE_OK)
-            FAIL("env actor");
+    hive_env_class_t cls = demo_class();
+    hive_envpool_opts_t po = { .num_envs = c->nenv, .batch_size = c->nenv / 2, .seed = c->seed,
+                               .config = &c->cost_ns };
+    if (hive_envpool_new(h, &cls, &po, &pool) != HIVE_OK)
+        FAIL("hive_envpool_new");
+    {
+        sampler_job_t j = { &r, c, pool, rb, cell, &tk, acts, tr }, *jp = &j;
+        hive_actor_opts_t so = { .place = HIVE_PLACE_WORKER, .place_index = 0 };
+        hive_actor_t sampler;
+        const void *p;
+        if (hive_actor_new(h, &sampler_class, NULL, 0, &so, &sampler) != HIVE_OK ||
+            hive_call(h, sampler, 0, &HIVE_VAL(jp), 1, NULL, &done) != HIVE_OK ||
+            hive_get(h, done, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            FAIL("sampler");
+        if (*(const int *)p != 0)
+            goto out;
     }
-    double t0 = now_s(), next_print = t0 + 1, ret_sum = 0, last_lag = 0;
-    uint64_t steps = 0, updates = 0, episodes = 0, lag_sum = 0, chunks = 0, version = 0;
-    uint64_t ps = 0, pu = 0;
-    double win_ret = 0, win_eps = 0, first_sum = 0, first_eps = 0;
-    for (;;) {
-        bool stop = now_s() - t0 >= duration;
-        for (unsigned i = 0; i <= nenv; i++) {
-            if (inflight[i].id == 0 && !stop &&
-                (i == nenv ? hive_call(h, learner, 0, NULL, 0, NULL, &inflight[i])
-                           : hive_call(h, envs[i], 0, NULL, 0, NULL, &inflight[i])) != HIVE_OK)
-                FAIL("hive_call");
-        }
-        unsigned char ready[65];
-        hive_ref_t refs[65];
-        unsigned map[65], n = 0;
-        for (unsigned i = 0; i <= nenv && n < 65; i++)
-            if (inflight[i].id) {
-                refs[n] = inflight[i];
-                map[n++] = i;
-            }
-        if (n == 0)
-            break;                          /* stopped and drained */
-        int got = hive_wait(h, refs, n, 1, 2000000, ready);
-        for (unsigned k = 0; got > 0 && k < n; k++) {
-            if (!ready[k])
-                continue;
-            unsigned i = map[k];
-            const void *p;
-            if (hive_get(h, inflight[i], 0, &p, NULL) != HIVE_OK)
-                FAIL(i == nenv ? "learn" : "env run");
-            if (i == nenv) {
-                updates += *(const uint64_t *)p;
-            } else {
-                const chunk_stats_t *st = p;
-                steps += st->steps;
-                episodes += st->episodes;
-                ret_sum += st->return_sum;
-                win_ret += st->return_sum;
-                win_eps += (double)st->episodes;
-                if (first_eps < 200) {          /* the untrained policy: the first 200 episodes */
-                    first_sum += st->return_sum;
-                    first_eps += (double)st->episodes;
-                }
-                lag_sum += st->lag;
-                chunks++;
-                if (st->version > version)
-                    version = st->version;
-            }
-            hive_release(h, inflight[i]);
-            inflight[i].id = 0;
-        }
-        double t = now_s();
-        if (t >= next_print) {
-            hive_replay_stats_t rs;
-            hive_replay_stats(rb, &rs);
-            double avg = win_eps > 0 ? win_ret / win_eps : 0;
-            last_lag = chunks ? (double)lag_sum / (double)chunks : 0;
-            printf("[%4.1fs] env steps/s %9.0f | buffer %6llu/%llu | policy v%-4llu lag %.2f | "
-                   "learner updates/s %7.0f | avg return %6.1f\n",
-                   t - t0, (double)(steps - ps) / (t - next_print + 1), (unsigned long long)rs.size,
-                   (unsigned long long)rs.capacity, (unsigned long long)version, last_lag,
-                   (double)(updates - pu) / (t - next_print + 1), avg);
-            ps = steps;
-            pu = updates;
-            res->last_return = avg;
-            win_ret = win_eps = 0;
-            next_print += 1;
-        }
-    }
-    res->seconds = now_s() - t0;
-    res->steps = (double)steps;
-    res->updates = (double)updates;
-    res->publishes = (double)version;
-    res->first_return = first_eps > 0 ? first_sum / first_eps : 0;
-    printf("hive: %llu env steps, %llu episodes, %llu learner batches, %llu weight versions, "
-           "mean policy lag %.2f versions\n", (unsigned long long)steps, (unsigned long long)episodes,
-           (unsigned long long)updates, (unsigned long long)version, last_lag);
+    fill_result(&st, now_s(), res);
+    ret = 0;
+out:
+    if (done.id)
+        hive_release(h, done);
+    if (r.call.id)
+        hive_release(h, r.call);
+    hive_envpool_free(pool);
     hive_replay_free(rb);
-    hive_release(h, cell);
-    free(envs);
-    free(inflight);
-    return 0;
+    if (cell.id)
+        hive_release(h, cell);
+    tracker_free(&tk);
+    free(acts);
+    free(tr);
+    return ret;
 }
 
 /* ------------------------------------------------------------ the pthread baseline */
 
-/* What a plain pthread program does: one mutex around a ring buffer with a
- * sum tree for priorities, and the weights copied under another mutex. */
+/* A ring of transitions with a sum tree of priority^alpha over it, all
+ * under one mutex; the rate limiter's two condition variables. */
 typedef struct base {
-    pthread_mutex_t buf_lock, w_lock;
-    transition_t   *items;
-    double         *tree;                   /* sum tree: leaves at [cap, 2 cap) */
-    uint64_t        cap, inserts;
-    double          max_prio;
-    float           w[NW];
-    uint64_t        version;
-    _Atomic int     stop;
-    uint64_t        steps, updates;
-    uint64_t        seed;
+    pthread_mutex_t  lock, w_lock;
+    pthread_cond_t   learner_cv, env_cv;
+    transition_t    *items;
+    double          *tree;                 /* leaves at [cap, 2 cap) */
+    uint64_t         cap, inserts;
+    double           max_prio;
+    float            w[NW];                /* the published weights, under w_lock */
+    uint64_t         version;
+    bool             stop;
+    int              fail;
+    stats_t          st;                   /* under lock */
+    const run_cfg_t *c;
+    hive_env_class_t cls;
+    unsigned         next_thread;
 } base_t;
 
 static void tree_set(base_t *b, uint64_t leaf, double v)
@@ -427,32 +709,113 @@ static void tree_set(base_t *b, uint64_t leaf, double v)
         b->tree[i] += d;
 }
 
+/* Caller holds lock. */
+static void base_push(base_t *b, const transition_t *tr, size_t m)
+{
+    double p = pow(b->max_prio, 0.6);
+    for (size_t i = 0; i < m; i++) {
+        uint64_t row = b->inserts++ % b->cap;
+        b->items[row] = tr[i];
+        tree_set(b, row, p);
+    }
+}
+
+/* One thread per worker: step its slice of the environments with the
+ * latest weights, push the slice's transitions, wait while ahead. */
 static void *base_env(void *arg)
 {
     base_t *b = arg;
-    cartpole_t env = { .rng = __atomic_add_fetch(&b->seed, 7919, __ATOMIC_RELAXED) };
-    cp_reset(&env);
-    double ep = 0;
-    transition_t *out = malloc(CHUNK * sizeof *out);
+    const run_cfg_t *c = b->c;
+    pthread_mutex_lock(&b->lock);
+    unsigned me = b->next_thread++;
+    pthread_mutex_unlock(&b->lock);
+    size_t lo = (size_t)c->nenv * me / c->workers, hi = (size_t)c->nenv * (me + 1) / c->workers;
+    size_t n = hi - lo;
+    demo_env_t *envs = calloc(n, sizeof *envs);
+    float *obs = calloc(n, 4 * sizeof *obs), *rew = calloc(n, sizeof *rew);
+    uint8_t *done = calloc(n, 1);
+    int32_t *slot = calloc(n, sizeof *slot), *acts = calloc(n, sizeof *acts);
+    uint32_t *episode = calloc(n, sizeof *episode);
+    transition_t *tr = calloc(n, sizeof *tr);
+    tracker_t tk = { 0 };
+    if (!envs || !obs || !rew || !done || !slot || !acts || !episode || !tr ||
+        tracker_init(&tk, n, c->seed + 1 + me) != 0) {
+        pthread_mutex_lock(&b->lock);
+        b->fail = 1;
+        b->stop = true;
+        pthread_cond_broadcast(&b->learner_cv);
+        pthread_mutex_unlock(&b->lock);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        b->cls.init(&envs[i], &c->cost_ns, (unsigned)(lo + i));
+        b->cls.reset(&envs[i], c->seed * 1000003 + lo + i, obs + 4 * i);
+        slot[i] = (int32_t)i;
+    }
     float w[NW];
-    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
+    for (;;) {
         pthread_mutex_lock(&b->w_lock);
         memcpy(w, b->w, sizeof w);
         uint64_t version = b->version;
         pthread_mutex_unlock(&b->w_lock);
-        chunk_stats_t st = { 0 };
-        run_chunk(&env, &ep, w, version, out, CHUNK, &st);
-        pthread_mutex_lock(&b->buf_lock);
-        for (int i = 0; i < CHUNK; i++) {
-            uint64_t row = b->inserts++ % b->cap;
-            b->items[row] = out[i];
-            tree_set(b, row, pow(b->max_prio, 0.6));
+        size_t m = on_batch(&tk, w, version, n, slot, obs, rew, done, acts, tr);
+        for (size_t i = 0; i < n; i++) {     /* the same step, auto-reset included */
+            int d = 0;
+            b->cls.step(&envs[i], &acts[i], obs + 4 * i, &rew[i], &d);
+            done[i] = d != 0;
+            if (d)
+                b->cls.reset(&envs[i], (c->seed * 1000003 + lo + i) ^ ((uint64_t)++episode[i] << 40),
+                             obs + 4 * i);
         }
-        b->steps += CHUNK;
-        pthread_mutex_unlock(&b->buf_lock);
+        pthread_mutex_lock(&b->lock);
+        base_push(b, tr, m);
+        merge(&b->st, &tk);
+        pthread_cond_signal(&b->learner_cv);
+        bool ahead = false;
+        while (!b->stop && too_far_ahead(&ahead, credit(b->st.steps, c->spi), b->st.updates))
+            pthread_cond_wait(&b->env_cv, &b->lock);
+        bool stop = b->stop;
+        pthread_mutex_unlock(&b->lock);
+        if (stop)
+            break;
     }
-    free(out);
+    tracker_free(&tk);
+    free(envs);
+    free(obs);
+    free(rew);
+    free(done);
+    free(slot);
+    free(acts);
+    free(episode);
+    free(tr);
     return NULL;
+}
+
+/* Caller holds lock: a stratified prioritized batch, as hive_replay does. */
+static void base_sample(base_t *b, uint64_t *rng, transition_t *batch, uint64_t *rows, double *iw)
+{
+    uint64_t held = b->inserts < b->cap ? b->inserts : b->cap;
+    double total = b->tree[1], maxw = 0;
+    for (int k = 0; k < BATCH; k++) {
+        double u = (k + urand(rng)) * total / BATCH;
+        uint64_t i = 1;
+        while (i < b->cap) {
+            if (u <= b->tree[2 * i] || b->tree[2 * i + 1] <= 0)
+                i = 2 * i;
+            else {
+                u -= b->tree[2 * i];
+                i = 2 * i + 1;
+            }
+        }
+        rows[k] = (i - b->cap) < held ? i - b->cap : held - 1;
+        batch[k] = b->items[rows[k]];
+        double p = b->tree[rows[k] + b->cap] / total;
+        iw[k] = pow((double)held * p, -0.4);
+        if (iw[k] > maxw)
+            maxw = iw[k];
+    }
+    for (int k = 0; k < BATCH; k++)
+        iw[k] /= maxw;
 }
 
 static void *base_learner(void *arg)
@@ -460,165 +823,320 @@ static void *base_learner(void *arg)
     base_t *b = arg;
     float w[NW] = { 0 }, target[NW] = { 0 };
     transition_t batch[BATCH];
-    uint64_t rows[BATCH], rng = __atomic_load_n(&b->seed, __ATOMIC_RELAXED) ^ 0xabcdef;
+    uint64_t rows[BATCH], rng = b->c->seed ^ 0xabcdefull, updates = 0;
     double iw[BATCH], prio[BATCH];
-    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
-        pthread_mutex_lock(&b->buf_lock);
-        uint64_t held = b->inserts < b->cap ? b->inserts : b->cap;
-        if (held < BATCH) {
-            pthread_mutex_unlock(&b->buf_lock);
-            continue;
-        }
-        double total = b->tree[1], maxw = 0;
-        for (int k = 0; k < BATCH; k++) {   /* stratified proportional sampling */
-            double u = (k + urand(&rng)) * total / BATCH;
-            uint64_t i = 1;
-            while (i < b->cap) {
-                if (u <= b->tree[2 * i] || b->tree[2 * i + 1] <= 0)
-                    i = 2 * i;
-                else {
-                    u -= b->tree[2 * i];
-                    i = 2 * i + 1;
-                }
-            }
-            rows[k] = (i - b->cap) < held ? i - b->cap : held - 1;
-            batch[k] = b->items[rows[k]];
-            double p = b->tree[rows[k] + b->cap] / total;
-            iw[k] = pow((double)held * p, -0.4);
-            if (iw[k] > maxw)
-                maxw = iw[k];
-        }
-        pthread_mutex_unlock(&b->buf_lock);
-        for (int k = 0; k < BATCH; k++)
-            iw[k] /= maxw;
+    pthread_mutex_lock(&b->lock);
+    for (;;) {
+        while (!b->stop && credit(b->st.steps, b->c->spi) <= b->st.updates)
+            pthread_cond_wait(&b->learner_cv, &b->lock);
+        if (b->stop)
+            break;
+        base_sample(b, &rng, batch, rows, iw);
+        pthread_mutex_unlock(&b->lock);
         learn_batch(w, target, batch, iw, prio);
-        pthread_mutex_lock(&b->buf_lock);
+        pthread_mutex_lock(&b->lock);
         for (int k = 0; k < BATCH; k++) {
             tree_set(b, rows[k], pow(prio[k], 0.6));
             if (prio[k] > b->max_prio)
                 b->max_prio = prio[k];
         }
-        b->updates++;
-        uint64_t u = b->updates;
-        pthread_mutex_unlock(&b->buf_lock);
-        if (u % PUBLISH_EVERY == 0) {
+        b->st.updates++;
+        pthread_cond_broadcast(&b->env_cv);
+        if (++updates % PUBLISH_EVERY == 0) {
             pthread_mutex_lock(&b->w_lock);
             memcpy(b->w, w, sizeof w);
             b->version++;
+            b->st.version = b->version;
             pthread_mutex_unlock(&b->w_lock);
             memcpy(target, w, sizeof w);
         }
     }
+    pthread_mutex_unlock(&b->lock);
     return NULL;
 }
 
-static void run_baseline(unsigned nenv, double duration, uint64_t buffer, uint64_t seed, result_t *res)
+static int run_baseline(const run_cfg_t *c, result_t *res)
 {
-    base_t b = { .cap = 1, .max_prio = 1.0, .seed = seed };
-    while (b.cap < buffer)
+    base_t b = { .cap = 1, .max_prio = 1.0, .c = c, .cls = demo_class() };
+    while (b.cap < c->buffer)
         b.cap *= 2;
     b.items = calloc(b.cap, sizeof *b.items);
     b.tree = calloc(2 * b.cap, sizeof *b.tree);
-    pthread_mutex_init(&b.buf_lock, NULL);
+    pthread_t *th = calloc(c->workers + 1, sizeof *th);
+    if (!b.items || !b.tree || !th) {
+        fprintf(stderr, "out of memory\n");
+        return -1;
+    }
+    pthread_mutex_init(&b.lock, NULL);
     pthread_mutex_init(&b.w_lock, NULL);
-    pthread_t *th = calloc(nenv + 1, sizeof *th);
-    double t0 = now_s();
-    pthread_create(&th[nenv], NULL, base_learner, &b);
-    for (unsigned i = 0; i < nenv; i++)
+    pthread_cond_init(&b.learner_cv, NULL);
+    pthread_cond_init(&b.env_cv, NULL);
+    b.st.t0 = b.st.t_print = now_s();
+    pthread_create(&th[c->workers], NULL, base_learner, &b);
+    for (unsigned i = 0; i < c->workers; i++)
         pthread_create(&th[i], NULL, base_env, &b);
-    struct timespec ts = { (time_t)duration, (long)((duration - (time_t)duration) * 1e9) };
-    nanosleep(&ts, NULL);
-    atomic_store(&b.stop, 1);
-    for (unsigned i = 0; i <= nenv; i++)
+    for (;;) {
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        double t = now_s();
+        pthread_mutex_lock(&b.lock);
+        bool over = b.fail || run_over(&b.st, c, t);
+        if (!over && t - b.st.t_print >= 1)
+            print_second(&b.st, t);
+        if (over) {
+            b.stop = true;
+            pthread_cond_broadcast(&b.learner_cv);
+            pthread_cond_broadcast(&b.env_cv);
+        }
+        pthread_mutex_unlock(&b.lock);
+        if (over)
+            break;
+    }
+    for (unsigned i = 0; i <= c->workers; i++)
         pthread_join(th[i], NULL);
-    res->seconds = now_s() - t0;
-    res->steps = (double)b.steps;
-    res->updates = (double)b.updates;
-    res->publishes = (double)b.version;
+    fill_result(&b.st, now_s(), res);
+    pthread_mutex_destroy(&b.lock);
+    pthread_mutex_destroy(&b.w_lock);
+    pthread_cond_destroy(&b.learner_cv);
+    pthread_cond_destroy(&b.env_cv);
     free(th);
     free(b.items);
     free(b.tree);
+    return b.fail ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ the bound */
+
+/* Single-thread costs in CPU seconds: cs of an env step with its policy,
+ * bookkeeping and push, cu of a learner update (sample, learn, priorities). */
+static int measure_costs(hive_t *h, const run_cfg_t *c, double *cs, double *cu)
+{
+    enum { N = 16 };
+    hive_env_class_t cls = demo_class();
+    _Alignas(64) demo_env_t envs[N];
+    float obs[4 * N], rew[N], w[NW] = { 0 };
+    uint8_t done[N] = { 0 };
+    int32_t slot[N], acts[N];
+    transition_t tr[N];
+    tracker_t tk = { 0 };
+    hive_replay_t *rb = NULL;
+    hive_replay_config_t rc = { .capacity = c->buffer, .item_size = sizeof(transition_t),
+                                .prioritized = 1, .alpha = 0.6, .beta = 0.4, .seed = c->seed };
+    if (tracker_init(&tk, N, c->seed) != 0 || hive_replay_new(h, &rc, &rb) != HIVE_OK)
+        return -1;
+    memset(envs, 0, sizeof envs);
+    for (int i = 0; i < N; i++) {
+        cls.init(&envs[i], &c->cost_ns, (unsigned)i);
+        cls.reset(&envs[i], c->seed + (uint64_t)i, obs + 4 * i);
+        slot[i] = i;
+    }
+    uint64_t steps = 0;
+    double t0 = thread_cpu_s(), t;
+    while ((t = thread_cpu_s()) - t0 < 0.3 || steps < 2 * MIN_FILL) {
+        size_t m = on_batch(&tk, w, 0, N, slot, obs, rew, done, acts, tr);
+        for (int i = 0; i < N; i++) {
+            int d = 0;
+            cls.step(&envs[i], &acts[i], obs + 4 * i, &rew[i], &d);
+            done[i] = d != 0;
+            if (d)
+                cls.reset(&envs[i], c->seed + steps + (uint64_t)i, obs + 4 * i);
+        }
+        hive_replay_push_batch(rb, tr, m);
+        tk.nrets = 0;
+        steps += N;
+    }
+    *cs = (t - t0) / (double)steps;
+    learner_t *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return -1;
+    l->a.rb = rb;
+    l->rng = c->seed;
+    uint64_t updates = 0;
+    t0 = thread_cpu_s();
+    while ((t = thread_cpu_s()) - t0 < 0.3) {
+        for (int i = 0; i < 16; i++) {    /* no publishing: the cost of a publish is 1/250th */
+            uint64_t keys[BATCH];
+            double iw[BATCH], prio[BATCH];
+            hive_replay_sample(rb, BATCH, &l->rng, l->batch, keys, iw, 0);
+            learn_batch(l->w, l->target, l->batch, iw, prio);
+            hive_replay_update_priorities(rb, keys, prio, BATCH);
+        }
+        updates += 16;
+    }
+    *cu = (t - t0) / (double)updates;
+    free(l);
+    tracker_free(&tk);
+    hive_replay_free(rb);
+    return 0;
 }
 
 /* ------------------------------------------------------------ main */
 
-static double raw_steps_per_second(uint64_t seed)
+/* efficiency: updates/s against the bound; CPU efficiency: the CPU the
+ * updates and their env steps need on one thread (cpu_per_update) against
+ * the CPU the run used - what the run made of the cores it got. */
+static void print_result(const char *who, const result_t *r, double bound, double cpu_per_update)
 {
-    cartpole_t env = { .rng = seed | 1 };
-    cp_reset(&env);
-    float w[NW] = { 0 };
-    double ep = 0;
-    transition_t *out = malloc(CHUNK * sizeof *out);
-    chunk_stats_t st = { 0 };
-    double t0 = now_s(), t;
-    while ((t = now_s()) - t0 < 1.0)
-        run_chunk(&env, &ep, w, 0, out, CHUNK, &st);
-    free(out);
-    return (double)st.steps / (t - t0);
+    double u = r->updates / r->seconds;
+    printf("  %-9s %7.0f learner updates/s, %8.0f env steps/s, samples/insert %.2f, policy lag %.2f\n"
+           "  %-9s efficiency %.2f of the bound; %.2f cores used, CPU efficiency %.2f\n", who, u,
+           r->steps / r->seconds, r->steps > 0 ? r->updates * BATCH / r->steps : 0, r->lag, "",
+           u / bound, r->cpu / r->seconds, r->cpu > 0 ? r->updates * cpu_per_update / r->cpu : 0);
+}
+
+static void print_learned(const char *who, const result_t *r)
+{
+    if (r->solved_at > 0)
+        printf("%s: learned (mean return of 100 episodes >= %.0f) at %.1f s; %.0f learner updates/s\n",
+               who, SOLVED, r->solved_at, r->updates / r->seconds);
+    else
+        printf("%s: NOT learned (best mean return of 100 episodes %.1f); %.0f learner updates/s\n",
+               who, r->best100, r->updates / r->seconds);
+}
+
+static void add_result(result_t *sum, const result_t *r)
+{
+    sum->seconds += r->seconds;
+    sum->steps += r->steps;
+    sum->updates += r->updates;
+    sum->publishes += r->publishes;
+    sum->lag += r->lag * r->steps;
+    sum->cpu += r->cpu;          /* weighted by steps; divided at the end */
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--envs N] [--rounds R] [--duration S] [--baseline S] "
+            "[--max-duration S] [--spi R] [--env-cost-us U] [--buffer N] [--seed N] [--check]\n",
+            argv0);
 }
 
 int main(int argc, char **argv)
 {
-    unsigned actors = 0;
-    double duration = 12, baseline = 6;
-    uint64_t buffer = 100000, seed = 1;
-    int check = 0;
+    run_cfg_t c = { .duration = 3, .max_duration = 60, .spi = 8, .buffer = 100000, .seed = 1 };
+    double baseline = 3, cost_us = 0;
+    int check = 0, rounds = 3;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--actors") && i + 1 < argc) actors = (unsigned)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--duration") && i + 1 < argc) duration = atof(argv[++i]);
+        if (!strcmp(argv[i], "--envs") && i + 1 < argc) c.nenv = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--duration") && i + 1 < argc) c.duration = atof(argv[++i]);
         else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) baseline = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--buffer") && i + 1 < argc) buffer = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--max-duration") && i + 1 < argc) c.max_duration = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--spi") && i + 1 < argc) c.spi = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--env-cost-us") && i + 1 < argc) cost_us = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--buffer") && i + 1 < argc) c.buffer = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) c.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--check")) check = 1;
         else {
-            fprintf(stderr, "usage: %s [--actors N] [--duration S] [--baseline S] [--buffer N] "
-                    "[--seed N] [--check]\n", argv[0]);
+            usage(argv[0]);
             return 2;
         }
     }
-    if (hive_env_cartpole.state_size > sizeof(((cartpole_t *)0)->state)) {
+    if (!(c.spi > 0 && c.spi <= 1000) || !(cost_us >= 0 && cost_us <= 1e6) || c.buffer < MIN_FILL ||
+        rounds < 1 || rounds > 100 || !(c.duration > 0) || !(baseline >= 0)) {
+        fprintf(stderr, "--spi must be in (0, 1000], --env-cost-us in [0, 1e6], --buffer >= %d, "
+                "--rounds in 1 .. 100, --duration > 0, --baseline >= 0\n", MIN_FILL);
+        return 2;
+    }
+    if (c.max_duration < c.duration)
+        c.max_duration = c.duration;
+    c.cost_ns = (uint64_t)(cost_us * 1000);
+    if (hive_env_cartpole.state_size > sizeof(((demo_env_t *)0)->cp)) {
         fprintf(stderr, "CartPole's state (%zu bytes) outgrew the demo's wrapper\n",
                 hive_env_cartpole.state_size);
         return 1;
     }
-    hive_config_t cfg = { .store_bytes = 512u << 20 };
+    cpu_set_t cpus;
+    c.workers = 1;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1)
+        c.workers = CPU_COUNT(&cpus) < 256 ? (unsigned)CPU_COUNT(&cpus) : 256;
+    run_cfg_t bc = c;                        /* the baseline's runs */
+    bc.duration = baseline;
+    if (check)
+        bc.max_duration = baseline;          /* the check asks hive's runs to learn */
+    if (bc.max_duration < bc.duration)
+        bc.max_duration = bc.duration;
+    /* a worker per core for the sampler and the environments and one for
+     * the learner, as the baseline has a thread per core and a learner
+     * thread; unpinned, as the baseline's threads */
+    hive_config_t cfg = { .store_bytes = 512u << 20, .workers = c.workers + 1, .no_pin = 1 };
+    if (c.nenv == 0)
+        c.nenv = 16 * c.workers;
+    if (c.nenv < 2)
+        c.nenv = 2;
+    bc.nenv = c.nenv;
+    double cs, cu;
     hive_t *h;
-    if (hive_init(&cfg, &h) != HIVE_OK) {
-        fprintf(stderr, "hive_init: %s\n", hive_last_error());
+    if (hive_init(&cfg, &h) != HIVE_OK || measure_costs(h, &c, &cs, &cu) != 0) {
+        fprintf(stderr, "measuring: %s\n", hive_last_error());
         return 1;
     }
-    if (actors == 0)
-        actors = hive_num_workers(h);
-    if (actors > 64)
-        actors = 64;
-    double raw = raw_steps_per_second(seed);
-    printf("CartPole, linear Q policy: %.0f env steps/s on one thread (raw)\n", raw);
-    printf("hive: %u env actors + 1 learner on %u workers, buffer %llu, %.0f s\n", actors,
-           hive_num_workers(h), (unsigned long long)buffer, duration);
-    result_t hr = { 0 }, br = { 0 };
-    if (run_hive(h, actors, duration, buffer, seed, &hr) != 0)
-        return 1;
     hive_shutdown(h);
-    double hive_sps = hr.steps / hr.seconds;
-    printf("baseline: the same pipeline with pthreads, a mutex-protected buffer and weights copied "
-           "under a lock, %.0f s\n", baseline);
+    double cpu_per_update = cu + (BATCH / c.spi) * cs;
+    double bound = fmin(1 / cu, c.workers / cpu_per_update);
+    printf("CartPole + %g us of physics per step, linear Q policy, samples/insert %g, batch %d\n",
+           cost_us, c.spi, BATCH);
+    printf("one thread: env step + policy %.3f us, learner update %.2f us -> bound on %u cores: "
+           "%.0f updates/s\n", cs * 1e6, cu * 1e6, c.workers, bound);
+    printf("hive: %u workers; an env pool of %u envs (async, batches of %u), a sampler actor on "
+           "worker 0, a learner actor on worker %u\n", c.workers + 1, c.nenv, c.nenv / 2, c.workers);
     if (baseline > 0)
-        run_baseline(actors, baseline, buffer, seed, &br);
-    double base_sps = br.seconds > 0 ? br.steps / br.seconds : 0;
-    printf("\nsummary\n");
-    printf("  hive:     %10.0f env steps/s, %8.0f learner batches/s, %4.0f weight versions, "
-           "avg return %.1f (first 200 episodes) -> %.1f (last full second)\n", hive_sps, hr.updates / hr.seconds, hr.publishes,
-           hr.first_return, hr.last_return);
-    printf("  parallel efficiency: %.2f  (pipeline steps/s / (%u actors x %.0f raw steps/s))\n",
-           hive_sps / (actors * raw), actors, raw);
-    if (base_sps > 0)
-        printf("  baseline: %10.0f env steps/s, %8.0f learner batches/s  ->  hive / baseline = %.2f "
-               "(steps), %.2f (learner batches)\n", base_sps, br.updates / br.seconds,
-               hive_sps / base_sps, (hr.updates / hr.seconds) / (br.updates / br.seconds + 1e-9));
+        printf("baseline: %u pthreads stepping slices of the same envs, a learner thread, a "
+               "mutex-protected buffer, weights copied under a lock\n", c.workers);
+    result_t hsum = { 0 }, bsum = { 0 };
+    int hlearned = 0, blearned = 0;
+    /* hive and the baseline take turns, first one then the other, so that
+     * a loaded machine's swings fall on both alike; each run starts from
+     * scratch and must learn */
+    for (int round = 0; round < rounds; round++) {
+        run_cfg_t hc = c, bcr = bc;
+        hc.seed = bcr.seed = c.seed + (uint64_t)round;
+        for (int k = 0; k < 2; k++) {
+            result_t r = { 0 };
+            double cpu0 = cpu_s();
+            if ((k + round) % 2 == 0) {
+                printf("round %d/%d: hive\n", round + 1, rounds);
+                if (hive_init(&cfg, &h) != HIVE_OK) {
+                    fprintf(stderr, "hive_init: %s\n", hive_last_error());
+                    return 1;
+                }
+                int rc = run_hive(h, &hc, &r);
+                hive_shutdown(h);            /* its workers must not take the baseline's cores */
+                if (rc != 0)
+                    return 1;
+                r.cpu = cpu_s() - cpu0;
+                print_learned("hive", &r);
+                add_result(&hsum, &r);
+                hlearned += r.solved_at > 0;
+            } else if (baseline > 0) {
+                printf("round %d/%d: baseline\n", round + 1, rounds);
+                if (run_baseline(&bcr, &r) != 0)
+                    return 1;
+                r.cpu = cpu_s() - cpu0;
+                print_learned("baseline", &r);
+                add_result(&bsum, &r);
+                blearned += r.solved_at > 0;
+            }
+        }
+    }
+    hsum.lag = hsum.steps > 0 ? hsum.lag / hsum.steps : 0;
+    bsum.lag = bsum.steps > 0 ? bsum.lag / bsum.steps : 0;
+    printf("\nsummary (%d rounds, samples/insert %g, bound %.0f updates/s)\n", rounds, c.spi, bound);
+    print_result("hive:", &hsum, bound, cpu_per_update);
+    if (baseline > 0) {
+        print_result("baseline:", &bsum, bound, cpu_per_update);
+        printf("  hive / baseline = %.2f (learner updates/s at the same samples/insert)\n",
+               (hsum.updates / hsum.seconds) / (bsum.updates / bsum.seconds + 1e-9));
+    }
+    printf("  learned: hive %d/%d runs", hlearned, rounds);
+    if (baseline > 0)
+        printf(", baseline %d/%d runs", blearned, rounds);
+    printf("\n");
     if (check) {
-        int ok = hr.steps > 0 && hr.updates > 0 && hr.publishes > 0;
-        printf("check: %s (steps %.0f, learner batches %.0f, publishes %.0f)\n", ok ? "ok" : "FAILED",
-               hr.steps, hr.updates, hr.publishes);
+        int ok = hsum.steps > 0 && hsum.updates > 0 && hsum.publishes > 0 && hlearned == rounds;
+        printf("check: %s (steps %.0f, learner updates %.0f, publishes %.0f, learned in %d of %d "
+               "runs)\n", ok ? "ok" : "FAILED", hsum.steps, hsum.updates, hsum.publishes, hlearned,
+               rounds);
         return ok ? 0 : 1;
     }
     return 0;

@@ -1,9 +1,12 @@
 /*
- * test_rl_demo.c - a short smoke run of the RL demo (examples/rl_sampling.c,
- * what `make demo` runs): env actors step, the learner samples and updates,
- * weights get published. The demo is compiled in with its main renamed;
- * --check makes it fail unless steps, learner batches and publishes all
- * happened. Speed is not checked here (that is the demo's own report).
+ * test_rl_demo.c - a short run of the RL demo (examples/rl_sampling.c, what
+ * `make demo` runs): the env pool steps CartPole, the sampler pushes
+ * transitions, the learner actor updates and publishes weights, and the
+ * policy learns. The demo is compiled in with its main renamed; --check
+ * makes it fail unless steps, learner updates and publishes all happened
+ * and the hive run learned (mean return of 100 episodes >= 195; a run goes
+ * on past --duration until it has, up to --max-duration). Speed is not
+ * checked here (that is the demo's own report).
  */
 #define main rl_sampling_main
 #include "../examples/rl_sampling.c"
@@ -11,14 +14,24 @@
 
 #include "testutil.h"
 
-static void test_demo_smoke(void **state)
+static void test_demo_learns(void **state)
 {
     (void)state;
-    /* sanitized builds run the learner 5-15x slower: give it the time to
-     * reach its first publish (250 batches) on a loaded machine too */
-    char *argv[] = { "rl_sampling", "--duration", TEST_SCALE > 1 ? "6" : "2", "--baseline", "0.5",
-                     "--buffer", "20000", "--check", NULL };
-    assert_int_equal(rl_sampling_main(8, argv), 0);
+    /* sanitized builds run 5-15x slower: the run goes on until the policy
+     * is learned, up to --max-duration (120 s: a loaded machine too) */
+    char *argv[] = { "rl_sampling", "--rounds", "1", "--duration", "1", "--baseline", "0.5",
+                     "--max-duration", "120", "--buffer", "20000", "--check", NULL };
+    assert_int_equal(rl_sampling_main((int)(sizeof argv / sizeof argv[0]) - 1, argv), 0);
+}
+
+static void test_demo_with_env_cost(void **state)
+{
+    (void)state;
+    /* simulated physics (--env-cost-us): the same pipeline learns */
+    char *argv[] = { "rl_sampling", "--rounds", "1", "--duration", "1", "--baseline", "0",
+                     "--env-cost-us", "5", "--max-duration", "120", "--buffer", "20000", "--check",
+                     NULL };
+    assert_int_equal(rl_sampling_main((int)(sizeof argv / sizeof argv[0]) - 1, argv), 0);
 }
 
 static void test_demo_bad_flag(void **state)
@@ -26,12 +39,17 @@ static void test_demo_bad_flag(void **state)
     (void)state;
     char *argv[] = { "rl_sampling", "--frobnicate", NULL };
     assert_int_equal(rl_sampling_main(2, argv), 2);
+    char *spi[] = { "rl_sampling", "--spi", "0", NULL };
+    assert_int_equal(rl_sampling_main(3, spi), 2);
+    char *cost[] = { "rl_sampling", "--env-cost-us", "-1", NULL };
+    assert_int_equal(rl_sampling_main(3, cost), 2);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_demo_smoke),
+        cmocka_unit_test(test_demo_learns),
+        cmocka_unit_test(test_demo_with_env_cost),
         cmocka_unit_test(test_demo_bad_flag),
     };
     return cmocka_run_group_tests_name("rl_demo", tests, NULL, NULL);

@@ -12,8 +12,9 @@
  * do not pay a job each. A chunk's job reads an environment's `next`
  * before stepping it: once its result is out, the owner may send it again.
  *
- * Sync. Environment i writes row i of the sync batch in place; the last
- * one to finish (sync_left reaching zero) signals the waiter.
+ * Sync. Environment i writes row i of the sync batch in place; a chunk
+ * counts its environments off sync_left at once when all have stepped, and
+ * the chunk that brings it to zero signals the waiter.
  *
  * Async. A finishing environment claims the next position (claim, an
  * atomic counter), writes row pos % B of block (pos / B) % K and counts
@@ -44,7 +45,8 @@
 #include <string.h>
 
 #define MAX_ENVS   ((size_t)1 << 24)
-#define SPIN_NS    50000u                 /* spin this long before sleeping in a wait */
+#define SPIN_NS    5000u                  /* spin this long before sleeping in a wait */
+#define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define LANE       1u                     /* steps run in the NORMAL lane */
 
 enum { KIND_STEP, KIND_RESET };
@@ -200,23 +202,58 @@ static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float
     count_finished(p);
 }
 
-static void run_env(hive_envpool_t *p, env_t *e)
+/* One step (or reset) of e, auto-reset included: the observation goes to
+ * its sync row or its own row; *obs_out says which. */
+static void step_env(hive_envpool_t *p, env_t *e, unsigned char **obs_out, float *r, int *d)
 {
     unsigned char *obs = e->sync ? (unsigned char *)p->sync.obs.data + (size_t)e->id * p->obs_bytes
                                  : e->own_obs;
-    float r = 0;
-    int d = 0;
+    *r = 0;
+    *d = 0;
     if (e->kind == KIND_RESET) {
         p->cls.reset(e->state, episode_seed(p, e), obs);
     } else {
-        p->cls.step(e->state, e->act_src, obs, &r, &d);
-        d = d != 0;
-        if (d) {                         /* auto-reset, inside the same step */
+        p->cls.step(e->state, e->act_src, obs, r, d);
+        *d = *d != 0;
+        if (*d) {                        /* auto-reset, inside the same step */
             e->episode++;
             p->cls.reset(e->state, episode_seed(p, e), obs);
         }
     }
+    *obs_out = obs;
+}
+
+static void run_env(hive_envpool_t *p, env_t *e)
+{
+    unsigned char *obs;
+    float r;
+    int d;
+    step_env(p, e, &obs, &r, &d);
     publish(p, e, obs, r, d);
+}
+
+/* A sync chunk: every env writes its rows in place, then the chunk counts
+ * them all at once - one RMW on sync_left and one on finished per chunk
+ * instead of per env (two contended cache lines per step were most of a
+ * cheap step's cost). seq_cst on sync_left as in publish: the rows are
+ * written before the count drops, and before signal's read of sleeping. */
+static void run_sync_chunk(hive_envpool_t *p, env_t *e)
+{
+    uint32_t k = 0;
+    for (int32_t i = e->id; i >= 0; k++) {
+        env_t *cur = &p->env[i];
+        i = cur->next;                   /* before the count (see top) */
+        unsigned char *obs;
+        float r;
+        int d;
+        step_env(p, cur, &obs, &r, &d);
+        ((float *)p->sync.reward.data)[cur->id] = r;
+        ((uint8_t *)p->sync.done.data)[cur->id] = (uint8_t)d;
+    }
+    if (atomic_fetch_sub_explicit(&p->sync_left, k, memory_order_seq_cst) == k)
+        signal_waiter(p);
+    /* release: free's acquire sees every use of p before; our last touch */
+    atomic_fetch_add_explicit(&p->finished, k, memory_order_release);
 }
 
 /* A chunk's job. w == NULL: the engine stopped before it ran; its envs
@@ -225,6 +262,10 @@ static void chunk_job(hive__job_t *job, hive__worker_t *w)
 {
     env_t *e = HIVE_CONTAINER_OF(job, env_t, job);
     hive_envpool_t *p = e->pool;
+    if (w != NULL && e->sync) {          /* a chunk's envs are all sync or all async */
+        run_sync_chunk(p, e);
+        return;
+    }
     for (int32_t i = e->id; i >= 0;) {
         env_t *cur = &p->env[i];
         i = cur->next;                   /* before the result is out (see top) */
@@ -276,24 +317,32 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline
         if (deadline != 0 && now >= deadline)
             return HIVE_ETIMEDOUT;
         if (w != NULL) {                 /* a worker: step envs itself meanwhile */
-            if (!hive__sched_help(w, done, p)) {
-                if (now < spin_end)
-                    hive__cpu_relax();   /* the last envs are about to finish */
-                else
-                    sched_yield();
+            if (hive__sched_help(w, done, p))
+                continue;
+            if (now < spin_end) {
+                hive__cpu_relax();       /* the last envs are about to finish */
+                continue;
             }
-            continue;
-        }
-        if (now < spin_end) {
+        } else if (now < spin_end) {
             sched_yield();
             continue;
         }
+        /* Sleep until a result comes out. A worker naps (HELP_NAP_NS at
+         * most) and looks for work again: nothing of the pool is left to
+         * help with (its chunks are all taken), but other jobs may come.
+         * Sleeping, not yielding in a loop: a yield on a loaded machine
+         * gives the core away for a whole time slice while the results
+         * are already in, and on a machine with more workers than cores
+         * the spinning waiter takes the core from the workers stepping. */
+        uint64_t nap = deadline ? deadline - now : 1000000000u;
+        if (w != NULL && nap > HELP_NAP_NS)
+            nap = HELP_NAP_NS;
         /* seq_cst: the waiter's half of the pair in signal_waiter: either
          * the finisher sees sleeping, or our re-check sees its result */
         uint32_t v = atomic_load_explicit(&p->progress, memory_order_seq_cst);
         atomic_store_explicit(&p->sleeping, 1, memory_order_seq_cst);
         if (!done(p))
-            hive__futex_wait(&p->progress, v, deadline ? (int64_t)(deadline - now) : 1000000000);
+            hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
     }
     return HIVE_OK;
