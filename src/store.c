@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ ids
@@ -98,19 +99,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     void *data = NULL;
     if (alloc_payload) {
         int err;
-        data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
-        /* Released objects wait for a grace period before their bytes
-         * return. Full only counts once nothing more can be freed: while
-         * frees are queued, wait for them (slow path: a grace period and the
-         * callbacks) and try again. Bounded, because other threads may keep
-         * queueing (and taking) forever. */
-        for (int tries = 0; unlikely(data == NULL) && err == HIVE_EFULL && tries < 64 &&
-                            atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0;
-             tries++) {
-            hive__rcu_thread();
-            hive__rcu_barrier();
-            data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
-        }
+        data = hive__payload_alloc(h, o, kind, size, hive__current_node(h), &err);
         if (unlikely(data == NULL)) {
             hive__pool_free(o, sizeof *o);
             if (err == HIVE_EFULL)          /* relaxed: a statistic */
@@ -120,8 +109,9 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     }
     int rc = hive__handles_take(&h->store.table, &o->id);
     if (unlikely(rc != HIVE_OK)) {
-        if (data != NULL)
-            hive__arena_free(&h->arena, data, size);
+        o->data = data;
+        o->size = size;
+        hive__payload_free(h, o);
         hive__pool_free(o, sizeof *o);
         return rc;
     }
@@ -132,7 +122,6 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
-    o->h = h;
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
     if (kind != HIVE__ACTOR)
@@ -141,10 +130,48 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     return HIVE_OK;
 }
 
+_Static_assert(sizeof(hive__obj_t) == 128, "a record is the pool's 128-byte class");
+_Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the second line");
+
+static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
+{
+    if (inl != NULL)
+        return hive__arena_charge_elsewhere(&h->arena, size, err) ? inl : NULL;
+    return hive__arena_alloc(&h->arena, size, node, err);
+}
+
+void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t size,
+                          unsigned node, int *err)
+{
+    void *inl = hive__obj_inline_for(o, kind, size);
+    void *data = payload_try(h, inl, size, node, err);
+    /* Released objects wait for a grace period before their bytes return.
+     * Full only counts once nothing more can be freed: while frees are
+     * queued, wait for them (slow path: a grace period and the callbacks)
+     * and try again. Bounded, because other threads may keep queueing (and
+     * taking) forever. */
+    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64 &&
+                        atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0;
+         tries++) {
+        hive__rcu_thread();
+        hive__rcu_barrier();
+        data = payload_try(h, inl, size, node, err);
+    }
+    return data;
+}
+
+void hive__payload_free(struct hive *h, hive__obj_t *o)
+{
+    if (o->data == (void *)o->tail.inl)
+        hive__arena_uncharge_elsewhere(&h->arena);
+    else if (o->data != NULL)
+        hive__arena_free(&h->arena, o->data, o->size);
+    o->data = NULL;
+}
+
 static void free_record(struct hive *h, hive__obj_t *o)
 {
-    if (o->data != NULL)
-        hive__arena_free(&h->arena, o->data, o->size);
+    hive__payload_free(h, o);
     hive__handles_give(&h->store.table, o->id);
     if (o->kind != HIVE__ACTOR)
         atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
@@ -235,7 +262,8 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     if (n == 1) {
         hive__handles_unpublish(&h->store.table, o->id);
         atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
-        hive__call_rcu(&o->rcu, free_cb);
+        o->tail.dead.h = h;           /* the payload is dead: no count is left */
+        hive__call_rcu(&o->tail.dead.rcu, free_cb);
     }
     return true;
 }
@@ -249,8 +277,8 @@ void hive__obj_release(struct hive *h, hive__obj_t *o)
 static void free_cb(struct rcu_head *head)
 {
     hive__rcu_callback_begin();
-    hive__obj_t *o = caa_container_of(head, hive__obj_t, rcu);
-    struct hive *h = o->h;
+    hive__obj_t *o = caa_container_of(head, hive__obj_t, tail.dead.rcu);
+    struct hive *h = o->tail.dead.h;
     if (h->store.drop[o->kind] != NULL)
         h->store.drop[o->kind](h, o, false);
     free_record(h, o);

@@ -390,7 +390,10 @@ static void put_on_worker(hive__job_t *job, hive__worker_t *w)
 {
     put_job_t *pj = (put_job_t *)job;
     if (w != NULL)
-        hive_put(pj->h, "on a worker", 12, &pj->ref);
+        {
+        static const char payload[HIVE__INLINE_MAX + 1] = "on a worker";   /* past inline: the arena */
+        hive_put(pj->h, payload, sizeof payload, &pj->ref);
+    }
     atomic_store(&pj->done, 1);
 }
 
