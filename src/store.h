@@ -103,6 +103,8 @@ typedef struct hive__obj {
         struct {                     /* after the last count: the free's own fields */
             struct hive     *h;
             struct rcu_head  rcu;
+            struct hive__obj *next;  /* a worker's retired records (store.c) */
+            size_t           n;      /* records in the chain from here */
         } dead;
     } tail;
 } hive__obj_t;
@@ -178,6 +180,13 @@ bool hive__store_issued(struct hive *h, uint64_t id);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
+
+/* A worker's records whose last count it dropped wait on its own list and
+ * go to call_rcu HIVE__RETIRE_BATCH at a time (one grace-period callback,
+ * one push of their slots). Workers flush the rest before they park and
+ * when they stop; drains and a full store take every worker's list. */
+#define HIVE__RETIRE_BATCH 64
+void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
 
 /* A new record with one count, kind and payload of size bytes allocated on
  * node (data may be NULL: no payload yet), state PENDING, not yet visible. */
