@@ -475,6 +475,16 @@ static inline void give_capacity(hive__arena_t *a, size_t charge)
     atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
 }
 
+bool hive__arena_charge_elsewhere(hive__arena_t *a, size_t size, int *err)
+{
+    return take_capacity(a, size, class_size(0), err);
+}
+
+void hive__arena_uncharge_elsewhere(hive__arena_t *a)
+{
+    give_capacity(a, class_size(0));
+}
+
 void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
 {
     if (node >= a->nnodes)

@@ -114,6 +114,13 @@ void hive__arena_close(hive__arena_t *a);
 void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err);
 void  hive__arena_free(hive__arena_t *a, void *p, size_t size);
 
+/* Count a payload kept elsewhere (a small one inline in its record) in
+ * `used`, as a cell of the smallest class: false with HIVE_EFULL in *err
+ * and the sentence when the store is full. hive__arena_uncharge gives it
+ * back. The capacity bounds every payload, wherever it lives. */
+bool hive__arena_charge_elsewhere(hive__arena_t *a, size_t size, int *err);
+void hive__arena_uncharge_elsewhere(hive__arena_t *a);
+
 /* The node a payload lives on. */
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p);
 

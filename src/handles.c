@@ -142,6 +142,28 @@ void hive__handles_give(hive__handles_t *t, uint64_t id)
                                                     memory_order_relaxed));
 }
 
+void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n)
+{
+    if (n == 0)
+        return;
+    /* link them first: they are ours alone until the push */
+    for (size_t i = 0; i + 1 < n; i++)
+        atomic_store_explicit(&slot_at(t, hive__handles_slot_of(ids[i]))->next_free,
+                              hive__handles_slot_of(ids[i + 1]) + 1, memory_order_relaxed);
+    uint32_t first = hive__handles_slot_of(ids[0]);
+    hive__hslot_t *last = slot_at(t, hive__handles_slot_of(ids[n - 1]));
+    /* relaxed: the head is read again by the CAS */
+    uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
+    uint64_t neu;
+    do {
+        /* relaxed: published by the CAS's release below */
+        atomic_store_explicit(&last->next_free, (uint32_t)head, memory_order_relaxed);
+        neu = (((head >> 32) + 1) << 32) | (first + 1);
+        /* release: every link (and generation) before the slots are poppable */
+    } while (!atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
 void hive__handles_each(hive__handles_t *t, void (*fn)(void *obj, void *arg), void *arg)
 {
     /* relaxed: callers run this when the slots they care about were

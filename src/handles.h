@@ -73,6 +73,8 @@ int  hive__handles_take(hive__handles_t *t, uint64_t *id);
 
 /* Give id's slot back (its record was freed, or never published). */
 void hive__handles_give(hive__handles_t *t, uint64_t id);
+/* Give n ids' slots back with one push. */
+void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n);
 
 static inline uint32_t hive__handles_slot_of(uint64_t id)
 {

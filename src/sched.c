@@ -344,8 +344,10 @@ static void run_jobs(hive__worker_t *w)
     hive__sched_t *s = w->sched;
     for (;;) {
         /* relaxed: a late view only runs one more job; stop() joins us */
-        if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed)))
+        if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed))) {
+            hive__store_flush_retired(s->h, w);
             return;
+        }
         hive__job_t *job = find_job(w);
         if (job != NULL) {
             run_job(w, job);
@@ -356,6 +358,7 @@ static void run_jobs(hive__worker_t *w)
                     hive__trace_counters(s->h, w->tring);
             }
         } else {
+            hive__store_flush_retired(s->h, w);   /* nothing is held while asleep */
             hive__store_maintain(s->h);
             if (unlikely(w->tring != NULL))
                 hive__trace_counters(s->h, w->tring);

@@ -51,6 +51,8 @@ struct hive__job {
     hive__job_fn      fn;
 };
 
+struct hive__obj;
+
 typedef struct hive__worker {
     hive__mpsc_t inbox;                       /* padded: producers' and consumer's lines apart */
     HIVE_ALIGNED _Atomic uint32_t parked;     /* futex word: 1 while parked or about to park */
@@ -81,6 +83,8 @@ typedef struct hive__worker {
     _Atomic uint32_t    help_max;             /* deepest helping nesting seen */
     uint64_t            start_ns;             /* when it started (set before its thread) */
     struct hive__tring *tring;                /* its timeline ring, NULL when not tracing */
+    _Atomic(struct hive__obj *) retired;      /* records waiting to be freed (store.c) */
+    _Atomic unsigned    nretired;             /* pushed since its last flush (a hint) */
     HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
     _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */
 } hive__worker_t;

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ ids
@@ -98,19 +99,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     void *data = NULL;
     if (alloc_payload) {
         int err;
-        data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
-        /* Released objects wait for a grace period before their bytes
-         * return. Full only counts once nothing more can be freed: while
-         * frees are queued, wait for them (slow path: a grace period and the
-         * callbacks) and try again. Bounded, because other threads may keep
-         * queueing (and taking) forever. */
-        for (int tries = 0; unlikely(data == NULL) && err == HIVE_EFULL && tries < 64 &&
-                            atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0;
-             tries++) {
-            hive__rcu_thread();
-            hive__rcu_barrier();
-            data = hive__arena_alloc(&h->arena, size, hive__current_node(h), &err);
-        }
+        data = hive__payload_alloc(h, o, kind, size, hive__current_node(h), &err);
         if (unlikely(data == NULL)) {
             hive__pool_free(o, sizeof *o);
             if (err == HIVE_EFULL)          /* relaxed: a statistic */
@@ -120,8 +109,9 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     }
     int rc = hive__handles_take(&h->store.table, &o->id);
     if (unlikely(rc != HIVE_OK)) {
-        if (data != NULL)
-            hive__arena_free(&h->arena, data, size);
+        o->data = data;
+        o->size = size;
+        hive__payload_free(h, o);
         hive__pool_free(o, sizeof *o);
         return rc;
     }
@@ -132,7 +122,6 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
-    o->h = h;
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
     if (kind != HIVE__ACTOR)
@@ -141,10 +130,53 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     return HIVE_OK;
 }
 
+_Static_assert(sizeof(hive__obj_t) == 128, "a record is the pool's 128-byte class");
+_Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the second line");
+
+static void flush_all_retired(struct hive *h);
+static bool any_retired(struct hive *h);
+
+static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
+{
+    if (inl != NULL)
+        return hive__arena_charge_elsewhere(&h->arena, size, err) ? inl : NULL;
+    return hive__arena_alloc(&h->arena, size, node, err);
+}
+
+void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t size,
+                          unsigned node, int *err)
+{
+    void *inl = hive__obj_inline_for(o, kind, size);
+    void *data = payload_try(h, inl, size, node, err);
+    /* Released objects wait for a grace period before their bytes return.
+     * Full only counts once nothing more can be freed: while frees are
+     * queued, wait for them (slow path: a grace period and the callbacks)
+     * and try again. Bounded, because other threads may keep queueing (and
+     * taking) forever. */
+    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64 &&
+                        (atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0 ||
+                         any_retired(h));
+         tries++) {
+        hive__rcu_thread();
+        flush_all_retired(h);         /* workers' batches too */
+        hive__rcu_barrier();
+        data = payload_try(h, inl, size, node, err);
+    }
+    return data;
+}
+
+void hive__payload_free(struct hive *h, hive__obj_t *o)
+{
+    if (o->data == (void *)o->tail.inl)
+        hive__arena_uncharge_elsewhere(&h->arena);
+    else if (o->data != NULL)
+        hive__arena_free(&h->arena, o->data, o->size);
+    o->data = NULL;
+}
+
 static void free_record(struct hive *h, hive__obj_t *o)
 {
-    if (o->data != NULL)
-        hive__arena_free(&h->arena, o->data, o->size);
+    hive__payload_free(h, o);
     hive__handles_give(&h->store.table, o->id);
     if (o->kind != HIVE__ACTOR)
         atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
@@ -219,6 +251,7 @@ bool hive__obj_retain_live(hive__obj_t *o)
 }
 
 static void free_cb(struct rcu_head *head);
+static void retire_on(hive__worker_t *w, hive__obj_t *o);
 
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
@@ -234,8 +267,16 @@ static bool release_count(struct hive *h, hive__obj_t *o)
                                                     memory_order_relaxed));
     if (n == 1) {
         hive__handles_unpublish(&h->store.table, o->id);
-        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
-        hive__call_rcu(&o->rcu, free_cb);
+        o->tail.dead.h = h;           /* the payload is dead: no count is left */
+        hive__worker_t *w = hive__self;
+        if (w != NULL && w->sched == &h->sched && !hive__obj_in_arena(o)) {
+            retire_on(w, o);          /* a record with no arena block: batched */
+        } else {
+            atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+            o->tail.dead.next = NULL;
+            o->tail.dead.n = 1;
+            hive__call_rcu(&o->tail.dead.rcu, free_cb);
+        }
     }
     return true;
 }
@@ -246,16 +287,79 @@ void hive__obj_release(struct hive *h, hive__obj_t *o)
         HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
 }
 
+/* Free a chain of records (one, or a worker's batch) a grace period after
+ * their last counts went: drop hooks, payloads, records, then their slots
+ * in one push and the counters once. */
 static void free_cb(struct rcu_head *head)
 {
     hive__rcu_callback_begin();
-    hive__obj_t *o = caa_container_of(head, hive__obj_t, rcu);
-    struct hive *h = o->h;
-    if (h->store.drop[o->kind] != NULL)
-        h->store.drop[o->kind](h, o, false);
-    free_record(h, o);
+    hive__obj_t *o = caa_container_of(head, hive__obj_t, tail.dead.rcu);
+    struct hive *h = o->tail.dead.h;
+    size_t n = o->tail.dead.n, done = 0;
+    uint64_t ids[HIVE__RETIRE_BATCH];
+    size_t nids = 0;
+    uint64_t objects = 0;
+    while (o != NULL) {
+        hive__obj_t *next = o->tail.dead.next;
+        if (h->store.drop[o->kind] != NULL)
+            h->store.drop[o->kind](h, o, false);
+        hive__payload_free(h, o);
+        objects += o->kind != HIVE__ACTOR;
+        if (nids == HIVE__RETIRE_BATCH) {
+            hive__handles_give_many(&h->store.table, ids, nids);
+            nids = 0;
+        }
+        ids[nids++] = o->id;
+        hive__pool_free(o, sizeof *o);
+        done++;
+        o = next;
+    }
+    hive__handles_give_many(&h->store.table, ids, nids);
+    if (done != n)
+        HIVE_DIE("store: a retired chain held %zu records, not the %zu counted", done, n);
+    /* relaxed: a statistic */
+    atomic_fetch_sub_explicit(&h->store.objects, objects, memory_order_relaxed);
     /* release: the shutdown path's acquire load sees our frees done */
-    atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
+}
+
+/* Queue the chain of records now on w's list for a grace period. Any
+ * thread may take it (the exchange makes the chain the taker's alone). */
+void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
+{
+    /* acquire: pairs with the pushes' release, so their links are read */
+    hive__obj_t *chain = atomic_exchange_explicit(&w->retired, NULL, memory_order_acquire);
+    if (chain == NULL)
+        return;
+    atomic_fetch_add_explicit(&h->store.callbacks, chain->tail.dead.n, memory_order_relaxed);
+    hive__call_rcu(&chain->tail.dead.rcu, free_cb);
+}
+
+static void retire_on(hive__worker_t *w, hive__obj_t *o)
+{
+    /* relaxed: the CAS re-reads the head */
+    hive__obj_t *head = atomic_load_explicit(&w->retired, memory_order_relaxed);
+    do {
+        o->tail.dead.next = head;
+        o->tail.dead.n = head != NULL ? head->tail.dead.n + 1 : 1;
+        /* release: the links before the chain is taken; acquire on failure
+         * so the new head's count is read after its push */
+    } while (!atomic_compare_exchange_weak_explicit(&w->retired, &head, o, memory_order_release,
+                                                    memory_order_acquire));
+    /* relaxed: a hint written by the worker (and a spare thread standing
+     * in for it); a stale count only flushes a batch early or late */
+    unsigned k = atomic_load_explicit(&w->nretired, memory_order_relaxed) + 1;
+    if (k >= HIVE__RETIRE_BATCH) {
+        k = 0;
+        hive__store_flush_retired(o->tail.dead.h, w);
+    }
+    atomic_store_explicit(&w->nretired, k, memory_order_relaxed);
+}
+
+static void flush_all_retired(struct hive *h)
+{
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        hive__store_flush_retired(h, &h->sched.w[i]);
 }
 
 void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
@@ -273,13 +377,26 @@ void hive__store_maintain(struct hive *h)
         hive__arena_purge(&h->arena);
 }
 
+static bool any_retired(struct hive *h)
+{
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        /* relaxed: a drain runs when nobody else releases; a late push is
+         * the caller's race */
+        if (atomic_load_explicit(&h->sched.w[i].retired, memory_order_relaxed) != NULL)
+            return true;
+    return false;
+}
+
 void hive__store_drain(struct hive *h)
 {
     hive__rcu_thread();
     /* a record's drop hook may release other records: loop until no free
      * is left (only when nobody else is releasing: tests, stats, shutdown) */
-    while (atomic_load_explicit(&h->store.callbacks, memory_order_acquire) != 0)
+    do {
+        flush_all_retired(h);
         hive__rcu_barrier();
+    } while (atomic_load_explicit(&h->store.callbacks, memory_order_acquire) != 0 ||
+             any_retired(h));
 }
 
 typedef struct fail_arg {

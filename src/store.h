@@ -68,17 +68,23 @@ typedef struct hive__dep {
 
 struct hive__arr_meta;
 
+/* Payloads of up to this many bytes (blobs: puts, creates, task and method
+ * results) live in the record itself, 64-byte aligned like the arena's: no
+ * arena block to allocate and free, one cache miss fewer for a get, and a
+ * small object costs its 128-byte record and its 16-byte slot in all. */
+#define HIVE__INLINE_MAX 64
+
+/* A record is two cache lines in the pool's 128-byte class: the header the
+ * finders read (id, kind, state, counts) in the first, the inline payload
+ * in the second. Once the last count is gone the payload is dead (nobody
+ * may read a payload without a count), so the RCU head and the engine
+ * pointer the free needs reuse its bytes. */
 typedef struct hive__obj {
     uint64_t          id;
-    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
     _Atomic int64_t   refs;
-    uint8_t           kind;
-    _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
     _Atomic(hive__dep_t *) deps;     /* waiting tasks; HIVE__DEPS_CLOSED once finished */
     size_t            size;          /* payload bytes */
-    void             *data;          /* payload (64-byte aligned) */
-    struct hive      *h;
-    struct rcu_head   rcu;
+    void             *data;          /* payload (64-byte aligned): inl, or an arena block */
     union {
         struct hive__arr_meta *arr;  /* HIVE__ARRAY: dtype, shape and seqlock (array.c),
                                         set before publish; freed by the arrays' drop hook.
@@ -89,7 +95,41 @@ typedef struct hive__obj {
             struct hive__actor *actor;
         } actor;
     } u;
+    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
+    _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
+    uint8_t           kind;
+    union {
+        _Alignas(64) unsigned char inl[HIVE__INLINE_MAX];   /* a small payload */
+        struct {                     /* after the last count: the free's own fields */
+            struct hive     *h;
+            struct rcu_head  rcu;
+            struct hive__obj *next;  /* a worker's retired records (store.c) */
+            size_t           n;      /* records in the chain from here */
+        } dead;
+    } tail;
 } hive__obj_t;
+
+/* A payload of size bytes for record o of kind: inline in o (counted in
+ * the store's capacity all the same) or an arena block on node; NULL with
+ * HIVE_EFULL / HIVE_ENOMEM in *err and the sentence. Sets nothing in o.
+ * hive__payload_free gives o->data back, wherever it lives, and clears it. */
+struct hive;
+void *hive__payload_alloc(struct hive *h, struct hive__obj *o, uint8_t kind, size_t size,
+                          unsigned node, int *err);
+void  hive__payload_free(struct hive *h, struct hive__obj *o);
+
+/* Does o's payload live in its arena block (not inline, not absent)? */
+static inline bool hive__obj_in_arena(const hive__obj_t *o)
+{
+    return o->data != NULL && o->data != (const void *)o->tail.inl;
+}
+
+/* Where a payload of size bytes of kind goes: inline in o, or NULL (the
+ * arena). Only blobs: arrays are shared mutable memory, on their node. */
+static inline void *hive__obj_inline_for(hive__obj_t *o, uint8_t kind, size_t size)
+{
+    return kind == HIVE__BLOB && size <= HIVE__INLINE_MAX ? (void *)o->tail.inl : NULL;
+}
 
 /* A kind's drop hook: the store calls it when a record of that kind goes,
  * before the record's memory is freed, so that the kind frees what it hung
@@ -140,6 +180,13 @@ bool hive__store_issued(struct hive *h, uint64_t id);
 
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
+
+/* A worker's records whose last count it dropped wait on its own list and
+ * go to call_rcu HIVE__RETIRE_BATCH at a time (one grace-period callback,
+ * one push of their slots). Workers flush the rest before they park and
+ * when they stop; drains and a full store take every worker's list. */
+#define HIVE__RETIRE_BATCH 64
+void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
 
 /* A new record with one count, kind and payload of size bytes allocated on
  * node (data may be NULL: no payload yet), state PENDING, not yet visible. */

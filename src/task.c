@@ -186,7 +186,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
              * order our reads after the writer's publication. */
             if ((hive__obj_state(o) == HIVE__SEALED ||
                  atomic_load_explicit(&o->run, memory_order_acquire) == HIVE__RUN_NONE) &&
-                o->size >= biggest && o->data != NULL) {
+                o->size >= biggest && hive__obj_in_arena(o)) {
                 biggest = o->size;
                 t->node = (int)hive__arena_node_of(&h->arena, o->data);
             }
@@ -266,8 +266,7 @@ static void drop_result(hive__task_t *t)
 {
     hive__obj_t *r = t->result;
     if (r->data != NULL) {
-        hive__arena_free(&t->h->arena, r->data, r->size);
-        r->data = NULL;
+        hive__payload_free(t->h, r);
         r->size = 0;
     }
 }
@@ -429,11 +428,15 @@ static int return_alloc(hive_ctx_t *ctx, size_t size, void **out, const char *fn
     hive__obj_t *r = ctx->result;
     struct hive *h = ctx->h;
     int err = HIVE_OK;
-    void *p = size ? hive__arena_alloc(&h->arena, size, ctx->w->slot->node, &err) : NULL;
-    if (size && p == NULL)
-        return err;
-    if (r->data != NULL)              /* a second return replaces the first */
-        hive__arena_free(&h->arena, r->data, r->size);
+    void *p = NULL;
+    if (size != 0 && r->data == (void *)r->tail.inl && size <= HIVE__INLINE_MAX) {
+        p = r->tail.inl;              /* inline again: the same bytes and charge */
+    } else {
+        if (size != 0 &&
+            (p = hive__payload_alloc(h, r, r->kind, size, ctx->w->slot->node, &err)) == NULL)
+            return err;               /* the first return, if any, stays */
+        hive__payload_free(h, r);     /* a second return replaces the first */
+    }
     r->data = p;
     r->size = size;
     *out = p ? p : zero_arg;

@@ -47,6 +47,36 @@ static void test_ids_name_slots(void **state)
     hive__handles_close(&other);
 }
 
+/* give_many pushes a chain in one go: every slot comes back exactly once,
+ * under a new generation, and the slots given before it are still there. */
+static void test_give_many(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 9), HIVE_OK);
+    enum { N = 70 };
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(hive__handles_take(&t, &ids[i]), HIVE_OK);
+    hive__handles_give(&t, ids[N - 1]);                    /* one before the chain */
+    hive__handles_give_many(&t, ids, N - 1);
+    hive__handles_give_many(&t, ids, 0);                   /* nothing: no change */
+    bool seen[N] = { false };
+    for (int i = 0; i < N; i++) {
+        uint64_t id;
+        assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
+        uint32_t s = hive__handles_slot_of(id);
+        assert_true(s < N);
+        assert_false(seen[s]);
+        seen[s] = true;
+        assert_true(id != ids[s]);                         /* a new generation */
+    }
+    uint64_t fresh;
+    assert_int_equal(hive__handles_take(&t, &fresh), HIVE_OK);
+    assert_int_equal(hive__handles_slot_of(fresh), N);     /* the stack is empty again */
+    hive__handles_close(&t);
+}
+
 /* The generation wraps from its largest value to 1, never to 0. */
 static void test_generation_wraps(void **state)
 {
@@ -199,6 +229,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_name_slots),
         cmocka_unit_test(test_generation_wraps),
+        cmocka_unit_test(test_give_many),
         cmocka_unit_test(test_grows_past_a_chunk),
         cmocka_unit_test(test_stress_nothing_lost_or_doubled),
     };

@@ -390,7 +390,10 @@ static void put_on_worker(hive__job_t *job, hive__worker_t *w)
 {
     put_job_t *pj = (put_job_t *)job;
     if (w != NULL)
-        hive_put(pj->h, "on a worker", 12, &pj->ref);
+        {
+        static const char payload[HIVE__INLINE_MAX + 1] = "on a worker";   /* past inline: the arena */
+        hive_put(pj->h, payload, sizeof payload, &pj->ref);
+    }
     atomic_store(&pj->done, 1);
 }
 
@@ -609,9 +612,46 @@ static void test_get_many_returns_at_shutdown(void **state)
     assert_int_equal(m.status[1], HIVE_ESHUTDOWN);
 }
 
+/* Records a worker releases wait on its own list and go to RCU in
+ * batches; whatever is left when it runs out of work goes before it
+ * parks, so an idle engine holds nothing, without any drain. */
+static int put_release_some(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    int n = *(const int *)hive_arg(ctx, 0, NULL);
+    for (int i = 0; i < n; i++) {
+        hive_ref_t r;
+        if (hive_put(h, &i, sizeof i, &r) != HIVE_OK || hive_release(h, r) != HIVE_OK)
+            return 1;
+    }
+    return 0;
+}
+
+static void test_worker_frees_before_parking(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    /* fewer than a batch, then more than two batches and a rest */
+    const int counts[] = { 3, 2 * HIVE__RETIRE_BATCH + 5 };
+    for (unsigned k = 0; k < 2; k++) {
+        hive_ref_t r;
+        const void *p;
+        assert_int_equal(hive_submit(h, put_release_some, &HIVE_VAL(counts[k]), 1, NULL, &r),
+                         HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, r), HIVE_OK);
+        hive_store_stats_t st;
+        /* no drain: the worker must have flushed on its own */
+        WAIT_UNTIL((hive_store_stats(h, &st), st.objects == 0 && st.used == 0), 10000);
+        assert_null(atomic_load(&h->sched.w[0].retired));
+    }
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_frees_before_parking),
         cmocka_unit_test(test_put_get_zero_copy),
         cmocka_unit_test(test_create_seal_and_waiting_get),
         cmocka_unit_test(test_counts),

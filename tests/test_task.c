@@ -1279,7 +1279,7 @@ static void test_numa_args_pull_tasks(void **state)
 
     /* objects made on the worker of a node live on that node */
     static wjob_t puts[4];
-    const size_t sizes[4] = { 1 * MiB, 64, 1 * MiB, 64 };
+    const size_t sizes[4] = { 1 * MiB, 128, 1 * MiB, 128 };   /* past the inline size */
     const int fills[4] = { 0x10, 0x11, 0x20, 0x21 };
     for (unsigned w = 0; w < 4; w++) {
         puts[w] = (wjob_t){ .put_size = sizes[w], .put_fill = fills[w] };

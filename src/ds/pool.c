@@ -2,6 +2,12 @@
  * pool.c - the process-wide block pool behind pool.h: one shared batch list
  * per size class, one cache per class per thread (see ds/batch.h). Chunks
  * are mapped when everything is empty and kept for the life of the process.
+ *
+ * Fresh blocks are cut from a class's current chunk HIVE_BATCH at a time,
+ * by a fetch_add on the chunk's cursor, so that a page is touched (and
+ * counts in the process's resident memory) only when its blocks are first
+ * handed out: a chunk of 64 MiB mapped for a growing pool costs nothing
+ * until used. Only mapping the next chunk takes a lock, once per chunk.
  */
 #include "ds/pool.h"
 #include "ds/batch.h"
@@ -19,6 +25,16 @@
 #define CHUNK_MAX ((size_t)64 << 20)     /* ... growing with what is mapped, up to this */
 
 static hive__batchlist_t shared[NCLASSES];
+
+/* A chunk's first block holds its header: the cursor of the next fresh
+ * block and the chunk's size. */
+typedef struct chunk_hdr {
+    _Atomic size_t off;
+    size_t         size;
+} chunk_hdr_t;
+
+static _Atomic(chunk_hdr_t *) current[NCLASSES];
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic size_t mapped_bytes;
 
 static __thread hive__fcache_t caches[NCLASSES];
@@ -62,27 +78,70 @@ static void register_thread(void)
     registered = true;
 }
 
+/* Map a new current chunk for class c unless another thread already
+ * replaced seen; false if mapping fails. */
+static bool new_chunk(unsigned c, chunk_hdr_t *seen)
+{
+    bool ok = true;
+    pthread_mutex_lock(&grow_lock);
+    /* relaxed: the lock orders writers of current */
+    if (atomic_load_explicit(&current[c], memory_order_relaxed) == seen) {
+        /* Chunks grow with the pool (half of what is mapped so far): a pool
+         * that must grow to its working set - frees come back a grace
+         * period late - maps O(log size) times, not once per 256 KiB.
+         * relaxed: a statistic. */
+        size_t bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed) / 2;
+        bytes = bytes < CHUNK_MIN ? CHUNK_MIN : bytes > CHUNK_MAX ? CHUNK_MAX : bytes & ~(CHUNK_MIN - 1);
+        char *chunk = hive__fault() ? MAP_FAILED
+                                    : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (chunk == MAP_FAILED) {
+            ok = false;
+        } else {
+            /* records of millions of objects: huge pages spare the TLB a
+             * miss per random lookup (advice; ignored where THP is off) */
+            if (bytes >= ((size_t)2 << 20))
+                madvise(chunk, bytes, MADV_HUGEPAGE);
+            atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
+            chunk_hdr_t *hd = (chunk_hdr_t *)(void *)chunk;
+            atomic_init(&hd->off, class_size(c));   /* the header's block is not a block */
+            hd->size = bytes;
+            /* release: the header's fields before the chunk is seen */
+            atomic_store_explicit(&current[c], hd, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&grow_lock);
+    return ok;
+}
+
+/* Fill thread's empty cache of class c with fresh blocks. */
+static bool carve_fresh(unsigned c)
+{
+    size_t bs = class_size(c), need = bs * HIVE_BATCH;
+    for (;;) {
+        /* acquire: pairs with new_chunk's release, for the header */
+        chunk_hdr_t *hd = atomic_load_explicit(&current[c], memory_order_acquire);
+        if (hd != NULL) {
+            /* relaxed: the add hands out distinct ranges, which is all it
+             * must do; the blocks are fresh memory nobody else reads */
+            size_t off = atomic_fetch_add_explicit(&hd->off, need, memory_order_relaxed);
+            if (off < hd->size) {    /* the last cut of a chunk may be short */
+                size_t n = hd->size - off < need ? hd->size - off : need;
+                hive__fcache_carve(&caches[c], (char *)hd + off, n, bs, &shared[c]);
+                if (n >= bs)
+                    return true;
+            }
+        }
+        if (!new_chunk(c, hd))
+            return false;
+    }
+}
+
 static bool refill(unsigned c)
 {
-    hive__fcache_t *k = &caches[c];
-    if (hive__fcache_refill(k, &shared[c]))
+    if (hive__fcache_refill(&caches[c], &shared[c]))
         return true;
-    /* Chunks grow with the pool (half of what is mapped so far): a pool
-     * that must grow to its working set - frees come back a grace period
-     * late - maps O(log size) times, not once per 256 KiB, so a steady
-     * load soon makes no system call at all. relaxed: a statistic. */
-    size_t bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed) / 2;
-    bytes = bytes < CHUNK_MIN ? CHUNK_MIN : bytes > CHUNK_MAX ? CHUNK_MAX : bytes & ~(CHUNK_MIN - 1);
-    char *chunk = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (chunk == MAP_FAILED)
-        return false;
-    /* records of millions of objects: huge pages spare the TLB a miss per
-     * random lookup (advice; ignored where THP is off) */
-    if (bytes >= ((size_t)2 << 20))
-        madvise(chunk, bytes, MADV_HUGEPAGE);
-    atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
-    hive__fcache_carve(k, chunk, bytes, class_size(c), &shared[c]);
-    return true;
+    return carve_fresh(c);
 }
 
 void *hive__pool_alloc(size_t size)
