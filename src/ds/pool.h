@@ -2,8 +2,9 @@
  * pool.h - per-thread free lists of fixed-size blocks, so that hot paths
  * (queue nodes, task records, call messages) never call malloc.
  *
- * Blocks come in power-of-two size classes from 64 to 4096 bytes, 64-byte
- * aligned. Each thread keeps a free list per class. A thread that frees more
+ * Blocks come in power-of-two size classes from 64 to 4096 bytes, each
+ * aligned to its class's size (chunks are page-aligned and cut in whole
+ * blocks of the class). Each thread keeps a free list per class. A thread that frees more
  * than it allocates (a consumer) hands whole batches to a global lock-free
  * list; a thread that runs dry (a producer) takes a batch back. Only when the
  * global list is empty too is a new chunk mapped and carved - the one system
