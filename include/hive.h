@@ -289,10 +289,86 @@ typedef struct hive_stats {
     hive_store_stats_t  store;
     uint64_t            trace_events, trace_dropped;
     uint64_t            actors_restarts;   /* rebuilds after a method returned HIVE_RESTART */
+    uint64_t            actors_restarting; /* actors being rebuilt now (HIVE_RESTART returned,
+                                              constructor not yet through) */
 } hive_stats_t;
 
 int hive_stats(hive_t *h, hive_stats_t *out, size_t size);
 int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_t size);
+
+/*
+ * hive_actor_top - the actors with the deepest mailboxes now, deepest
+ * first: up to max records written to out, each `size` bytes apart (pass
+ * sizeof(hive_actor_info_t) of your build; the struct grows at its end and
+ * fields past size are not written). Returns how many were written (0 ..
+ * max), or HIVE_EINVAL for a NULL engine, out NULL with max > 0, or a size
+ * below the end of .state. `mailbox` counts calls queued and not yet
+ * started, over every lane (and group); it comes from two counters per
+ * mailbox lane, one the callers bump next to the lane's head (a line every
+ * call writes anyway) and one the turn bumps (a line only it writes), read
+ * without a lock, so a snapshot taken while calls flow is a moment's view.
+ * The walk over the live actors takes the registry lock hive_actor_new
+ * takes (never a call's path). Dead actors show until their last turn
+ * retired them; class_name and name are copied (truncated, NUL-terminated).
+ */
+enum { HIVE_ACTOR_ALIVE = 0, HIVE_ACTOR_RESTARTING = 1, HIVE_ACTOR_DEAD = 2 };
+
+typedef struct hive_actor_info {
+    uint64_t id;                /* the handle's id (hive_actor_t.id) */
+    uint64_t mailbox;           /* calls queued, not yet started */
+    int      state;             /* HIVE_ACTOR_ALIVE, _RESTARTING or _DEAD */
+    char     class_name[48];    /* hive_actor_class_t.name, "" if none */
+    char     name[64];          /* the hive_actor_opts_t.name it is registered under, "" if none */
+} hive_actor_info_t;
+
+int hive_actor_top(hive_t *h, hive_actor_info_t *out, size_t max, size_t size);
+
+/*
+ * hive_store_classes - the store's use per size class: HIVE_STORE_CLASSES
+ * records (fewer if max is smaller): payloads up to 32 KiB live in cells of
+ * 32 classes (size 64, 128, ... 32768: .size is the cell size), larger ones
+ * (and small ones that found no cell) in blocks of the large area, the
+ * last record, with .size 0. .bytes is what they count in `used` (cells
+ * whole; large blocks with their header), .objects how many live there.
+ * Counted per thread (each thread's own counters: no shared line on the
+ * allocation path) and summed on read, so a moment's view while puts and
+ * releases run; once they stop the records add up to hive_store_stats'
+ * used. Returns the number written, HIVE_EINVAL for a NULL engine or out.
+ */
+#define HIVE_STORE_CLASSES 33
+
+typedef struct hive_size_class {
+    size_t   size;              /* cell size in bytes; 0: the large area */
+    size_t   bytes;             /* bytes counted in used */
+    uint64_t objects;           /* payloads held */
+} hive_size_class_t;
+
+int hive_store_classes(hive_t *h, hive_size_class_t *out, size_t max);
+
+/*
+ * hive_replay_list, hive_envpool_list - the replay buffers and env pools
+ * alive on the engine (made and not yet freed), oldest first: up to max
+ * records, each `size` bytes apart (sizeof of your build's struct; the
+ * structs grow at their end). Returns how many were written; HIVE_EINVAL
+ * for a NULL engine, out NULL with max > 0, or a size below the struct's
+ * first version. The ids number buffers and pools from 1 in the order made
+ * (per engine, never reused). Figures are read with relaxed loads from the
+ * counters the buffer or pool keeps anyway (see include/hive/replay.h,
+ * envpool.h): a moment's view. limiter_waits counts the times a sampler
+ * went to sleep on the rate limiter (samples_per_insert, min_size_to_
+ * sample); steps counts environment steps and resets returned to the
+ * caller (sync batches and async results received).
+ */
+typedef struct hive_replay_info {
+    uint64_t id, capacity, size, inserts, samples, limiter_waits;
+} hive_replay_info_t;
+
+typedef struct hive_envpool_info {
+    uint64_t id, num_envs, steps;
+} hive_envpool_info_t;
+
+int hive_replay_list(hive_t *h, hive_replay_info_t *out, size_t max, size_t size);
+int hive_envpool_list(hive_t *h, hive_envpool_info_t *out, size_t max, size_t size);
 
 /* ------------------------------------------------------- shared arrays
  *

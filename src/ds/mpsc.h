@@ -45,9 +45,14 @@ typedef struct hive__mpsc {
     /* Producers' end; every push exchanges it. Its own padded line so that
      * producers hammering it never evict the consumer's fields. */
     HIVE_ALIGNED _Atomic uintptr_t head;
+    /* Nodes pushed, for users that count (actor mailboxes do, for
+     * statistics): on head's line, which every push writes anyway. The
+     * queue's own functions never touch it. */
+    _Atomic uint64_t pushes;
     /* Consumer's end: touched only by the one consumer. */
     HIVE_ALIGNED hive__mpsc_node_t *tail;
     hive__mpsc_node_t stub;
+    _Atomic uint64_t pops;       /* nodes popped, if the user counts: the consumer's line */
 } hive__mpsc_t;
 
 #define HIVE__MPSC_MARK ((uintptr_t)1)
@@ -57,6 +62,8 @@ typedef struct hive__mpsc {
 static inline void hive__mpsc_init(hive__mpsc_t *q, bool marked)
 {
     atomic_init(&q->stub.next, NULL);
+    atomic_init(&q->pushes, 0);
+    atomic_init(&q->pops, 0);
     q->tail = &q->stub;
     atomic_init(&q->head, (uintptr_t)&q->stub | (marked ? HIVE__MPSC_MARK : 0));
 }
