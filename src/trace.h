@@ -79,6 +79,12 @@ int  hive__trace_close(hive__trace_t *t, struct hive *h);
 /* Events recorded and overwritten so far (for hive_stats). */
 void hive__trace_counts(hive__trace_t *t, uint64_t *recorded, uint64_t *dropped);
 
+/* The recorder's clock. */
+static inline uint64_t hive__trace_clock(void)
+{
+    return hive__now_ns();
+}
+
 /* Record into r (the caller's own ring, or the shared one: shared). */
 static inline void hive__trace_put(hive__tring_t *r, bool shared, uint32_t kind, uint64_t ts,
                                    uint64_t dur, uint64_t id, const void *a, const void *b,
