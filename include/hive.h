@@ -128,6 +128,21 @@ int hive_init(const hive_config_t *cfg, hive_t **out);
  */
 int hive_shutdown(hive_t *h);
 
+/*
+ * hive_trace_flush - write the timeline recorded so far to the trace file
+ * (trace_path or $HIVE_TRACE), replacing what the file held, while the
+ * engine runs on: a complete Chrome Trace JSON, as hive_shutdown writes at
+ * the end (which writes the file once more, whole). Safe from any thread,
+ * a task included, while workers record: each ring is copied event by
+ * event, and an event being overwritten during the copy is left out (the
+ * file's otherData.skipped counts them), never written half old, half new.
+ * Flushes are serialized; each costs a pass over the rings and the file's
+ * writing. HIVE_EINVAL for a NULL engine or a file that cannot be written,
+ * HIVE_ESTATE if the engine records no timeline, HIVE_ENOMEM if the copy
+ * cannot be allocated.
+ */
+int hive_trace_flush(hive_t *h);
+
 /* The placement of one worker, for users who lay out work by NUMA node. */
 typedef struct hive_worker_info {
     unsigned node;      /* NUMA node index, 0 .. hive_num_nodes()-1 (hwloc logical order) */

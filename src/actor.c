@@ -373,7 +373,7 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
-    uint64_t t0 = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
     rc = a->cls.methods[t->method].fn(a->state, &ctx);
     hive__count(&w->methods, 1);
     if (unlikely(w->tring != NULL))
@@ -992,7 +992,7 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
         rc = hive__fail(HIVE_ESHUTDOWN, "hive_call: the engine is shutting down");
         goto out;
     }
-    uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(h->trace.on) ? hive__trace_clock() : 0;
     hive__task_t *t;
     if ((rc = hive__task_new(h, args, nargs, true, "hive_call", &t)) != HIVE_OK)
         goto out;
