@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define DEFAULT_EVENTS  65536u
@@ -77,7 +78,8 @@ static void free_rings(hive__trace_t *t)
 {
     free(t->path);
     free(t->rings);
-    free(t->events);
+    if (t->events != NULL)
+        munmap(t->events, t->events_bytes);
     memset(t, 0, sizeof *t);
 }
 
@@ -96,16 +98,17 @@ int hive__trace_open(hive__trace_t *t, const char *path, unsigned nworkers)
                           " events overflows", nrings, cap);
     t->path = strdup(path);
     t->rings = hive__calloc(nrings, sizeof *t->rings);
-    /* large: mapped lazily, pages cost when used; seq 0 (never written)
-     * for a slot is what a reader skips, and fresh pages read as 0 */
-    if (hive__posix_memalign((void **)&t->events, 64, bytes) != 0)
-        t->events = NULL;
+    /* anonymous pages: zero (seq 0: never written, what a reader skips)
+     * and touched only as events fill them */
+    void *ev = hive__fault() ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    t->events = ev == MAP_FAILED ? NULL : ev;
+    t->events_bytes = bytes;
     if (t->path == NULL || t->rings == NULL || t->events == NULL) {
         free_rings(t);
         return hive__fail(HIVE_ENOMEM, "hive_init: cannot allocate the trace rings (%zu bytes)",
                           bytes);
     }
-    memset(t->events, 0, bytes);
     t->out = fopen(path, "w");
     if (t->out == NULL) {
         int e = errno;

@@ -89,7 +89,8 @@ typedef struct hive__trace {
     char           *path;
     unsigned        nworkers;
     hive__tring_t  *rings;   /* [0, nworkers): the workers'; [nworkers]: other threads' */
-    hive__tev_t    *events;  /* every ring's slots, one block */
+    hive__tev_t    *events;  /* every ring's slots, one anonymous mapping */
+    size_t          events_bytes;
     uint64_t        tick0, ns0;   /* the clock at open: ticks and CLOCK_MONOTONIC ns */
     pthread_mutex_t write_lock;   /* one writer of the file at a time (flush, close) */
 } hive__trace_t;
