@@ -93,14 +93,19 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * Timeline: with trace_path (or the environment variable HIVE_TRACE=path
  * when trace_path is NULL) every worker records what it does into a ring of
  * its own, allocated here: $HIVE_TRACE_EVENTS events per worker (default
- * 65536, 48 bytes each, pages touched only as used; when full the oldest
+ * 65536, 64 bytes each, pages touched only as used; when full the oldest
  * are overwritten and counted). Recording takes no lock, no malloc and no
- * system call. hive_shutdown writes Chrome Trace Event JSON to the path
+ * system call; timestamps come from the CPU's invariant TSC where there is
+ * one (else CLOCK_MONOTONIC; HIVE_TRACE_CLOCK=monotonic forces it), turned
+ * into ns when the file is written. hive_shutdown (and hive_trace_flush,
+ * while running) writes Chrome Trace Event JSON to the path
  * (open it in ui.perfetto.dev or chrome://tracing): a track per worker
  * named "worker i (node n, core c, pu p)", a span per task (named by
  * hive_opts_t.name, else its function's symbol) and per actor method
  * ("Class.method"; with tracing on the class's name strings must live until
- * hive_shutdown), nested as helping nests them, a short span per submit and
+ * hive_shutdown), nested as helping nests them, a "wait" span for each
+ * hive_get / hive_wait a job made on a worker (holding the jobs it helped
+ * with meanwhile), a short span per submit and
  * call with a flow arrow to where it ran, instants for steals ("from": the
  * victim), parks and wakes, spans for parked time, and counters of store
  * bytes, live objects and queued jobs per lane. The file is created here:
@@ -110,7 +115,14 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * hive_stats and every worker's figures as JSON to
  * $HIVE_STATS_DIR/hive-<pid>-<n>.json (default directory /dev/shm; mode
  * 0600, replaced whole by a rename every 100 ms, removed by hive_shutdown);
- * tools/hive-top shows them. HIVE_EINVAL if the file cannot be written.
+ * tools/hive-top shows them. Besides "workers", "queued", "actors" (with
+ * "restarting"), "store" (with "used_high" and "efull") and "trace", the
+ * file has "actors_top" (hive_actor_top's 8: id as a hex string, class,
+ * name, mailbox, state "alive"/"restarting"/"dead"), "size_classes"
+ * (classes holding objects, and the large area as size 0), "replay" and
+ * "envpools" (as hive_replay_list / hive_envpool_list); strings are JSON-
+ * escaped (bytes that are not UTF-8 become U+FFFD). HIVE_EINVAL if the file
+ * cannot be written.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
@@ -282,7 +294,10 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out);
  * rings and worker deques now; actors_created, actors_alive (not yet dead),
  * actors_dead = created - alive; the store as hive_store_stats; trace_events
  * recorded and trace_dropped (overwritten in a full ring) when tracing;
- * actors_restarts, the rebuilds done after HIVE_RESTART.
+ * actors_restarts, the rebuilds done after HIVE_RESTART; actors_restarting,
+ * the actors being rebuilt now. More figures come from their own calls
+ * below: hive_actor_top (deepest mailboxes), hive_store_classes (bytes per
+ * size class), hive_replay_list and hive_envpool_list.
  * HIVE_EINVAL for a NULL engine or out, a size that does not reach .total
  * (hive_stats) or .methods (hive_worker_stats), or a worker index out of
  * range.

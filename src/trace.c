@@ -18,6 +18,7 @@
 #include "stats.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/seqlock.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -218,10 +219,9 @@ static bool copy_event(const hive__tring_t *r, uint64_t k, tev_t *o)
     uint64_t a = atomic_load_explicit(&e->a, memory_order_relaxed);
     uint64_t b = atomic_load_explicit(&e->b, memory_order_relaxed);
     uint64_t ka = atomic_load_explicit(&e->kind_arg, memory_order_relaxed);
-    /* acquire fence: the loads above come before the second look, so a
-     * writer that began since (seq 0, release fence) is seen there */
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&e->seq, memory_order_relaxed) != k + 1)
+    /* acquire fence, then the second look (seqlock.h): the loads above come
+     * before it, so a writer that began since (seq 0, release fence) shows */
+    if (hive__seq_reread(&e->seq) != k + 1)
         return false;
     *o = (tev_t){ .ts = ts, .dur = dur, .id = id, .a = (const void *)(uintptr_t)a,
                   .b = (const void *)(uintptr_t)b, .kind = (uint32_t)ka,
