@@ -262,7 +262,6 @@ static void test_busiest_actor_replay_and_envpool(void **state)
     assert_non_null(strstr(out, "  envpool 1   envs 3 "));
     the_file(dir, path, sizeof path);
     assert_int_equal(json_checks(path, "we\"ird\\prog\x01\xef\xbf\xbd-\xc3\xa9"), 0);
-    program_invocation_short_name = saved;
 
     atomic_store(&gate_open, 1);
     const void *v;
@@ -276,6 +275,7 @@ static void test_busiest_actor_replay_and_envpool(void **state)
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
     assert_int_equal(hive_replay_free(rb), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+    program_invocation_short_name = saved;       /* the publisher read it until here */
     unsetenv("HIVE_STATS_DIR");
     rmdir(dir);
 }
