@@ -328,7 +328,8 @@ int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_
 
 /*
  * hive_actor_top - the actors with the deepest mailboxes now, deepest
- * first: up to max records written to out, each `size` bytes apart (pass
+ * first: up to max (at most 64) records written to out, each `size` bytes
+ * apart (pass
  * sizeof(hive_actor_info_t) of your build; the struct grows at its end and
  * fields past size are not written). Returns how many were written (0 ..
  * max), or HIVE_EINVAL for a NULL engine, out NULL with max > 0, or a size
