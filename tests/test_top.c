@@ -226,9 +226,9 @@ static void test_busiest_actor_replay_and_envpool(void **state)
     assert_non_null(mkdtemp(dir));
     setenv("HIVE_STATS_DIR", dir, 1);
     /* a name a JSON writer must escape: quote, backslash, a control byte,
-     * a byte that is no UTF-8, and a valid two-byte sequence */
+     * bytes that are no UTF-8, and a valid two-byte sequence */
     char *saved = program_invocation_short_name;
-    program_invocation_short_name = (char *)"we\"ird\\prog\x01\xff-\xc3\xa9";
+    program_invocation_short_name = (char *)"we\"ird\\prog\x01\xff-\xc3\xa9\xe2(\xed\xa0\x80";
     hive_config_t cfg = { .workers = 2, .store_bytes = 16u << 20, .no_pin = 1, .publish_stats = 1 };
     hive_t *h = NULL;
     assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
@@ -261,7 +261,10 @@ static void test_busiest_actor_replay_and_envpool(void **state)
     assert_non_null(strstr(out, "  replay 1   [##########] 50 of 50 (100%)  inserts 70  samples 0"));
     assert_non_null(strstr(out, "  envpool 1   envs 3 "));
     the_file(dir, path, sizeof path);
-    assert_int_equal(json_checks(path, "we\"ird\\prog\x01\xef\xbf\xbd-\xc3\xa9"), 0);
+    /* 0xff: no lead byte; e2 then '(': cut short; ed a0 80: a surrogate,
+     * then two continuation bytes alone: each a U+FFFD */
+    assert_int_equal(json_checks(path, "we\"ird\\prog\x01\xef\xbf\xbd-\xc3\xa9"
+                                       "\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"), 0);
 
     atomic_store(&gate_open, 1);
     const void *v;
