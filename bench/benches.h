@@ -30,6 +30,9 @@ extern const size_t hb_scale_nbenches;
 extern const hb_bench hb_envpool_benches[]; /* bench_envpool.c: env pool vs the pthread sampler */
 extern const size_t hb_envpool_nbenches;
 
+extern const hb_bench hb_trace_benches[];  /* bench_trace.c: the timeline recorder, off and on */
+extern const size_t hb_trace_nbenches;
+
 extern const hb_bench hb_limits_benches[]; /* bench_limits.c: the machine's round trips */
 extern const size_t hb_limits_nbenches;
 

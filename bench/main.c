@@ -14,4 +14,5 @@ void hb_register_all(void)
     hb_register(hb_replay_benches, hb_replay_nbenches);
     hb_register(hb_scale_benches, hb_scale_nbenches);
     hb_register(hb_envpool_benches, hb_envpool_nbenches);
+    hb_register(hb_trace_benches, hb_trace_nbenches);
 }

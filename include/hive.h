@@ -93,14 +93,19 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * Timeline: with trace_path (or the environment variable HIVE_TRACE=path
  * when trace_path is NULL) every worker records what it does into a ring of
  * its own, allocated here: $HIVE_TRACE_EVENTS events per worker (default
- * 65536, 48 bytes each, pages touched only as used; when full the oldest
+ * 65536, 64 bytes each, pages touched only as used; when full the oldest
  * are overwritten and counted). Recording takes no lock, no malloc and no
- * system call. hive_shutdown writes Chrome Trace Event JSON to the path
+ * system call; timestamps come from the CPU's invariant TSC where there is
+ * one (else CLOCK_MONOTONIC; HIVE_TRACE_CLOCK=monotonic forces it), turned
+ * into ns when the file is written. hive_shutdown (and hive_trace_flush,
+ * while running) writes Chrome Trace Event JSON to the path
  * (open it in ui.perfetto.dev or chrome://tracing): a track per worker
  * named "worker i (node n, core c, pu p)", a span per task (named by
  * hive_opts_t.name, else its function's symbol) and per actor method
  * ("Class.method"; with tracing on the class's name strings must live until
- * hive_shutdown), nested as helping nests them, a short span per submit and
+ * hive_shutdown), nested as helping nests them, a "wait" span for each
+ * hive_get / hive_wait a job made on a worker (holding the jobs it helped
+ * with meanwhile), a short span per submit and
  * call with a flow arrow to where it ran, instants for steals ("from": the
  * victim), parks and wakes, spans for parked time, and counters of store
  * bytes, live objects and queued jobs per lane. The file is created here:
@@ -110,7 +115,14 @@ typedef struct hive_config {        /* a zero-initialised config (or NULL) means
  * hive_stats and every worker's figures as JSON to
  * $HIVE_STATS_DIR/hive-<pid>-<n>.json (default directory /dev/shm; mode
  * 0600, replaced whole by a rename every 100 ms, removed by hive_shutdown);
- * tools/hive-top shows them. HIVE_EINVAL if the file cannot be written.
+ * tools/hive-top shows them. Besides "workers", "queued", "actors" (with
+ * "restarting"), "store" (with "used_high" and "efull") and "trace", the
+ * file has "actors_top" (hive_actor_top's 8: id as a hex string, class,
+ * name, mailbox, state "alive"/"restarting"/"dead"), "size_classes"
+ * (classes holding objects, and the large area as size 0), "replay" and
+ * "envpools" (as hive_replay_list / hive_envpool_list); strings are JSON-
+ * escaped (bytes that are not UTF-8 become U+FFFD). HIVE_EINVAL if the file
+ * cannot be written.
  */
 int hive_init(const hive_config_t *cfg, hive_t **out);
 
@@ -127,6 +139,21 @@ int hive_init(const hive_config_t *cfg, hive_t **out);
  * is gone all the same).
  */
 int hive_shutdown(hive_t *h);
+
+/*
+ * hive_trace_flush - write the timeline recorded so far to the trace file
+ * (trace_path or $HIVE_TRACE), replacing what the file held, while the
+ * engine runs on: a complete Chrome Trace JSON, as hive_shutdown writes at
+ * the end (which writes the file once more, whole). Safe from any thread,
+ * a task included, while workers record: each ring is copied event by
+ * event, and an event being overwritten during the copy is left out (the
+ * file's otherData.skipped counts them), never written half old, half new.
+ * Flushes are serialized; each costs a pass over the rings and the file's
+ * writing. HIVE_EINVAL for a NULL engine or a file that cannot be written,
+ * HIVE_ESTATE if the engine records no timeline, HIVE_ENOMEM if the copy
+ * cannot be allocated.
+ */
+int hive_trace_flush(hive_t *h);
 
 /* The placement of one worker, for users who lay out work by NUMA node. */
 typedef struct hive_worker_info {
@@ -267,7 +294,10 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out);
  * rings and worker deques now; actors_created, actors_alive (not yet dead),
  * actors_dead = created - alive; the store as hive_store_stats; trace_events
  * recorded and trace_dropped (overwritten in a full ring) when tracing;
- * actors_restarts, the rebuilds done after HIVE_RESTART.
+ * actors_restarts, the rebuilds done after HIVE_RESTART; actors_restarting,
+ * the actors being rebuilt now. More figures come from their own calls
+ * below: hive_actor_top (deepest mailboxes), hive_store_classes (bytes per
+ * size class), hive_replay_list and hive_envpool_list.
  * HIVE_EINVAL for a NULL engine or out, a size that does not reach .total
  * (hive_stats) or .methods (hive_worker_stats), or a worker index out of
  * range.
@@ -289,10 +319,87 @@ typedef struct hive_stats {
     hive_store_stats_t  store;
     uint64_t            trace_events, trace_dropped;
     uint64_t            actors_restarts;   /* rebuilds after a method returned HIVE_RESTART */
+    uint64_t            actors_restarting; /* actors being rebuilt now (HIVE_RESTART returned,
+                                              constructor not yet through) */
 } hive_stats_t;
 
 int hive_stats(hive_t *h, hive_stats_t *out, size_t size);
 int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_t size);
+
+/*
+ * hive_actor_top - the actors with the deepest mailboxes now, deepest
+ * first: up to max (at most 64) records written to out, each `size` bytes
+ * apart (pass
+ * sizeof(hive_actor_info_t) of your build; the struct grows at its end and
+ * fields past size are not written). Returns how many were written (0 ..
+ * max), or HIVE_EINVAL for a NULL engine, out NULL with max > 0, or a size
+ * below the end of .state. `mailbox` counts calls queued and not yet
+ * started, over every lane (and group); it comes from two counters per
+ * mailbox lane, one the callers bump next to the lane's head (a line every
+ * call writes anyway) and one the turn bumps (a line only it writes), read
+ * without a lock, so a snapshot taken while calls flow is a moment's view.
+ * The walk over the live actors takes the registry lock hive_actor_new
+ * takes (never a call's path). Dead actors show until their last turn
+ * retired them; class_name and name are copied (truncated, NUL-terminated).
+ */
+enum { HIVE_ACTOR_ALIVE = 0, HIVE_ACTOR_RESTARTING = 1, HIVE_ACTOR_DEAD = 2 };
+
+typedef struct hive_actor_info {
+    uint64_t id;                /* the handle's id (hive_actor_t.id) */
+    uint64_t mailbox;           /* calls queued, not yet started */
+    int      state;             /* HIVE_ACTOR_ALIVE, _RESTARTING or _DEAD */
+    char     class_name[48];    /* hive_actor_class_t.name, "" if none */
+    char     name[64];          /* the hive_actor_opts_t.name it is registered under, "" if none */
+} hive_actor_info_t;
+
+int hive_actor_top(hive_t *h, hive_actor_info_t *out, size_t max, size_t size);
+
+/*
+ * hive_store_classes - the store's use per size class: HIVE_STORE_CLASSES
+ * records (fewer if max is smaller): payloads up to 32 KiB live in cells of
+ * 32 classes (size 64, 128, ... 32768: .size is the cell size), larger ones
+ * (and small ones that found no cell) in blocks of the large area, the
+ * last record, with .size 0. .bytes is what they count in `used` (cells
+ * whole; large blocks with their header), .objects how many live there.
+ * Counted per thread (each thread's own counters: no shared line on the
+ * allocation path) and summed on read, so a moment's view while puts and
+ * releases run; once they stop the records add up to hive_store_stats'
+ * used. Returns the number written, HIVE_EINVAL for a NULL engine or out.
+ */
+#define HIVE_STORE_CLASSES 33
+
+typedef struct hive_size_class {
+    size_t   size;              /* cell size in bytes; 0: the large area */
+    size_t   bytes;             /* bytes counted in used */
+    uint64_t objects;           /* payloads held */
+} hive_size_class_t;
+
+int hive_store_classes(hive_t *h, hive_size_class_t *out, size_t max);
+
+/*
+ * hive_replay_list, hive_envpool_list - the replay buffers and env pools
+ * alive on the engine (made and not yet freed), oldest first: up to max
+ * records, each `size` bytes apart (sizeof of your build's struct; the
+ * structs grow at their end). Returns how many were written; HIVE_EINVAL
+ * for a NULL engine, out NULL with max > 0, or a size below the struct's
+ * first version. The ids number buffers and pools from 1 in the order made
+ * (per engine, never reused). Figures are read with relaxed loads from the
+ * counters the buffer or pool keeps anyway (see include/hive/replay.h,
+ * envpool.h): a moment's view. limiter_waits counts the times a sampler
+ * went to sleep on the rate limiter (samples_per_insert, min_size_to_
+ * sample); steps counts environment steps and resets returned to the
+ * caller (sync batches and async results received).
+ */
+typedef struct hive_replay_info {
+    uint64_t id, capacity, size, inserts, samples, limiter_waits;
+} hive_replay_info_t;
+
+typedef struct hive_envpool_info {
+    uint64_t id, num_envs, steps;
+} hive_envpool_info_t;
+
+int hive_replay_list(hive_t *h, hive_replay_info_t *out, size_t max, size_t size);
+int hive_envpool_list(hive_t *h, hive_envpool_info_t *out, size_t max, size_t size);
 
 /* ------------------------------------------------------- shared arrays
  *

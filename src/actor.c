@@ -70,6 +70,8 @@
 #include "util/fault.h"
 #include "ds/pool.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +113,7 @@ typedef struct hive__actor {
     unsigned           *method_group;    /* the group of each method */
     _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
     _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
+    _Atomic uint32_t    restarting;      /* a rebuild runs now (a statistic: hive_actor_top) */
     /* owned by the running turn (one at a time) */
     HIVE_ALIGNED bool   initialized;
     bool                finalized;
@@ -206,14 +209,45 @@ static int mail_pending(hive__actor_t *a, unsigned unfinished)
     return pending_of(a->lane, unfinished);
 }
 
+/* Mailbox depth counting (hive_actor_top): callers bump `pushes` after
+ * their push (relaxed RMW on head's line, which the push has just written:
+ * no other line); the consumer bumps `pops` with a load and a store
+ * (relaxed: one consumer at a time, and turns are ordered by the RUNNING
+ * handshake, so no bump is lost). Readers subtract: a statistic. */
+static inline void count_push(hive__mpsc_t *q)
+{
+    atomic_fetch_add_explicit(&q->pushes, 1, memory_order_relaxed);
+}
+
+static inline void count_pop(hive__mpsc_t *q)
+{
+    atomic_store_explicit(&q->pops, atomic_load_explicit(&q->pops, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static uint64_t lanes_depth(hive__mpsc_t *lanes)
+{
+    uint64_t n = 0;
+    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
+        /* pops first: a call popped after this read was pushed before the
+         * pushes read, so depth never goes below 0 for long (clamped) */
+        uint64_t out = atomic_load_explicit(&lanes[l].pops, memory_order_relaxed);
+        uint64_t in = atomic_load_explicit(&lanes[l].pushes, memory_order_relaxed);
+        n += in > out ? in - out : 0;
+    }
+    return n;
+}
+
 /* Consumer only: the next call of a mailbox triple, HIGH before NORMAL
  * before LOW. */
 static inline hive__task_t *pop_of(hive__mpsc_t *lanes)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
         hive__mpsc_node_t *n = hive__mpsc_pop(&lanes[l]);
-        if (n != NULL)
+        if (n != NULL) {
+            count_pop(&lanes[l]);
             return HIVE_CONTAINER_OF(n, hive__task_t, job.node);
+        }
     }
     return NULL;
 }
@@ -314,12 +348,14 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
         return;
     }
     a->restarts++;
-    /* relaxed: a statistic (hive_stats) */
+    /* relaxed, all three: statistics (hive_stats, hive_actor_top) */
     atomic_fetch_add_explicit(&a->h->actors.restarts, 1, memory_order_relaxed);
+    atomic_store_explicit(&a->restarting, 1, memory_order_relaxed);
     finalize(a);
     if (a->cls.size)
         memset(a->state, 0, a->cls.size);
     construct(a, w);
+    atomic_store_explicit(&a->restarting, 0, memory_order_relaxed);
 }
 
 /* Run one call (its record is gone afterwards); what the method returned,
@@ -338,7 +374,7 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
-    uint64_t t0 = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
     rc = a->cls.methods[t->method].fn(a->state, &ctx);
     hive__count(&w->methods, 1);
     if (unlikely(w->tring != NULL))
@@ -491,6 +527,7 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
                 hive__mpsc_node_t *n = hive__mpsc_pop(&gr->lane[l]);
                 if (n == NULL)
                     break;
+                count_pop(&gr->lane[l]);
                 hive__task_t *t = HIVE_CONTAINER_OF(n, hive__task_t, job.node);
                 /* relaxed, all three: RMWs (no increment is lost), and the
                  * spawn below publishes the record to the call's job */
@@ -795,7 +832,7 @@ static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigne
         }
     }
     atomic_init(&a->active, 1);
-    atomic_init(&a->restart_req, 0);
+    atomic_init(&a->restarting, 0);
     return HIVE_OK;
 }
 
@@ -867,6 +904,7 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
     }
     atomic_init(&a->sched, 0);
     atomic_init(&a->dead, 0);
+    atomic_init(&a->restarting, 0);
     atomic_init(&a->refs, 1);
     if ((rc = setup_groups(a, cls, max_concurrency)) != HIVE_OK) {
         free_record(a);
@@ -963,7 +1001,7 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
         rc = hive__fail(HIVE_ESHUTDOWN, "hive_call: the engine is shutting down");
         goto out;
     }
-    uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(h->trace.on) ? hive__trace_clock() : 0;
     hive__task_t *t;
     if ((rc = hive__task_new(h, args, nargs, true, "hive_call", &t)) != HIVE_OK)
         goto out;
@@ -977,6 +1015,7 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     if (unlikely(h->trace.on))           /* before the push: the run comes after */
         hive__trace_submit(h, t0, result->id, a->cls.name, a->cls.methods[method].name, true);
     hive__mpsc_push(&box[lane], &t->job.node);
+    count_push(&box[lane]);
     kick(a, lane);
 out:
     hive__rcu_unlock();
@@ -1054,4 +1093,103 @@ void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive)
     /* relaxed: a statistic; read after the list so that created >= alive */
     *created = atomic_load_explicit(&h->actors.next, memory_order_relaxed);
     *alive = n;
+}
+
+/* ------------------------------------------------------------ statistics */
+
+static int actor_state(hive__actor_t *a)
+{
+    if (is_dead(a))
+        return HIVE_ACTOR_DEAD;
+    /* relaxed: statistics; restart_req: a concurrent actor's wanted rebuild */
+    if (atomic_load_explicit(&a->restarting, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&a->restart_req, memory_order_relaxed) != 0)
+        return HIVE_ACTOR_RESTARTING;
+    return HIVE_ACTOR_ALIVE;
+}
+
+static uint64_t actor_depth(hive__actor_t *a)
+{
+    uint64_t n = lanes_depth(a->lane);
+    for (unsigned g = 0; g < a->ngroups; g++)
+        n += lanes_depth(a->groups[g].lane);
+    return n;
+}
+
+/* Keep top[0 .. *n) the deepest, deepest first (insertion: max is small). */
+static void keep_deepest(hive__actor_t **top, uint64_t *depth, size_t *n, size_t max,
+                         hive__actor_t *a, uint64_t d)
+{
+    size_t i = *n < max ? (*n)++ : max;
+    while (i > 0 && depth[i - 1] < d) {
+        if (i < max) {
+            top[i] = top[i - 1];
+            depth[i] = depth[i - 1];
+        }
+        i--;
+    }
+    if (i < max) {
+        top[i] = a;
+        depth[i] = d;
+    }
+}
+
+static void copy_name(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src != NULL ? src : "");
+}
+
+static void fill_info(hive__actors_t *r, hive__actor_t *a, uint64_t depth, hive_actor_info_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->id = a->handle->id;
+    o->mailbox = depth;
+    o->state = actor_state(a);
+    copy_name(o->class_name, sizeof o->class_name, a->cls.name);
+    for (name_t *nm = r->names; nm != NULL; nm = nm->next)
+        if (nm->id == o->id) {
+            copy_name(o->name, sizeof o->name, nm->name);
+            break;
+        }
+}
+
+#define INFO_MIN (offsetof(hive_actor_info_t, state) + sizeof(int))
+#define TOP_MAX  64                      /* records per call: a screen's worth */
+
+int hive_actor_top(hive_t *h, hive_actor_info_t *out, size_t max, size_t size)
+{
+    if (h == NULL || (out == NULL && max > 0))
+        return hive__fail(HIVE_EINVAL, "hive_actor_top: %s is NULL", h ? "out" : "engine");
+    if (size < INFO_MIN)
+        return hive__fail(HIVE_EINVAL, "hive_actor_top: size %zu is below the %zu bytes up to state",
+                          size, INFO_MIN);
+    if (max > TOP_MAX)
+        max = TOP_MAX;
+    hive__actor_t *top[TOP_MAX];
+    uint64_t depth[TOP_MAX];
+    size_t n = 0;
+    hive__actors_t *r = &h->actors;
+    pthread_mutex_lock(&r->lock);        /* records stay while listed (retire unlists first) */
+    for (hive__actor_t *a = r->live; a != NULL && max > 0; a = a->next)
+        keep_deepest(top, depth, &n, max, a, actor_depth(a));
+    for (size_t i = 0; i < n; i++) {
+        hive_actor_info_t full;
+        fill_info(r, top[i], depth[i], &full);
+        size_t k = size < sizeof full ? size : sizeof full;
+        memcpy((char *)out + i * size, &full, k);
+        if (size > k)
+            memset((char *)out + i * size + k, 0, size - k);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return (int)n;
+}
+
+uint64_t hive__actors_restarting(struct hive *h)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&h->actors.lock);
+    for (hive__actor_t *a = h->actors.live; a != NULL; a = a->next)
+        n += actor_state(a) == HIVE_ACTOR_RESTARTING;
+    pthread_mutex_unlock(&h->actors.lock);
+    return n;
 }

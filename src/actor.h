@@ -36,5 +36,7 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
 void hive__actors_shutdown(struct hive *h);
 /* Actors created so far and those not dead now (stats.c). */
 void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive);
+/* Actors being rebuilt now, or waiting to be (stats.c). */
+uint64_t hive__actors_restarting(struct hive *h);
 
 #endif

@@ -34,6 +34,7 @@
  * forgotten with the memory).
  */
 #include "arena.h"
+#include "hive.h"
 #include "ds/batch.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -41,6 +42,7 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -123,6 +125,16 @@ static inline size_t large_block(size_t n)
     return HDR + (payload ? payload : 64);
 }
 
+/* Live large bytes and blocks (lock held): relaxed loads and stores, the
+ * lock orders the writers; hive_store_classes reads them without it. */
+static void count_large(hive__region_t *r, ptrdiff_t bytes, int blocks)
+{
+    atomic_store_explicit(&r->large_used, atomic_load_explicit(&r->large_used, memory_order_relaxed)
+                          + (size_t)bytes, memory_order_relaxed);
+    atomic_store_explicit(&r->large_live, atomic_load_explicit(&r->large_live, memory_order_relaxed)
+                          + (uint64_t)(int64_t)blocks, memory_order_relaxed);
+}
+
 /* A block of need bytes (large_block()) from the large allocator, or NULL
  * if no free block is big enough. */
 static void *large_alloc(hive__region_t *r, size_t need)
@@ -151,6 +163,7 @@ static void *large_alloc(hive__region_t *r, size_t need)
         bin_insert(r, rest);
     }
     b->magic = LMAGIC;
+    count_large(r, (ptrdiff_t)bsize(b), 1);
     pthread_mutex_unlock(&r->lock);
     return (char *)b + HDR;
 }
@@ -163,6 +176,7 @@ static size_t large_free(hive__region_t *r, void *p)
     if (b->magic != LMAGIC || bfree(b))
         HIVE_DIE("arena: freeing %p, which is not a live large block", p);
     size_t freed = bsize(b);
+    count_large(r, -(ptrdiff_t)freed, -1);
     lblk_t *n = phys_next(r, b);
     if (n && bfree(n)) {
         bin_remove(r, n);
@@ -242,10 +256,15 @@ static hive__batchlist_t *class_list(hive__region_t *r, unsigned c)
     return l;
 }
 
-typedef struct tcache {
+typedef struct hive__tcache {
     uint64_t        arena_id;       /* 0: none */
     hive__arena_t  *arena;
     hive__fcache_t *cls;            /* [node * HIVE_ARENA_NCLASSES + class] */
+    /* cells this thread took minus those it gave back, per class (may go
+     * below 0: a cell freed by another thread than took it); only this
+     * thread writes, hive__arena_classes reads (relaxed: statistics) */
+    _Atomic int64_t net[HIVE_ARENA_NCLASSES];
+    struct hive__tcache *prev, *next;   /* arena->caches, under registry_lock */
 } tcache_t;
 
 static __thread tcache_t tc;
@@ -268,6 +287,23 @@ static bool registry_has(const hive__arena_t *a, uint64_t id)
     return false;
 }
 
+/* The thread's counts of live cells go to the arena's, and its cache off
+ * the arena's list (registry_lock held, the arena open). relaxed: the
+ * lock orders this against the readers. */
+static void tc_unlist(hive__arena_t *a)
+{
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+        atomic_fetch_add_explicit(&a->cells_gone[c],
+                                  atomic_load_explicit(&tc.net[c], memory_order_relaxed),
+                                  memory_order_relaxed);
+    if (tc.prev != NULL)
+        tc.prev->next = tc.next;
+    else
+        a->caches = tc.next;
+    if (tc.next != NULL)
+        tc.next->prev = tc.prev;
+}
+
 /* Hand the thread's cells back to their arena, if it is still open. */
 static void tc_release(void)
 {
@@ -275,6 +311,7 @@ static void tc_release(void)
         return;
     pthread_mutex_lock(&registry_lock);
     if (registry_has(tc.arena, tc.arena_id)) {
+        tc_unlist(tc.arena);
         for (unsigned n = 0; n < tc.arena->nnodes; n++)
             for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
                 hive__fcache_t *k = &tc.cls[n * HIVE_ARENA_NCLASSES + c];
@@ -315,6 +352,15 @@ static bool tc_switch(hive__arena_t *a)
         return false;
     tc.arena = a;
     tc.arena_id = a->id;
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+        atomic_store_explicit(&tc.net[c], 0, memory_order_relaxed);  /* the lock publishes */
+    pthread_mutex_lock(&registry_lock);  /* a is open: its caller uses it */
+    tc.prev = NULL;
+    tc.next = a->caches;
+    if (a->caches != NULL)
+        a->caches->prev = &tc;
+    a->caches = &tc;
+    pthread_mutex_unlock(&registry_lock);
     return true;
 }
 
@@ -394,6 +440,14 @@ static bool small_refill(hive__arena_t *a, unsigned node, unsigned c, hive__fcac
     return true;
 }
 
+/* This thread's live cells of class c (its own counter: a load and a
+ * store, relaxed - only this thread writes it, readers want a figure). */
+static inline void count_cell(unsigned c, int64_t d)
+{
+    atomic_store_explicit(&tc.net[c], atomic_load_explicit(&tc.net[c], memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
 static void *small_alloc(hive__arena_t *a, unsigned c, unsigned node)
 {
     if (unlikely(!tc_is(a)) && !tc_switch(a))
@@ -401,6 +455,7 @@ static void *small_alloc(hive__arena_t *a, unsigned c, unsigned node)
     hive__fcache_t *k = &tc.cls[node * HIVE_ARENA_NCLASSES + c];
     if (unlikely(k->head == NULL) && !small_refill(a, node, c, k))
         return NULL;
+    count_cell(c, 1);
     return hive__fcache_pop(k, class_size(c));
 }
 
@@ -414,8 +469,11 @@ static void small_free(hive__arena_t *a, void *p, unsigned c, unsigned node)
         hive__fblock_t *b = p;
         atomic_init(&b->next, NULL);
         hive__batch_give(l, b, 1);
+        /* relaxed: a statistic (a slow path: no cache) */
+        atomic_fetch_sub_explicit(&a->cells_gone[c], 1, memory_order_relaxed);
         return;
     }
+    count_cell(c, -1);
     hive__fcache_push(&tc.cls[node * HIVE_ARENA_NCLASSES + c], p, class_size(c), l);
 }
 
@@ -749,6 +807,30 @@ int hive__arena_prefault(hive__arena_t *a)
     return HIVE_OK;
 }
 
+void hive__arena_classes(hive__arena_t *a, struct hive_size_class *out)
+{
+    int64_t cells[HIVE_ARENA_NCLASSES];
+    /* relaxed, all: figures for people; the lock keeps the caches listed */
+    pthread_mutex_lock(&registry_lock);
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+        cells[c] = atomic_load_explicit(&a->cells_gone[c], memory_order_relaxed);
+    for (tcache_t *t = a->caches; t != NULL; t = t->next)
+        for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
+            cells[c] += atomic_load_explicit(&t->net[c], memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
+    for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++) {
+        uint64_t n = cells[c] > 0 ? (uint64_t)cells[c] : 0;   /* counts read apart: clamp */
+        out[c] = (hive_size_class_t){ .size = class_size(c), .bytes = n * class_size(c),
+                                      .objects = n };
+    }
+    hive_size_class_t *large = &out[HIVE_ARENA_NCLASSES];
+    *large = (hive_size_class_t){ 0 };
+    for (unsigned i = 0; i < a->nnodes; i++) {
+        large->bytes += atomic_load_explicit(&a->regions[i].large_used, memory_order_relaxed);
+        large->objects += atomic_load_explicit(&a->regions[i].large_live, memory_order_relaxed);
+    }
+}
+
 size_t hive__arena_resident(const hive__arena_t *a)
 {
     struct stat st;
@@ -820,6 +902,8 @@ static void init_region(hive__arena_t *a, unsigned i, const hive__topo_t *topo)
     r->base = a->base + (size_t)i * a->region_size;
     r->small = r->base + a->large_size;
     atomic_init(&r->small_cut, 0);
+    atomic_init(&r->large_used, 0);
+    atomic_init(&r->large_live, 0);
     for (unsigned c = 0; c < HIVE_ARENA_NCLASSES; c++)
         atomic_init(&r->lists[c], NULL);
     pthread_mutex_init(&r->lock, NULL);

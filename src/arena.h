@@ -71,6 +71,9 @@ typedef struct hive__region {
     pthread_mutex_t lock;                      /* the large allocator */
     struct hive__lblk *bins[64];               /* free blocks by floor(log2(size)) */
     size_t         large_free;                 /* bytes in free large blocks (stats) */
+    _Atomic size_t large_used;                 /* bytes in live large blocks (written under
+                                                  lock; read by hive_store_classes) */
+    _Atomic uint64_t large_live;               /* live large blocks (as large_used) */
     _Atomic size_t large_dirty;                /* bytes freed in the large area since its
                                                   last purge (written under lock) */
     _Atomic(hive__batchlist_t *) lists[HIVE_ARENA_NCLASSES];  /* lock-free batch lists */
@@ -97,6 +100,10 @@ typedef struct hive__arena {
     _Atomic uint64_t purges;                   /* purges run (a statistic) */
     size_t          large_bound;               /* held beyond this, a purge punches free large
                                                   blocks (capacity * 5/4 + 16 MiB; tests lower it) */
+    struct hive__tcache *caches;               /* threads' caches of this arena, under the
+                                                  registry lock (per-class counts) */
+    _Atomic int64_t cells_gone[HIVE_ARENA_NCLASSES]; /* cells counted by caches since
+                                                  released, and frees no cache took */
     HIVE_ALIGNED _Atomic size_t used;          /* bytes live payloads take (see above) */
     HIVE_ALIGNED _Atomic size_t used_high;     /* the most used has been (a statistic) */
 } hive__arena_t;
@@ -152,6 +159,13 @@ void hive__arena_purge(hive__arena_t *a);
  * the first large payloads do not fault their pages in (hive_config_t's
  * prefault). HIVE_ENOMEM (and the sentence) if the memory cannot be had. */
 int hive__arena_prefault(hive__arena_t *a);
+
+/* The store's use per size class (hive_store_classes): HIVE_ARENA_NCLASSES
+ * small classes, then the large area (size 0). Takes the registry lock
+ * that threads take when they switch arenas or exit; sums each thread's
+ * own counts of live cells (no shared line on the allocation path). */
+struct hive_size_class;
+void hive__arena_classes(hive__arena_t *a, struct hive_size_class *out);
 
 /* Bytes of the store's memfd the kernel holds now (one fstat). */
 size_t hive__arena_resident(const hive__arena_t *a);

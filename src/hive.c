@@ -70,6 +70,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     hive__arrays_init(h);
     hive__locals_init(&h->locals);
     hive__actors_init(&h->actors);
+    hive__obslist_init(&h->listed);
     h->nworkers = cfg->workers ? cfg->workers : h->topo.ncores;
     /* a synthetic topology describes another machine: place by it, bind nothing */
     h->pin = !cfg->no_pin && cfg->topology == NULL;
@@ -92,6 +93,7 @@ int hive_init(const hive_config_t *cfg, hive_t **out)
     return HIVE_OK;
 
 fail_store:
+    hive__obslist_destroy(&h->listed);
     hive__locals_destroy(&h->locals);
     hive__store_close(h);
 fail_arena:
@@ -127,6 +129,7 @@ int hive_shutdown(hive_t *h)
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     hive__store_wait_sleepers(h);
     hive__store_close(h);
+    hive__obslist_destroy(&h->listed);
     hive__locals_destroy(&h->locals);
     hive__arena_close(&h->arena);
     hive__topo_close(&h->topo);

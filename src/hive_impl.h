@@ -9,6 +9,7 @@
 #include "actor.h"
 #include "arena.h"
 #include "local.h"
+#include "obslist.h"
 #include "store.h"
 #include "sched.h"
 #include "publish.h"
@@ -26,6 +27,7 @@ struct hive {
     hive__actors_t actors;
     hive__trace_t trace;          /* the timeline recorder (off unless asked for) */
     hive__publish_t publish;      /* the statistics file for hive-top (off unless asked for) */
+    hive__obslist_t listed;       /* live replay buffers and env pools (statistics) */
     unsigned      nworkers;
     bool          pin;
 };

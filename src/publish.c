@@ -26,6 +26,22 @@
 
 static _Atomic unsigned serial;      /* engines of this process that published */
 
+/* The length of the UTF-8 sequence at c (a lead byte >= 0x80), 0 if it
+ * is not a valid one (overlong, surrogate, past U+10FFFF or cut short). */
+static size_t utf8_length(const unsigned char *c)
+{
+    size_t len = c[0] >= 0xf0 && c[0] <= 0xf4 ? 4 : c[0] >= 0xe0 ? 3 : c[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || (c[0] >= 0xf0 && len != 4))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((c[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] >= 0xa0) ||
+        (c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] >= 0x90))
+        return 0;
+    return len;
+}
+
 static void write_worker(FILE *f, hive_t *h, unsigned i)
 {
     hive_worker_stats_t w;
@@ -41,13 +57,30 @@ static void write_worker(FILE *f, hive_t *h, unsigned i)
             w.help_depth_max);
 }
 
-/* The program's name, safe inside a JSON string. */
-static void program_name(char *buf, size_t n)
+/* s as a JSON string, quotes included: '"', '\\' and control bytes
+ * escaped, bytes that are not valid UTF-8 written as U+FFFD (so the file
+ * is always valid JSON, whatever a name holds). */
+static void put_string(FILE *f, const char *s)
 {
-    snprintf(buf, n, "%s", program_invocation_short_name);
-    for (char *c = buf; *c; c++)
-        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
-            *c = '?';
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\' || *c < 0x20 || *c == 0x7f) {
+            fprintf(f, "\\u%04x", *c);
+            continue;
+        }
+        if (*c < 0x80) {
+            fputc(*c, f);
+            continue;
+        }
+        size_t len = utf8_length(c);
+        if (len == 0) {
+            fputs("\\ufffd", f);
+            continue;
+        }
+        fwrite(c, 1, len, f);
+        c += len - 1;
+    }
+    fputc('"', f);
 }
 
 /* ,"trace_path":"<absolute path>" when the timeline is on (the dashboard
@@ -57,16 +90,69 @@ static void write_trace_path(FILE *f, hive_t *h)
     char abs[PATH_MAX];
     if (!h->trace.on || h->trace.path == NULL || realpath(h->trace.path, abs) == NULL)
         return;
-    fputs(",\"trace_path\":\"", f);
-    for (const unsigned char *c = (const unsigned char *)abs; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
+    fputs(",\"trace_path\":", f);
+    put_string(f, abs);
+}
+
+#define TOP_ACTORS 8
+#define MAX_LISTED 64                    /* buffers / pools listed in the file */
+
+static void write_actors_top(FILE *f, hive_t *h)
+{
+    static const char *const states[] = { "alive", "restarting", "dead" };
+    hive_actor_info_t top[TOP_ACTORS];
+    int n = hive_actor_top(h, top, TOP_ACTORS, sizeof top[0]);
+    fputs(",\"actors_top\":[", f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s\n  {\"id\":\"0x%" PRIx64 "\",\"class\":", i ? "," : "", top[i].id);
+        put_string(f, top[i].class_name);
+        fputs(",\"name\":", f);
+        put_string(f, top[i].name);
+        fprintf(f, ",\"mailbox\":%" PRIu64 ",\"state\":\"%s\"}", top[i].mailbox,
+                states[top[i].state >= 0 && top[i].state <= 2 ? top[i].state : 0]);
     }
-    fputc('"', f);
+    fputs("]", f);
+}
+
+/* Classes with something in them, and the large area always (size 0). */
+static void write_size_classes(FILE *f, hive_t *h)
+{
+    hive_size_class_t c[HIVE_STORE_CLASSES];
+    int n = hive_store_classes(h, c, HIVE_STORE_CLASSES);
+    bool first = true;
+    fputs(",\"size_classes\":[", f);
+    for (int i = 0; i < n; i++) {
+        if (c[i].objects == 0 && c[i].size != 0)
+            continue;
+        fprintf(f, "%s{\"size\":%zu,\"bytes\":%zu,\"objects\":%" PRIu64 "}", first ? "" : ",",
+                c[i].size, c[i].bytes, c[i].objects);
+        first = false;
+    }
+    fputs("]", f);
+}
+
+static void write_replays(FILE *f, hive_t *h)
+{
+    hive_replay_info_t r[MAX_LISTED];
+    int n = hive_replay_list(h, r, MAX_LISTED, sizeof r[0]);
+    fputs(",\"replay\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n  {\"id\":%" PRIu64 ",\"capacity\":%" PRIu64 ",\"size\":%" PRIu64
+                ",\"inserts\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"limiter_waits\":%" PRIu64 "}",
+                i ? "," : "", r[i].id, r[i].capacity, r[i].size, r[i].inserts, r[i].samples,
+                r[i].limiter_waits);
+    fputs("]", f);
+}
+
+static void write_envpools(FILE *f, hive_t *h)
+{
+    hive_envpool_info_t e[MAX_LISTED];
+    int n = hive_envpool_list(h, e, MAX_LISTED, sizeof e[0]);
+    fputs(",\"envpools\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n  {\"id\":%" PRIu64 ",\"num_envs\":%" PRIu64 ",\"steps\":%" PRIu64 "}",
+                i ? "," : "", e[i].id, e[i].num_envs, e[i].steps);
+    fputs("]", f);
 }
 
 /* One snapshot: into tmp, then renamed over path. */
@@ -88,23 +174,29 @@ static int write_snapshot(hive_t *h)
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    char prog[64];
-    program_name(prog, sizeof prog);
-    fprintf(f, "{\"pid\":%d,\"program\":\"%s\",\"time\":%lld.%03ld,\"workers_n\":%u,\"nodes\":%u,"
+    fprintf(f, "{\"pid\":%d,\"program\":", (int)getpid());
+    put_string(f, program_invocation_short_name);
+    fprintf(f, ",\"time\":%lld.%03ld,\"workers_n\":%u,\"nodes\":%u,"
             "\"queued\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],"
             "\"actors\":{\"created\":%" PRIu64 ",\"alive\":%" PRIu64 ",\"dead\":%" PRIu64
-            ",\"restarts\":%" PRIu64 "},"
-            "\"store\":{\"capacity\":%zu,\"used\":%zu,\"objects\":%" PRIu64 ",\"resident\":%zu},"
+            ",\"restarts\":%" PRIu64 ",\"restarting\":%" PRIu64 "},"
+            "\"store\":{\"capacity\":%zu,\"used\":%zu,\"objects\":%" PRIu64 ",\"resident\":%zu"
+            ",\"used_high\":%zu,\"efull\":%" PRIu64 "},"
             "\"trace\":{\"events\":%" PRIu64 ",\"dropped\":%" PRIu64 "},\"workers\":[",
-            (int)getpid(), prog, (long long)now.tv_sec,
+            (long long)now.tv_sec,
             now.tv_nsec / 1000000, s.workers, s.nodes, s.queued[0], s.queued[1], s.queued[2],
-            s.actors_created, s.actors_alive, s.actors_dead, s.actors_restarts, s.store.capacity,
-            s.store.used,
-            s.store.objects, s.store.resident, s.trace_events, s.trace_dropped);
+            s.actors_created, s.actors_alive, s.actors_dead, s.actors_restarts,
+            s.actors_restarting, s.store.capacity, s.store.used,
+            s.store.objects, s.store.resident, s.store.used_high, s.store.efull,
+            s.trace_events, s.trace_dropped);
     for (unsigned i = 0; i < s.workers; i++)
         write_worker(f, h, i);
     fputs("\n]", f);
     write_trace_path(f, h);
+    write_actors_top(f, h);
+    write_size_classes(f, h);
+    write_replays(f, h);
+    write_envpools(f, h);
     fputs("}\n", f);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(p->tmp, p->path) != 0) {

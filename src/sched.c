@@ -90,7 +90,7 @@ static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lan
             atomic_fetch_add_explicit(node == w->slot->node ? &v->stolen_same : &v->stolen_other, 1,
                                       memory_order_relaxed);
             if (unlikely(w->tring != NULL))
-                hive__trace_put(w->tring, false, HIVE__TEV_STEAL, hive__now_ns(), 0, 0, NULL, NULL,
+                hive__trace_put(w->tring, false, HIVE__TEV_STEAL, hive__trace_clock(), 0, 0, NULL, NULL,
                                 v->index);
             return x;
         }
@@ -317,7 +317,7 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
             return false;
         sched_yield();
     }
-    *slept_at = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
+    *slept_at = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
     if (unlikely(w->tring != NULL))
         hive__trace_put(w->tring, false, HIVE__TEV_PARK, *slept_at, 0, 0, NULL, NULL, 0);
     return park_sleep(w, false);
@@ -333,9 +333,11 @@ static void park(hive__worker_t *w)
     uint64_t t1 = hive__now_ns();
     hive__count(&w->idle_ns, t1 - t0);
     atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
-    if (unlikely(w->tring != NULL) && slept) {
-        hive__trace_put(w->tring, false, HIVE__TEV_PARKED, slept_at, t1 - slept_at, 0, NULL, NULL, 0);
-        hive__trace_put(w->tring, false, HIVE__TEV_WAKE, t1, 0, 0, NULL, NULL, 0);
+    if (unlikely(w->tring != NULL) && slept) {     /* slept_at: the recorder's clock */
+        uint64_t woke = hive__trace_clock();
+        hive__trace_put(w->tring, false, HIVE__TEV_PARKED, slept_at, woke - slept_at, 0, NULL,
+                        NULL, 0);
+        hive__trace_put(w->tring, false, HIVE__TEV_WAKE, woke, 0, 0, NULL, NULL, 0);
     }
 }
 

@@ -1,6 +1,8 @@
 /*
  * stats.c - hive_stats and hive_worker_stats: the workers' own counters
  * summed on read, queue depths, actor and store figures, trace counts.
+ * Also the engine's list of live replay buffers and env pools
+ * (obslist.h) and the calls that read it, and the store's size classes.
  * Nothing here runs on a hot path; every load is relaxed (figures for
  * people: a moment's view, no ordering needed with the work they count).
  */
@@ -10,6 +12,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -124,6 +127,113 @@ int hive_stats(hive_t *h, hive_stats_t *out, size_t size)
         return rc;
     hive__trace_counts(&h->trace, &full.trace_events, &full.trace_dropped);
     full.actors_restarts = load(&h->actors.restarts);
+    full.actors_restarting = hive__actors_restarting(h);
     copy_out(out, size, &full, sizeof full);
     return HIVE_OK;
+}
+
+/* ------------------------------------------------------------ listed records */
+
+void hive__obslist_init(hive__obslist_t *l)
+{
+    memset(l, 0, sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
+}
+
+void hive__obslist_destroy(hive__obslist_t *l)
+{
+    pthread_mutex_destroy(&l->lock);
+}
+
+void hive__listed_add(struct hive *h, hive__listed_t *n, int kind)
+{
+    hive__obslist_t *l = &h->listed;
+    pthread_mutex_lock(&l->lock);
+    n->kind = kind;
+    n->id = ++l->made[kind];
+    n->next = NULL;
+    n->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = n;
+    else
+        l->head = n;
+    l->tail = n;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void hive__listed_remove(struct hive *h, hive__listed_t *n)
+{
+    hive__obslist_t *l = &h->listed;
+    pthread_mutex_lock(&l->lock);
+    if (n->prev != NULL)
+        n->prev->next = n->next;
+    else
+        l->head = n->next;
+    if (n->next != NULL)
+        n->next->prev = n->prev;
+    else
+        l->tail = n->prev;
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Write up to max records of kind into out (stride size, of which the
+ * library knows full bytes); the count written. */
+static int list_kind(hive_t *h, int kind, void *out, size_t max, size_t size, size_t full)
+{
+    union { hive_replay_info_t r; hive_envpool_info_t e; } buf;
+    size_t n = 0, k = size < full ? size : full;
+    pthread_mutex_lock(&h->listed.lock);
+    for (hive__listed_t *x = h->listed.head; x != NULL && n < max && n < INT_MAX; x = x->next) {
+        if (x->kind != kind)
+            continue;
+        if (kind == HIVE__LISTED_REPLAY)
+            hive__replay_info(x, &buf.r);
+        else
+            hive__envpool_info(x, &buf.e);
+        char *dst = (char *)out + n * size;
+        memcpy(dst, &buf, k);
+        if (size > k)
+            memset(dst + k, 0, size - k);
+        n++;
+    }
+    pthread_mutex_unlock(&h->listed.lock);
+    return (int)n;
+}
+
+static int check_list(hive_t *h, const void *out, size_t max, size_t size, size_t min,
+                      const char *fn)
+{
+    if (h == NULL || (out == NULL && max > 0))
+        return hive__fail(HIVE_EINVAL, "%s: %s is NULL", fn, h ? "out" : "engine");
+    if (size < min)
+        return hive__fail(HIVE_EINVAL, "%s: size %zu is below the struct's first %zu bytes", fn,
+                          size, min);
+    return HIVE_OK;
+}
+
+int hive_replay_list(hive_t *h, hive_replay_info_t *out, size_t max, size_t size)
+{
+    int rc = check_list(h, out, max, size, sizeof(hive_replay_info_t), "hive_replay_list");
+    return rc != HIVE_OK ? rc
+                         : list_kind(h, HIVE__LISTED_REPLAY, out, max, size, sizeof *out);
+}
+
+int hive_envpool_list(hive_t *h, hive_envpool_info_t *out, size_t max, size_t size)
+{
+    int rc = check_list(h, out, max, size, sizeof(hive_envpool_info_t), "hive_envpool_list");
+    return rc != HIVE_OK ? rc
+                         : list_kind(h, HIVE__LISTED_ENVPOOL, out, max, size, sizeof *out);
+}
+
+/* ------------------------------------------------------------ size classes */
+
+int hive_store_classes(hive_t *h, hive_size_class_t *out, size_t max)
+{
+    if (h == NULL || out == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_store_classes: %s is NULL", h ? "out" : "engine");
+    hive_size_class_t all[HIVE_STORE_CLASSES];
+    hive__arena_classes(&h->arena, all);
+    size_t n = max < HIVE_STORE_CLASSES ? max : HIVE_STORE_CLASSES;
+    memcpy(out, all, n * sizeof *out);
+    return (int)n;
 }

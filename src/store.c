@@ -596,9 +596,16 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     /* on a worker: help at once (the awaited job is often in our own deque,
-     * and spinning would only delay it) */
-    if (timeout_ns != 0 && h->store.help != NULL && hive__self_in(&h->sched) != NULL)
-        return sleep_wait(h, o, deadline, timeout_ns, fn, true);
+     * and spinning would only delay it); traced, the wait is a span around
+     * the jobs it helped with */
+    hive__worker_t *w = timeout_ns != 0 && h->store.help != NULL ? hive__self_in(&h->sched) : NULL;
+    if (w != NULL) {
+        uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
+        int rc = sleep_wait(h, o, deadline, timeout_ns, fn, true);
+        if (unlikely(w->tring != NULL))
+            hive__trace_span(w->tring, HIVE__TEV_WAIT, t0, o->id, NULL, NULL, w->depth);
+        return rc;
+    }
     uint64_t spin_until = start + (timeout_ns >= 0 && (uint64_t)timeout_ns < GET_SPIN_NS
                                    ? (uint64_t)timeout_ns : GET_SPIN_NS);
     do {
@@ -808,7 +815,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     sleeper_enter(h);
     uint64_t start = hive__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
-    bool on_worker = s->help != NULL && hive__self_in(&h->sched) != NULL;
+    hive__worker_t *w = s->help != NULL ? hive__self_in(&h->sched) : NULL;
+    bool on_worker = w != NULL;
+    uint64_t t0 = unlikely(on_worker && w->tring != NULL) ? hive__trace_clock() : 0;
     bool registered = false;
     for (;;) {
         uint32_t epoch = atomic_load_explicit(&s->epoch, memory_order_seq_cst);
@@ -862,6 +871,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     }
     if (registered)
         atomic_fetch_sub_explicit(&s->epoch_waiters, 1, memory_order_relaxed);
+    if (unlikely(on_worker && w->tring != NULL))
+        hive__trace_span(w->tring, HIVE__TEV_WAIT, t0, 0, NULL, NULL, w->depth);
     sleeper_leave(h);
 out:
     if (objs != stack_objs)

@@ -229,7 +229,7 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
         return hive__fail(HIVE_EINVAL, "hive_submit: node %u is not one of the engine's %u NUMA "
                           "nodes", opts->place_index, h->topo.nnodes);
     }
-    uint64_t t0 = unlikely(h->trace.on) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(h->trace.on) ? hive__trace_clock() : 0;
     hive__task_t *t;
     int rc = hive__task_new(h, args, nargs, true, "hive_submit", &t);
     if (unlikely(rc != HIVE_OK))
@@ -280,7 +280,7 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     }
     struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
-    uint64_t t0 = unlikely(w->tring != NULL) ? hive__now_ns() : 0;
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
     int rc = t->fn(&ctx);
     for (unsigned retry = 0; rc != 0 && retry < t->max_retries && !hive_cancelled(&ctx); retry++) {
         drop_result(t);               /* the next run starts from an empty result */

@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "arena.h"
 #include "hive_impl.h"
+#include "util/fault.h"
 
 #include <pthread.h>
 
@@ -443,9 +444,51 @@ static void test_address_space_is_checked_up_front(void **state)
     ASSERT_FAILS_WITH(hive__arena_open(&a, (size_t)1 << 45, &topo), HIVE_EINVAL, "x 2 nodes");
 }
 
+/* hive__arena_classes: cells and large blocks counted per class, also a
+ * cell freed by a thread whose cache could not be made (its free goes to
+ * the class's list as a batch of one, counted on the arena itself). */
+static void *free_uncached(void *arg)
+{
+    atomic_store(&hive__fault_countdown, 1);      /* this thread's cache: no memory */
+    hive__arena_free(&arena, arg, 100);
+    atomic_store(&hive__fault_countdown, 0);
+    return NULL;
+}
+
+static void test_classes_counted(void **state)
+{
+    (void)state;
+    hive_size_class_t c[HIVE_STORE_CLASSES];
+    int err;
+    void *small = hive__arena_alloc(&arena, 100, 0, &err);      /* a cell of 128 */
+    void *big = hive__arena_alloc(&arena, 100000, 0, &err);     /* a large block */
+    assert_non_null(small);
+    assert_non_null(big);
+    hive__arena_classes(&arena, c);
+    assert_int_equal(c[1].size, 128);
+    assert_int_equal(c[1].objects, 1);
+    assert_int_equal(c[1].bytes, 128);
+    assert_int_equal(c[HIVE_STORE_CLASSES - 1].size, 0);
+    assert_int_equal(c[HIVE_STORE_CLASSES - 1].objects, 1);
+    assert_int_equal(c[HIVE_STORE_CLASSES - 1].bytes, hive__arena_charge(100000));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, free_uncached, small), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    hive__arena_free(&arena, big, 100000);
+    hive__arena_classes(&arena, c);
+    assert_int_equal(c[1].objects, 0);
+    assert_int_equal(c[HIVE_STORE_CLASSES - 1].objects, 0);
+    assert_int_equal(c[HIVE_STORE_CLASSES - 1].bytes, 0);
+    assert_int_equal(atomic_load(&arena.used), 0);
+    hive__arena_flush_thread(&arena);             /* the cache's counts move to the arena */
+    hive__arena_classes(&arena, c);
+    assert_int_equal(c[1].objects, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_classes_counted),
         cmocka_unit_test(test_regions_per_node),
         cmocka_unit_test(test_large_blocks_coalesce),
         cmocka_unit_test(test_capacity_exact),

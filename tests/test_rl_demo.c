@@ -6,13 +6,19 @@
  * makes it fail unless steps, learner updates and publishes all happened
  * and the hive run learned (mean return of 100 episodes >= 195; a run goes
  * on past --duration until it has, up to --max-duration). Speed is not
- * checked here (that is the demo's own report).
+ * checked here (that is the demo's own report). Traced with HIVE_TRACE,
+ * as a user would trace it, the demo's timeline passes tools/trace-check.py:
+ * every span on a named worker track, spans nest on each track, each task
+ * and call ran once, flows join two spans.
  */
 #define main rl_sampling_main
 #include "../examples/rl_sampling.c"
 #undef main
 
 #include "testutil.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_demo_learns(void **state)
 {
@@ -34,6 +40,38 @@ static void test_demo_with_env_cost(void **state)
     assert_int_equal(rl_sampling_main((int)(sizeof argv / sizeof argv[0]) - 1, argv), 0);
 }
 
+static void test_demo_traced(void **state)
+{
+    (void)state;
+    char path[] = "test_rl_demo_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("HIVE_TRACE", path, 1);
+    setenv("HIVE_TRACE_EVENTS", "1048576", 1);      /* the whole run: nothing dropped */
+    char *argv[] = { "rl_sampling", "--rounds", "1", "--duration", "0.5", "--max-duration", "0.5",
+                     "--baseline", "0", "--buffer", "20000", NULL };
+    int rc = rl_sampling_main((int)(sizeof argv / sizeof argv[0]) - 1, argv);
+    unsetenv("HIVE_TRACE");
+    unsetenv("HIVE_TRACE_EVENTS");
+    assert_int_equal(rc, 0);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/trace-check.py %s", path);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* it is the demo's timeline: its actors' methods ran on worker tracks */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 24];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(text, "\"cat\":\"method\""));
+    assert_non_null(strstr(text, "\"name\":\"worker 0 (node "));
+    remove(path);
+}
+
 static void test_demo_bad_flag(void **state)
 {
     (void)state;
@@ -50,6 +88,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_demo_learns),
         cmocka_unit_test(test_demo_with_env_cost),
+        cmocka_unit_test(test_demo_traced),
         cmocka_unit_test(test_demo_bad_flag),
     };
     return cmocka_run_group_tests_name("rl_demo", tests, NULL, NULL);

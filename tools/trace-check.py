@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """trace-check.py - check the structure of a hive timeline (Chrome Trace JSON).
 
-    tools/trace-check.py TRACE.json [--expect NAME=COUNT]... [--dropped]
+    tools/trace-check.py TRACE.json [NAME=COUNT]... [--dropped] [--waits]
 
 Checks, printing one line per problem and exiting 1 if there is any:
   - the file is JSON with a traceEvents list;
@@ -14,9 +14,14 @@ Checks, printing one line per problem and exiting 1 if there is any:
   - --expect NAME=COUNT: exactly COUNT task/method spans are named NAME, and
     as many submit/call spans;
   - --dropped: otherData.dropped must be > 0 (a test of a full ring);
-    without it, it must be 0.
+    without it, it must be 0;
+  - --waits: there is a "wait" span (a job waiting in hive_get/hive_wait)
+    on a worker track that contains a task or method span one level deeper
+    (a job it helped with), and every wait span lies inside a task or
+    method span of its track (the job that waited).
 Timestamps are read as exact decimals (microseconds with ns precision).
 """
+import bisect
 import collections
 import decimal
 import json
@@ -31,10 +36,12 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[2].strip())
         return 2
-    path, expect, want_dropped = argv[1], {}, False
+    path, expect, want_dropped, want_waits = argv[1], {}, False, False
     for a in argv[2:]:
         if a == "--dropped":
             want_dropped = True
+        elif a == "--waits":
+            want_waits = True
         elif "=" in a:
             k, v = a.rsplit("=", 1)
             expect[k] = int(v)
@@ -97,8 +104,21 @@ def main(argv):
         if n != 1:
             problems.append("id %s ran %d times" % (i, n))
 
+    # per track: span starts sorted, and the latest end among the spans
+    # begun so far, so "is ts inside a span" is one bisection
+    reach = {}
+    for track, lst in spans.items():
+        starts, ends, far = [], [], None
+        for s, e, _ in sorted(lst, key=lambda x: x[0]):
+            far = e if far is None or e > far else far
+            starts.append(s)
+            ends.append(far)
+        reach[track] = (starts, ends)
+
     def inside(track, ts):
-        return any(s <= ts <= e for s, e, _ in spans.get(track, ()))
+        starts, ends = reach.get(track, ((), ()))
+        i = bisect.bisect_right(starts, ts)
+        return i > 0 and ends[i - 1] >= ts
 
     for ph, other in (("s", "f"), ("f", "s")):
         for i, lst in flows[ph].items():
@@ -115,6 +135,21 @@ def main(argv):
             problems.append("%d spans named %r, expected %d" % (runs[name], name, count))
         if submits[name] != count:
             problems.append("%d submits of %r, expected %d" % (submits[name], name, count))
+
+    if want_waits:
+        helped = 0
+        for track, lst in spans.items():
+            waits = [(s, e, ev) for s, e, ev in lst if ev.get("cat") == "wait"]
+            runs_on = [(s, e, ev) for s, e, ev in lst if ev.get("cat") in ("task", "method")]
+            for ws, we, wev in waits:
+                if not any(s <= ws and we <= e for s, e, _ in runs_on):
+                    problems.append("wait at %d on %s is in no task or method" % (ws, names[track]))
+                depth = wev["args"]["depth"]
+                if any(ws <= s and e <= we and ev["args"]["depth"] == depth + 1
+                       for s, e, ev in runs_on):
+                    helped += 1
+        if helped == 0:
+            problems.append("no wait span holds a job it helped with")
 
     dropped = int(doc.get("otherData", {}).get("dropped", -1))
     if want_dropped != (dropped > 0):

@@ -48,9 +48,14 @@ typedef struct hive__mpsc {
      * actor has three of these, and with 128-byte pairs its record took the
      * pool's 2048-byte class instead of 1024. */
     _Alignas(HIVE_CACHELINE) _Atomic uintptr_t head;
+    /* Nodes pushed, for users that count (actor mailboxes do, for
+     * statistics): on head's line, which every push writes anyway. The
+     * queue's own functions never touch it. */
+    _Atomic uint64_t pushes;
     /* Consumer's end: touched only by the one consumer. */
     _Alignas(HIVE_CACHELINE) hive__mpsc_node_t *tail;
     hive__mpsc_node_t stub;
+    _Atomic uint64_t pops;       /* nodes popped, if the user counts: the consumer's line */
 } hive__mpsc_t;
 
 #define HIVE__MPSC_MARK ((uintptr_t)1)
@@ -60,6 +65,8 @@ typedef struct hive__mpsc {
 static inline void hive__mpsc_init(hive__mpsc_t *q, bool marked)
 {
     atomic_init(&q->stub.next, NULL);
+    atomic_init(&q->pushes, 0);
+    atomic_init(&q->pops, 0);
     q->tail = &q->stub;
     atomic_init(&q->head, (uintptr_t)&q->stub | (marked ? HIVE__MPSC_MARK : 0));
 }

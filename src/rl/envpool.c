@@ -97,7 +97,26 @@ struct hive_envpool {
     _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
     _Atomic uint64_t      finished;           /* async results written */
     uint64_t              sent;               /* owner: async steps started */
+    _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
+    hive__listed_t        listed;             /* in the engine's list (statistics) */
 };
+
+/* Steps returned to the caller: the owner bumps, statistics read (relaxed
+ * load and store: one writer at a time, `inside` orders the owners). */
+static void count_steps(hive_envpool_t *p, size_t n)
+{
+    atomic_store_explicit(&p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+void hive__envpool_info(const hive__listed_t *n, hive_envpool_info_t *out)
+{
+    const hive_envpool_t *p = (const hive_envpool_t *)((const char *)n -
+                                                       offsetof(hive_envpool_t, listed));
+    /* relaxed: a figure for people */
+    *out = (hive_envpool_info_t){ .id = n->id, .num_envs = p->n,
+                                  .steps = atomic_load_explicit(&p->steps, memory_order_relaxed) };
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -547,6 +566,7 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     }
     for (size_t i = 0; i < p->n; i++)
         ((int32_t *)p->sync.env_id.data)[i] = (int32_t)i;
+    hive__listed_add(h, &p->listed, HIVE__LISTED_ENVPOOL);
     *out = p;
     return HIVE_OK;
 }
@@ -565,6 +585,7 @@ int hive_envpool_free(hive_envpool_t *p)
         if (w == NULL || !hive__sched_help(w, all_finished, p))
             hive__sleep_ns(10000);
     }
+    hive__listed_remove(p->h, &p->listed);
     destroy(p);
     return HIVE_OK;
 }
@@ -630,6 +651,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     wait_until(p, sync_done, 0);
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
+    count_steps(p, p->n);
     *out = p->sync;
     return HIVE_OK;
 }
@@ -795,6 +817,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));
+    count_steps(p, p->bsize);
     *out = bl->b;
     return leave(p, HIVE_OK);
 }

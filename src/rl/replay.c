@@ -5,7 +5,8 @@
  * (hive_array_new / hive_array_view), everything else is this file's own
  * process memory and C11 atomics. The one internal header used is
  * util/error.h, for hive__fail: public code has no other way to set the
- * sentence behind hive_last_error().
+ * sentence behind hive_last_error(), and obslist.h, to be listed in the
+ * engine's statistics (hive_replay_list).
  *
  * Layout
  *   data[row * item_size]  the array's payload, capacity rows.
@@ -75,6 +76,7 @@
  * and one system call per sleep, not per push.
  */
 #include <hive.h>
+#include "obslist.h"
 #include "rl/replay_check.h"
 #include "util/error.h"
 #include "util/seqlock.h"
@@ -87,6 +89,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +132,8 @@ struct hive_replay {
     _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
     REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
     _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
+    _Atomic uint64_t limiter_waits;           /* sleeps on the rate limiter (a statistic) */
+    hive__listed_t   listed;                  /* in the engine's list (statistics) */
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -618,6 +623,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     atomic_init(&rb->want_wake, 0);
     atomic_init(&rb->max_prio, dbits(1.0));
     atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
+    atomic_init(&rb->limiter_waits, 0);
 
     /* the array first: a store too small for it is the likeliest refusal,
      * and it should come before any large allocation of ours */
@@ -652,14 +658,29 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
                           "%llu items", cfg->prioritized ? " and sum tree" : "", (unsigned long long)cap);
     }
     rb->data = view.data;
+    hive__listed_add(h, &rb->listed, HIVE__LISTED_REPLAY);
     *out = rb;
     return HIVE_OK;
+}
+
+void hive__replay_info(const hive__listed_t *n, hive_replay_info_t *out)
+{
+    const hive_replay_t *rb = (const hive_replay_t *)((const char *)n -
+                                                      offsetof(hive_replay_t, listed));
+    /* relaxed, all: figures for people, each read once */
+    uint64_t ins = atomic_load_explicit(&rb->cursor, memory_order_relaxed);
+    *out = (hive_replay_info_t){
+        .id = n->id, .capacity = rb->cap, .size = min_u64(ins, rb->cap), .inserts = ins,
+        .samples = atomic_load_explicit(&rb->samples, memory_order_relaxed),
+        .limiter_waits = atomic_load_explicit(&rb->limiter_waits, memory_order_relaxed),
+    };
 }
 
 int hive_replay_free(hive_replay_t *rb)
 {
     if (rb == NULL)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
+    hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
     free(rb->tree);
     free(rb->leaf);
@@ -781,6 +802,8 @@ static int admit_wait(hive_replay_t *rb, size_t batch, int64_t timeout_ns, uint6
         rc = admit_once(rb, batch, fill, false);        /* the second look (see wake_samplers()) */
         if (rc != HIVE_ETIMEDOUT)
             return rc;                                  /* the flag costs one spare wake at most */
+        /* relaxed: a statistic, on a path that sleeps anyway */
+        atomic_fetch_add_explicit(&rb->limiter_waits, 1, memory_order_relaxed);
         futex_wait(&rb->epoch, seen, timeout_ns < 0 ? UINT64_MAX : deadline - now);
     }
 }
