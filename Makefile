@@ -88,9 +88,17 @@ endif
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
+# the MPI layer (see "MPI" below)
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null)
+MPI_SRCS  := $(wildcard src/mpi/*.c)
+MPI_OBJS  := $(patsubst src/%.c,$(B)/obj/%.o,$(MPI_SRCS))
+MPI_TESTS := $(patsubst tests/mpi/%.c,$(B)/tests/mpi_%,$(wildcard tests/mpi/test_*.c))
+
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
         examples-check readme-check bench-deps demo-deps python python-check bench-python \
-        dashboard dashboard-deps dashboard-check
+        dashboard dashboard-deps dashboard-check \
+        mpi-check
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -127,8 +135,30 @@ $(B)/examples/%: examples/%.c $(B)/libhive.a
 
 examples: $(EXAMPLE_BINS)
 
-check: lib $(TEST_BINS) $(EXAMPLE_BINS)
+check: lib $(TEST_BINS) $(EXAMPLE_BINS) $(MPI_TESTS)
 	@tools/run-tests.sh $(VARIANT) $(TEST_BINS)
+	@tools/run-mpi-tests.sh $(VARIANT) $(MPI_TESTS)
+
+# ------------------------------------------------------------------ MPI
+# libhive-mpi.a (src/mpi/, include/hive/mpi.h): the scale-out layer, built
+# apart so that libhive.a keeps no MPI dependency. Its tests run under
+# mpirun with 2 and 4 ranks (tools/run-mpi-tests.sh).
+
+$(B)/obj/mpi/%.o: src/mpi/%.c src/mpi/world.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
+$(B)/libhive-mpi.a: $(MPI_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/tests/mpi_%: tests/mpi/%.c tests/testutil.h $(B)/libhive-mpi.a $(B)/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -Itests $< -o $@ $(B)/libhive-mpi.a $(B)/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS) -lcmocka
+
+mpi-check: $(MPI_TESTS)
+	@tools/run-mpi-tests.sh $(VARIANT) $(MPI_TESTS)
 
 examples-check: $(EXAMPLE_BINS)
 	@tools/examples-check.sh $(B)
