@@ -19,7 +19,8 @@
 
 #define HOT_NS        1000000    /* poll this long after the last activity */
 #define SLEEP_MIN_NS  16000
-#define SLEEP_MAX_NS  1000000
+#define SLEEP_MAX_NS  1000000    /* nothing in flight at all */
+#define SLEEP_WAIT_NS 128000     /* only answers to wait for (a long remote call) */
 
 void hive__mpi_mark_progress_thread(void);
 
@@ -583,11 +584,12 @@ void *hive__mpi_progress(void *arg)
         if (did) {
             last = now;
             sleep_ns = SLEEP_MIN_NS;
-        } else if (now - last < HOT_NS || w->phase == 4) {
-            sched_yield();
+        } else if (now - last < HOT_NS || w->phase == 4 || w->nreqs > 0) {
+            sched_yield();               /* MPI moves big payloads only while polled */
         } else {
             idle_wait(w, kick, sleep_ns);
-            sleep_ns = sleep_ns * 2 < SLEEP_MAX_NS ? sleep_ns * 2 : SLEEP_MAX_NS;
+            int64_t cap = w->npend > 0 ? SLEEP_WAIT_NS : SLEEP_MAX_NS;
+            sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
         }
     }
     return NULL;

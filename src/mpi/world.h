@@ -13,11 +13,13 @@
  *    application may use MPI on its own threads at the same time, which is
  *    MPI_THREAD_MULTIPLE.
  *  - Sleeping when idle: Open MPI's blocking calls busy-poll, so the thread
- *    never blocks in MPI. It polls (MPI_Improbe, MPI_Testsome) while there
- *    was activity in the last millisecond (yielding the CPU between
- *    polls), then sleeps on a futex with a timeout that doubles from 16 us
- *    up to 1 ms; a local request wakes it at once, a message from another
- *    rank waits at most 1 ms for it.
+ *    never blocks in MPI. It polls (MPI_Improbe, MPI_Test) while there was
+ *    activity in the last millisecond or an MPI transfer is in flight
+ *    (Open MPI moves large messages only while polled), yielding the CPU
+ *    between polls; then it sleeps on a futex with a timeout that doubles
+ *    from 16 us up to 1 ms (128 us while it waits for answers from other
+ *    ranks). A local request wakes it at once; a message from another rank
+ *    waits at most that long.
  *  - Served work completes through the store's dependency hook: the result
  *    of a served call (or a fetched object still pending) gets a
  *    hive__dep_t whose callback queues the reply for the thread; nothing
