@@ -98,7 +98,7 @@ MPI_TESTS := $(patsubst tests/mpi/%.c,$(B)/tests/mpi_%,$(wildcard tests/mpi/test
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
         examples-check readme-check bench-deps demo-deps python python-check bench-python \
         dashboard dashboard-deps dashboard-check \
-        mpi-check
+        mpi-check bench-mpi demo-mpi
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -159,6 +159,20 @@ $(B)/tests/mpi_%: tests/mpi/%.c tests/testutil.h $(B)/libhive-mpi.a $(B)/libhive
 
 mpi-check: $(MPI_TESTS)
 	@tools/run-mpi-tests.sh $(VARIANT) $(MPI_TESTS)
+
+# make bench-mpi: the layer beside raw MPI in one run (2 ranks), then an
+# idle 4-rank world's CPU; JSON lines in bench/results/mpi-*.json
+MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
+build/bench/bench-mpi: bench/mpi/bench_mpi.c build/libhive-mpi.a build/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 $(MPI_CFLAGS) $< -o $@ build/libhive-mpi.a build/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS)
+
+bench-mpi: deps
+	$(MAKE) --no-print-directory VARIANT=normal build/bench/bench-mpi
+	@mkdir -p bench/results
+	$(MPIRUN) -np 2 build/bench/bench-mpi bench/results/mpi-2.json
+	$(MPIRUN) -np 4 build/bench/bench-mpi bench/results/mpi-4.json
 
 examples-check: $(EXAMPLE_BINS)
 	@tools/examples-check.sh $(B)
