@@ -168,6 +168,17 @@ build/bench/bench-mpi: bench/mpi/bench_mpi.c build/libhive-mpi.a build/libhive.a
 	$(CC) $(BASEFLAGS) -O2 $(MPI_CFLAGS) $< -o $@ build/libhive-mpi.a build/libhive.a $(LDFLAGS) \
 	    $(LIBS) $(MPI_LIBS)
 
+# make demo-mpi: the RL pipeline on 4 ranks (examples/mpi/rl_mpi.c)
+build/examples/rl_mpi: examples/mpi/rl_mpi.c build/libhive-mpi.a build/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 $(MPI_CFLAGS) $< -o $@ build/libhive-mpi.a build/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS)
+
+DEMO_MPI_S ?= 5
+demo-mpi: deps
+	$(MAKE) --no-print-directory VARIANT=normal build/examples/rl_mpi
+	$(MPIRUN) -np 4 build/examples/rl_mpi $(DEMO_MPI_S)
+
 bench-mpi: deps
 	$(MAKE) --no-print-directory VARIANT=normal build/bench/bench-mpi
 	@mkdir -p bench/results
