@@ -26,10 +26,14 @@
  *   hive_actor_kill on another rank's actor  kills it there.
  *   hive_actor_lookup  finds a name registered on any rank (this rank
  *       first, then the lowest rank that has it).
+ *   hive_cell_acquire on another rank's cell  asks the owner for the current
+ *       version and returns a local copy of it (a count for the caller);
+ *       the copy is kept, so the payload travels only when the version
+ *       changed (2 small messages otherwise). A publish is visible to the
+ *       next acquire anywhere.
  * Not remote: hive_submit / hive_call on this rank with another rank's ref
  * as an argument (hive_get it first), hive_get_many / hive_wait / retain on
- * remote refs, cells and arrays (publish to other ranks with the
- * replay/cell helpers below).
+ * remote refs, hive_cell_publish to another rank's cell, arrays.
  *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): the application keeps using MPI on its own
@@ -81,6 +85,18 @@ typedef struct hive_mpi_stats {
     uint64_t sleeps;                       /* times the progress thread went to sleep */
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
+
+/* Replay across ranks. hive_mpi_replay_serve: on the buffer's rank, an
+ * actor (named name, may be NULL) that pushes batches into rb (items of
+ * item_size bytes, as rb was made with); rb must outlive it (kill it
+ * first). hive_mpi_replay_push: from any rank, push n items as one batch
+ * (one remote call); *done is the call's future: sealed once the items are
+ * in, HIVE_ETASK if the buffer refused them. Find the server by name with
+ * hive_actor_lookup. */
+int hive_mpi_replay_serve(hive_t *h, hive_replay_t *rb, size_t item_size, const char *name,
+                          hive_actor_t *out);
+int hive_mpi_replay_push(hive_t *h, hive_actor_t server, const void *items, size_t n, size_t item_size,
+                         hive_ref_t *done);
 
 #ifdef __cplusplus
 }

@@ -279,6 +279,118 @@ static void drop_cache(world_t *w)
         }
 }
 
+/* ------------------------------------------------------------------ cells
+ * hive_cell_acquire on another rank's cell asks its owner for the current
+ * version, saying which seq it holds a copy of: the owner answers
+ * "unchanged" (2 small messages) or sends the new version's payload, which
+ * becomes the local copy. The caller gets a count on the local copy. */
+
+static cell_copy_t *cell_copy(world_t *w, uint64_t cell)
+{
+    cell_copy_t *c = w->cells;
+    while (c != NULL && c->cell != cell)
+        c = c->next;
+    return c;
+}
+
+/* Keep o as the copy of seq if it is newer than the one kept; a count for
+ * the caller on whichever copy is newest. */
+static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o, uint64_t *seq_out)
+{
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell);
+    if (c == NULL && o != NULL && (c = calloc(1, sizeof *c)) != NULL) {
+        *c = (cell_copy_t){ .next = w->cells, .cell = cell, .seq = seq, .obj = o };
+        w->cells = c;
+        o = NULL;                            /* the list took our count */
+    } else if (c != NULL && o != NULL && seq > c->seq) {
+        hive__obj_t *old = c->obj;
+        c->obj = o;
+        c->seq = seq;
+        o = old;                             /* released below */
+    }
+    hive__obj_t *keep = c ? c->obj : NULL;
+    if (keep) {
+        atomic_fetch_add_explicit(&keep->refs, 1, memory_order_relaxed);   /* relaxed: the list's
+                                                    count keeps it alive meanwhile */
+        *seq_out = c->seq;
+    }
+    pthread_mutex_unlock(&w->clock);
+    if (o != NULL)
+        hive__obj_release(w->h, o);
+    return keep;
+}
+
+static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
+{
+    world_t *w = ctx;
+    int dest = owner(w, cell.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu belongs to no rank of this world",
+                          (unsigned long long)cell.id);
+    if ((rc = refuse_closing(w, "hive_cell_acquire")) != HIVE_OK)
+        return rc;
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell.id);
+    uint64_t have = c ? c->seq : UINT64_MAX;
+    pthread_mutex_unlock(&w->clock);
+    wire_hdr_t hdr = { .id = cell.id, .size = have };
+    wire_hdr_t *msg = malloc(sizeof *msg);
+    cell_answer_t *ans = calloc(1, sizeof *ans);
+    hive__obj_t *o = NULL;
+    pend_t *p = NULL;
+    rc = msg && ans ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    if (rc == HIVE_OK && (p = new_pend(w, M_CELL, o, &hdr)) == NULL)
+        rc = HIVE_ENOMEM;
+    if (rc != HIVE_OK) {
+        free(msg);
+        free(ans);
+        if (o != NULL) {
+            hive__obj_fail(w->h, o, rc);
+            hive__obj_release(w->h, o);
+            hive__obj_release(w->h, o);
+        }
+        return hive__fail(rc, "hive_cell_acquire: cannot allocate the request");
+    }
+    p->cell = ans;
+    *msg = hdr;
+    hive_ref_t local = { o->id };
+    if ((rc = send_request(w, M_CELL, dest, msg, sizeof *msg, p)) != HIVE_OK)
+        return rc;
+    const void *data;
+    rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
+    uint64_t got = ans->seq;
+    int unchanged = ans->unchanged;
+    free(ans);
+    if (rc != HIVE_OK) {
+        hive__obj_release(w->h, o);
+        return hive__fail(rc, "hive_cell_acquire: cell %llu on rank %d: %s", (unsigned long long)cell.id,
+                          dest, hive_strerror(rc));
+    }
+    if (unchanged) {
+        hive__obj_release(w->h, o);
+        o = NULL;
+    }
+    hive__obj_t *keep = keep_newest(w, cell.id, got, o, &got);
+    if (keep == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_cell_acquire: cannot keep the copy of cell %llu",
+                          (unsigned long long)cell.id);
+    version->id = keep->id;
+    if (seq)
+        *seq = got;
+    return HIVE_OK;
+}
+
+static void drop_cells(world_t *w)
+{
+    while (w->cells != NULL) {
+        cell_copy_t *c = w->cells;
+        w->cells = c->next;
+        hive__obj_release(w->h, c->obj);
+        free(c);
+    }
+}
+
 /* -------------------------------------------------------- kill and lookup */
 
 /* Send a small request and wait for its placeholder; *answer gets the
@@ -392,7 +504,7 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     w->h = h;
     w->ops = (hive__remote_ops_t){ .ctx = w, .call = remote_call, .get = remote_get,
                                    .release = remote_release, .kill = remote_kill,
-                                   .lookup = remote_lookup };
+                                   .lookup = remote_lookup, .cell_acquire = remote_cell_acquire };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
@@ -419,6 +531,7 @@ int hive_mpi_detach(hive_t *h)
     pthread_join(w->thread, NULL);       /* it ends after the world's barrier */
     hive__remote_set(h, NULL);
     drop_cache(w);
+    drop_cells(w);
     MPI_Comm_free(&w->comm);
     free(w->reqs);
     free(w->xfers);

@@ -207,14 +207,14 @@ static bool take_local(world_t *w)
 
 /* ---------------------------------------------------------- serving */
 
-static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o)
+static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint64_t id)
 {
     if (hive__obj_state(o) != HIVE__SEALED) {
         reply_small(w, dest, req, hive__obj_fail_code(o), 0);
         return;
     }
     size_t size = o->size, inl = size <= HIVE__MPI_INLINE ? size : 0;
-    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size };
+    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id };
     char *buf = malloc(sizeof h + inl);
     if (buf == NULL) {
         reply_small(w, dest, req, HIVE_ENOMEM, 0);
@@ -259,7 +259,7 @@ static bool take_ready(world_t *w)
     bool did = s != NULL;
     while (s != NULL) {
         served_t *next = s->next;
-        send_object(w, s->src, s->req, s->obj);
+        send_object(w, s->src, s->req, s->obj, 0);
         served_free(w, s);
         w->nserving--;
         s = next;
@@ -390,6 +390,29 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     serve_when_done(w, s);
 }
 
+/* A remote cell's current version: "unchanged" if the requester's copy is
+ * of the current seq (hdr->size), else its payload, seq in the id field. */
+static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
+{
+    hive_ref_t v;
+    uint64_t seq = 0;
+    int rc = hive_cell_acquire(w->h, (hive_ref_t){ hdr->id }, &v, &seq);
+    if (rc != HIVE_OK) {
+        reply_small(w, src, hdr->req, rc, 0);
+        return;
+    }
+    if (seq == hdr->size) {
+        wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = hdr->req, .id = seq, .method = 1 };
+        send_copy(w, src, &h, sizeof h);
+    } else {
+        hive__rcu_lock();
+        hive__obj_t *o = hive__obj_lookup(w->h, v.id);   /* our count keeps it */
+        hive__rcu_unlock();
+        send_object(w, src, hdr->req, o, seq);
+    }
+    hive_release(w->h, v);
+}
+
 static void serve_lookup(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
 {
     hive_actor_t a = { 0 };
@@ -482,6 +505,14 @@ static void on_reply(world_t *w, int src, const wire_hdr_t *hdr, const char *buf
     } else if (hdr->status != HIVE_OK) {
         hive__obj_fail(w->h, o, hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL);
         hive__obj_release(w->h, o);
+    } else if (p->kind == M_CELL) {
+        p->cell->seq = hdr->id;              /* read by the requester after the seal */
+        p->cell->unchanged = hdr->method == 1;
+        if (p->cell->unchanged) {
+            seal_bytes(w, o, NULL, 0);
+            hive__obj_release(w->h, o);
+        } else
+            take_payload(w, src, p, hdr, buf, n);
     } else if (p->kind == M_KILL) {
         uint64_t zero = 0;
         seal_bytes(w, o, &zero, sizeof zero);
@@ -505,6 +536,7 @@ static void handle(world_t *w, int src, const char *buf, size_t n)
     case M_LOOKUP: serve_lookup(w, src, &hdr, buf, n); break;
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
     case M_REPLY:  on_reply(w, src, &hdr, buf, n); break;
+    case M_CELL:   serve_cell(w, src, &hdr); break;
     default:       break;
     }
 }

@@ -54,7 +54,7 @@
 #define HIVE__MPI_TAG_CTRL 1
 #define HIVE__MPI_TAG_DATA 2
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -85,7 +85,21 @@ typedef struct pend {
     int           found_rank;
     uint64_t     *keep;      /* M_CALL: local refs retained until the reply */
     size_t        nkeep;
+    struct cell_answer *cell;   /* M_CELL: the seq and whether it changed */
 } pend_t;
+
+/* What a cell request learns besides the payload (written before the seal). */
+typedef struct cell_answer {
+    uint64_t seq;
+    int      unchanged;      /* the requester's copy is current: no payload came */
+} cell_answer_t;
+
+/* The latest version of a remote cell copied here. */
+typedef struct cell_copy {
+    struct cell_copy *next;
+    uint64_t          cell, seq;
+    hive__obj_t      *obj;   /* a count held */
+} cell_copy_t;
 
 /* A local request on its way to the progress thread. */
 typedef struct lreq {
@@ -151,6 +165,7 @@ typedef struct world {
 
     pthread_mutex_t clock;   /* the cache */
     cached_t     *cache[HIVE__MPI_BUCKETS];
+    cell_copy_t  *cells;     /* remote cells read here (a short list: few cells per program) */
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps;

@@ -400,6 +400,133 @@ static void test_name_lookup(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A version published on the cell's owner reaches every rank's acquire;
+ * a rank keeps its copy until the version changes. */
+static void test_cell_across_ranks(void **state)
+{
+    (void)state;
+    enum { BIG = 100000 };                    /* above the inline limit: the data path */
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        assert_int_equal(hive_put(h, "v0", 3, &v), HIVE_OK);
+        assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint64_t seq = 99;
+    const char *p;
+    size_t n;
+    assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+    assert_int_equal(seq, 0);
+    assert_int_equal(hive_get(h, v, 0, (const void **)&p, &n), HIVE_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(p, "v0");
+    if (rank != 0)
+        assert_int_equal(hive_mpi_owner(h, v.id), rank);   /* a local copy */
+    hive_release(h, v);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BIG, (void **)&d, &v), HIVE_OK);
+        pattern(d, BIG, 9);
+        assert_int_equal(hive_seal(h, v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);             /* published before anyone looks */
+    assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+    assert_int_equal(seq, 1);
+    assert_int_equal(hive_get(h, v, 0, (const void **)&p, &n), HIVE_OK);
+    assert_int_equal(n, BIG);
+    unsigned char *want = malloc(BIG);
+    pattern(want, BIG, 9);
+    assert_memory_equal(p, want, BIG);
+    free(want);
+    /* unchanged: the same copy, no payload moves */
+    hive_ref_t again;
+    hive_mpi_stats_t before, after;
+    if (rank != 0) {
+        assert_int_equal(hive_mpi_stats(h, &before), HIVE_OK);
+        assert_int_equal(hive_cell_acquire(h, cell, &again, &seq), HIVE_OK);
+        assert_int_equal(again.id, v.id);
+        assert_int_equal(seq, 1);
+        assert_int_equal(hive_mpi_stats(h, &after), HIVE_OK);
+        assert_int_equal(after.fetch_bytes, before.fetch_bytes);
+        hive_release(h, again);
+    }
+    hive_release(h, v);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        assert_int_equal(hive_release(h, cell), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* the cell is gone on its owner: the others hear HIVE_ENOENT */
+    if (rank != 0)
+        assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every other rank pushes batches into rank 0's replay buffer, found by name. */
+static void test_replay_fed_from_ranks(void **state)
+{
+    (void)state;
+    enum { BATCHES = 10, PER = 50 };
+    typedef struct item { int32_t rank, seq; double x; } item_t;
+    hive_replay_t *rb = NULL;
+    hive_actor_t server;
+    if (rank == 0) {
+        hive_replay_config_t cfg = { .capacity = 100000, .item_size = sizeof(item_t), .seed = 1 };
+        assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+        assert_int_equal(hive_mpi_replay_serve(h, rb, sizeof(item_t), "replay", &server), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) {
+        assert_int_equal(hive_actor_lookup(h, "replay", &server), HIVE_OK);
+        hive_ref_t done[BATCHES];
+        for (int b = 0; b < BATCHES; b++) {
+            item_t items[PER];
+            for (int i = 0; i < PER; i++)
+                items[i] = (item_t){ .rank = rank, .seq = b * PER + i, .x = rank + 0.5 };
+            assert_int_equal(hive_mpi_replay_push(h, server, items, PER, sizeof(item_t), &done[b]), HIVE_OK);
+        }
+        for (int b = 0; b < BATCHES; b++) {
+            const void *p;
+            assert_int_equal(hive_get(h, done[b], HIVE_FOREVER, &p, NULL), HIVE_OK);
+            hive_release(h, done[b]);
+        }
+        /* a batch of the wrong item size is refused: HIVE_ETASK */
+        hive_ref_t bad;
+        char odd[7] = { 0 };
+        assert_int_equal(hive_mpi_replay_push(h, server, odd, 1, sizeof odd, &bad), HIVE_OK);
+        const void *p;
+        assert_int_equal(hive_get(h, bad, HIVE_FOREVER, &p, NULL), HIVE_ETASK);
+        hive_release(h, bad);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        hive_replay_stats_t st;
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_int_equal(st.inserts, (uint64_t)(size - 1) * BATCHES * PER);
+        item_t out[64];
+        uint64_t rng = 7;
+        assert_int_equal(hive_replay_sample(rb, 64, &rng, out, NULL, NULL, 0), HIVE_OK);
+        for (int i = 0; i < 64; i++) {
+            assert_true(out[i].rank >= 1 && out[i].rank < size);
+            assert_true(out[i].seq >= 0 && out[i].seq < BATCHES * PER);
+            assert_true(out[i].x == out[i].rank + 0.5);
+        }
+        assert_int_equal(hive_actor_kill(h, server), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        const void *p;                       /* the kill has landed before the buffer goes */
+        hive_ref_t r;
+        assert_int_equal(hive_call(h, server, 0, NULL, 0, NULL, &r), HIVE_EDEAD);
+        (void)p;
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Detach is collective; afterwards a remote handle names nothing: calls
  * return HIVE_ENOENT at once instead of hanging. Then attach again. */
 static void test_detach_then_remote_fails(void **state)
@@ -466,6 +593,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_remote_get_sizes),
         cmocka_unit_test(test_failure_and_kill),
         cmocka_unit_test(test_name_lookup),
+        cmocka_unit_test(test_cell_across_ranks),
+        cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
