@@ -2,7 +2,7 @@
  * bench_mpi.c - the MPI layer against raw MPI in the same run (make
  * bench-mpi): a remote actor call's round trip beside an MPI ping-pong of
  * the same payload, a 64 MiB remote get beside MPI_Send/MPI_Recv of 64 MiB,
- * async remote calls per second, and the CPU an idle attached world uses
+ * async remote calls per second, a cell's publish-to-visible latency, and the CPU an idle attached world uses
  * (getrusage over a few seconds: workers, hive's progress thread and Open
  * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
  * every rank. Prints a table and writes JSON lines to the path in argv[1]
@@ -178,6 +178,57 @@ static void bench_async(hive_actor_t echo, int n)
     quiet_barrier();
 }
 
+/* Rank 0 publishes a version stamped with the clock; rank 1 acquires until
+ * it sees it (one host: CLOCK_MONOTONIC is shared), then acknowledges. */
+static void bench_cell(int rounds)
+{
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        double t = now_s();
+        hive_put(h, &t, sizeof t, &v);
+        hive_cell_new(h, v, &cell);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    double lat = 0;
+    for (int i = 1; i <= rounds; i++) {
+        if (rank == 0) {
+            double t = now_s();
+            hive_put(h, &t, sizeof t, &v);
+            hive_cell_publish(h, cell, v);
+            hive_release(h, v);
+            MPI_Request ack;             /* wait without spinning a core away from rank 1 */
+            int got = 0;
+            struct timespec ts = { .tv_nsec = 20000 };
+            MPI_Irecv(NULL, 0, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &ack);
+            while (MPI_Test(&ack, &got, MPI_STATUS_IGNORE), !got)
+                nanosleep(&ts, NULL);
+        } else if (rank == 1) {
+            uint64_t seq = 0;
+            const double *p;
+            do {
+                if (hive_cell_acquire(h, cell, &v, &seq) != HIVE_OK ||
+                    hive_get(h, v, HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK)
+                    MPI_Abort(MPI_COMM_WORLD, 7);
+                if (seq == (uint64_t)i)
+                    lat += now_s() - *p;
+                hive_release(h, v);
+            } while (seq < (uint64_t)i);
+            MPI_Send(NULL, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Bcast(&lat, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%-34s %.2f us (publish on rank 0 to acquire on rank 1, polling)\n",
+               "cell publish-to-visible", lat / rounds * 1e6);
+        if (json)
+            fprintf(json, "{\"name\": \"cell publish-to-visible\", \"hive\": %.3f, \"unit\": \"us\"}\n",
+                    lat / rounds * 1e6);
+        hive_release(h, cell);
+    }
+    quiet_barrier();
+}
+
 static double cpu_s(void)
 {
     struct rusage ru;
@@ -233,6 +284,7 @@ int main(int argc, char **argv)
     bench_round_trip(all[1], 4096, 2000);
     bench_get((size_t)64 << 20, 5);
     bench_async(all[1], 20000);
+    bench_cell(500);
     bench_idle(3.0);
     hive_mpi_detach(h);
     hive_shutdown(h);
