@@ -522,8 +522,10 @@ int hive_mpi_detach(hive_t *h)
     world_t *w = world_of(h);
     if (w == NULL)
         return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is not attached");
-    /* release: pairs with refuse_closing's acquire */
-    atomic_store_explicit(&w->closing, 1, memory_order_release);
+    /* release: pairs with refuse_closing's acquire; the exchange lets one
+     * detach through */
+    if (atomic_exchange_explicit(&w->closing, 1, memory_order_release) != 0)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is detaching already");
     lreq_t *r = calloc(1, sizeof *r);    /* kind 0: detach */
     if (r == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_mpi_detach: cannot allocate the request");

@@ -189,6 +189,11 @@ static bool take_local(world_t *w)
         lreq_t *next = r->next;
         if (r->kind == 0) {
             w->phase = w->phase ? w->phase : 1;
+        } else if (w->phase >= 2) {      /* raced with detach past the barrier: refuse */
+            hive__obj_fail(w->h, r->pend->obj, HIVE_ESHUTDOWN);
+            hive__obj_release(w->h, r->pend->obj);
+            pend_free(w, r->pend);
+            free(r->msg);
         } else if (r->dest >= 0) {
             pend_add(w, r->pend);
             isend(w, r->msg, r->len, r->dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = r->msg });
