@@ -30,6 +30,10 @@
 #                   on http://127.0.0.1:8265 (DASHBOARD_ARGS=--port N ...)
 #   make dashboard-check  the dashboard tested as a person would: the demo,
 #                   the JSON API, the page in headless Chromium (when present)
+#   make mpi-check  the MPI tests (libhive-mpi.a) under mpirun -np 2 and -np 4,
+#                   any VARIANT (make check runs them too)
+#   make demo-mpi   the RL pipeline on 4 MPI ranks (examples/mpi/rl_mpi.c)
+#   make bench-mpi  the MPI layer beside raw MPI in one run
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
 #                   and hive-static.pc (links libhive.a)
 
@@ -346,6 +350,7 @@ install: lib
 	@if [ -d include/hive ]; then install -d $(DESTDIR)$(PREFIX)/include/hive && \
 	    install -m 644 include/hive/*.h $(DESTDIR)$(PREFIX)/include/hive/; fi
 	install -m 644 $(B)/libhive.a $(DESTDIR)$(PREFIX)/lib/
+	@if [ -f $(B)/libhive-mpi.a ]; then install -m 644 $(B)/libhive-mpi.a $(DESTDIR)$(PREFIX)/lib/; fi
 	install -m 755 $(B)/libhive.so $(DESTDIR)$(PREFIX)/lib/
 	$(PC_SUBST) hive.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
 	$(PC_SUBST) hive-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive-static.pc
