@@ -432,7 +432,7 @@ static void serve_lookup(world_t *w, int src, const wire_hdr_t *hdr, const char 
 static void seal_bytes(world_t *w, hive__obj_t *o, const void *data, size_t size)
 {
     int err = HIVE_OK;
-    void *p = size ? hive__arena_alloc(&w->h->arena, size, hive__current_node(w->h), &err) : NULL;
+    void *p = size ? hive__payload_alloc(w->h, o, HIVE__BLOB, size, hive__current_node(w->h), &err) : NULL;
     if (size && p == NULL) {
         hive__obj_fail(w->h, o, err);
         return;
@@ -459,15 +459,14 @@ static void take_payload(world_t *w, int src, pend_t *p, const wire_hdr_t *hdr, 
         hive__obj_release(w->h, o);
         return;
     }
-    int err = HIVE_OK;
-    void *data = hive__arena_alloc(&w->h->arena, size, hive__current_node(w->h), &err);
+    int err = HIVE_ENOMEM;
     _Atomic int *parts = malloc(sizeof *parts);
+    void *data = parts ? hive__payload_alloc(w->h, o, HIVE__BLOB, size, hive__current_node(w->h), &err)
+                       : NULL;
     size_t nparts = (size + HIVE__MPI_CHUNK - 1) / HIVE__MPI_CHUNK;
-    if (data == NULL || parts == NULL) {     /* drain the data, fail the object */
-        if (data)
-            hive__arena_free(&w->h->arena, data, size);
+    if (data == NULL) {                      /* drain the data, fail the object */
         free(parts);
-        hive__obj_fail(w->h, o, data ? HIVE_ENOMEM : err);
+        hive__obj_fail(w->h, o, err);
         hive__obj_release(w->h, o);
         for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
             size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
