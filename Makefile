@@ -30,6 +30,10 @@
 #                   on http://127.0.0.1:8265 (DASHBOARD_ARGS=--port N ...)
 #   make dashboard-check  the dashboard tested as a person would: the demo,
 #                   the JSON API, the page in headless Chromium (when present)
+#   make mpi-check  the MPI tests (libhive-mpi.a) under mpirun -np 2 and -np 4,
+#                   any VARIANT (make check runs them too)
+#   make demo-mpi   the RL pipeline on 4 MPI ranks (examples/mpi/rl_mpi.c)
+#   make bench-mpi  the MPI layer beside raw MPI in one run
 #   make install    PREFIX=/usr/local: headers, libraries, hive.pc (shared)
 #                   and hive-static.pc (links libhive.a)
 
@@ -88,9 +92,17 @@ endif
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
+# the MPI layer (see "MPI" below)
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null)
+MPI_SRCS  := $(wildcard src/mpi/*.c)
+MPI_OBJS  := $(patsubst src/%.c,$(B)/obj/%.o,$(MPI_SRCS))
+MPI_TESTS := $(patsubst tests/mpi/%.c,$(B)/tests/mpi_%,$(wildcard tests/mpi/test_*.c))
+
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
         examples-check readme-check bench-deps demo-deps python python-check bench-python \
-        dashboard dashboard-deps dashboard-check
+        dashboard dashboard-deps dashboard-check \
+        mpi-check bench-mpi demo-mpi
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
 
@@ -127,8 +139,55 @@ $(B)/examples/%: examples/%.c $(B)/libhive.a
 
 examples: $(EXAMPLE_BINS)
 
-check: lib $(TEST_BINS) $(EXAMPLE_BINS)
+check: lib $(TEST_BINS) $(EXAMPLE_BINS) $(MPI_TESTS)
 	@tools/run-tests.sh $(VARIANT) $(TEST_BINS)
+	@tools/run-mpi-tests.sh $(VARIANT) $(MPI_TESTS)
+
+# ------------------------------------------------------------------ MPI
+# libhive-mpi.a (src/mpi/, include/hive/mpi.h): the scale-out layer, built
+# apart so that libhive.a keeps no MPI dependency. Its tests run under
+# mpirun with 2 and 4 ranks (tools/run-mpi-tests.sh).
+
+$(B)/obj/mpi/%.o: src/mpi/%.c src/mpi/world.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
+$(B)/libhive-mpi.a: $(MPI_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/tests/mpi_%: tests/mpi/%.c tests/testutil.h $(B)/libhive-mpi.a $(B)/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -Itests $< -o $@ $(B)/libhive-mpi.a $(B)/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS) -lcmocka
+
+mpi-check: $(MPI_TESTS)
+	@tools/run-mpi-tests.sh $(VARIANT) $(MPI_TESTS)
+
+# make bench-mpi: the layer beside raw MPI in one run (2 ranks), then an
+# idle 4-rank world's CPU; JSON lines in bench/results/mpi-*.json
+MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
+build/bench/bench-mpi: bench/mpi/bench_mpi.c build/libhive-mpi.a build/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 $(MPI_CFLAGS) $< -o $@ build/libhive-mpi.a build/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS)
+
+# make demo-mpi: the RL pipeline on 4 ranks (examples/mpi/rl_mpi.c)
+build/examples/rl_mpi: examples/mpi/rl_mpi.c build/libhive-mpi.a build/libhive.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -O2 $(MPI_CFLAGS) $< -o $@ build/libhive-mpi.a build/libhive.a $(LDFLAGS) \
+	    $(LIBS) $(MPI_LIBS)
+
+DEMO_MPI_S ?= 5
+demo-mpi: deps
+	$(MAKE) --no-print-directory VARIANT=normal build/examples/rl_mpi
+	$(MPIRUN) -np 4 build/examples/rl_mpi $(DEMO_MPI_S)
+
+bench-mpi: deps
+	$(MAKE) --no-print-directory VARIANT=normal build/bench/bench-mpi
+	@mkdir -p bench/results
+	$(MPIRUN) -np 2 build/bench/bench-mpi bench/results/mpi-2.json
+	$(MPIRUN) -np 4 build/bench/bench-mpi bench/results/mpi-4.json
 
 examples-check: $(EXAMPLE_BINS)
 	@tools/examples-check.sh $(B)
@@ -291,6 +350,7 @@ install: lib
 	@if [ -d include/hive ]; then install -d $(DESTDIR)$(PREFIX)/include/hive && \
 	    install -m 644 include/hive/*.h $(DESTDIR)$(PREFIX)/include/hive/; fi
 	install -m 644 $(B)/libhive.a $(DESTDIR)$(PREFIX)/lib/
+	@if [ -f $(B)/libhive-mpi.a ]; then install -m 644 $(B)/libhive-mpi.a $(DESTDIR)$(PREFIX)/lib/; fi
 	install -m 755 $(B)/libhive.so $(DESTDIR)$(PREFIX)/lib/
 	$(PC_SUBST) hive.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive.pc
 	$(PC_SUBST) hive-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hive-static.pc

@@ -136,7 +136,8 @@ int hive_init(const hive_config_t *cfg, hive_t **out);
  * freed. @h is invalid afterwards: no call may start on it once shutdown
  * has begun. Must not be called from inside the engine. With a timeline,
  * it is written last; HIVE_EINVAL if the file cannot be written (the engine
- * is gone all the same).
+ * is gone all the same). An engine attached to an MPI world (hive/mpi.h)
+ * is refused with HIVE_ESTATE and left running: hive_mpi_detach it first.
  */
 int hive_shutdown(hive_t *h);
 

@@ -986,6 +986,9 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
 {
     if (unlikely(h == NULL || result == NULL))
         return hive__fail(HIVE_EINVAL, "hive_call: %s is NULL", h == NULL ? "engine" : "result");
+    const hive__remote_ops_t *r = hive__remote_of(h, actor.id);
+    if (unlikely(r != NULL))
+        return r->call(r->ctx, actor, method, args, nargs, opts, result);
     /* the read-side section keeps the actor's record while we push and kick */
     hive__rcu_lock();
     hive__actor_t *a;
@@ -1026,6 +1029,9 @@ int hive_actor_kill(hive_t *h, hive_actor_t actor)
 {
     if (h == NULL)
         return hive__fail(HIVE_EINVAL, "hive_actor_kill: engine is NULL");
+    const hive__remote_ops_t *r = hive__remote_of(h, actor.id);
+    if (unlikely(r != NULL))
+        return r->kill(r->ctx, actor);
     hive__rcu_lock();
     hive__actor_t *a;
     int rc = find_actor(h, actor, "hive_actor_kill", &a);
@@ -1051,8 +1057,13 @@ int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out)
     name_t *n = by_name(&h->actors, name);
     uint64_t id = n ? n->id : 0;
     pthread_mutex_unlock(&h->actors.lock);
-    if (n == NULL)
+    if (n == NULL) {
+        /* acquire: as hive__remote_of */
+        const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_acquire);
+        if (unlikely(r != NULL))
+            return r->lookup(r->ctx, name, out);
         return hive__fail(HIVE_ENOENT, "hive_actor_lookup: no actor is named \"%s\"", name);
+    }
     out->id = id;
     return HIVE_OK;
 }

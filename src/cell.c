@@ -137,6 +137,9 @@ int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t 
 {
     if (h == NULL || version == NULL)
         return hive__fail(HIVE_EINVAL, "hive_cell_acquire: %s is NULL", h ? "version" : "engine");
+    const hive__remote_ops_t *r = hive__remote_of(h, cell.id);
+    if (unlikely(r != NULL))
+        return r->cell_acquire(r->ctx, cell, version, seq);
     hive__obj_t *c;
     int rc = find_cell(h, cell, "hive_cell_acquire", &c);
     if (rc != HIVE_OK)

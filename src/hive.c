@@ -111,6 +111,10 @@ int hive_shutdown(hive_t *h)
     if (hive__self != NULL && hive__self->sched == &h->sched)
         return hive__fail(HIVE_ESTATE, "hive_shutdown: called from worker %u of the same engine",
                           hive__self->index);
+    /* relaxed: attach and detach happen on the thread that shuts down */
+    if (unlikely(atomic_load_explicit(&h->remote, memory_order_relaxed) != NULL))
+        return hive__fail(HIVE_ESTATE, "hive_shutdown: the engine is attached to an MPI world; "
+                          "hive_mpi_detach it first (collective)");
     /* 1. no job starts from now on; every object still pending fails with
      *    HIVE_ESHUTDOWN, so every waiter - a task inside hive_get, an actor
      *    waiting for a call's argument, a user thread - returns */
@@ -135,6 +139,12 @@ int hive_shutdown(hive_t *h)
     hive__topo_close(&h->topo);
     free(h);
     return rc;
+}
+
+void hive__remote_set(struct hive *h, const hive__remote_ops_t *ops)
+{
+    /* release: the table's fields before the pointer (hive__remote_of) */
+    atomic_store_explicit(&h->remote, ops, memory_order_release);
 }
 
 unsigned hive_num_workers(const hive_t *h)

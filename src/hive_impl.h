@@ -13,6 +13,7 @@
 #include "store.h"
 #include "sched.h"
 #include "publish.h"
+#include "remote.h"
 #include "topo.h"
 #include "trace.h"
 
@@ -28,8 +29,21 @@ struct hive {
     hive__trace_t trace;          /* the timeline recorder (off unless asked for) */
     hive__publish_t publish;      /* the statistics file for hive-top (off unless asked for) */
     hive__obslist_t listed;       /* live replay buffers and env pools (statistics) */
+    _Atomic(const hive__remote_ops_t *) remote;   /* scale-out hook (remote.h); NULL: none */
     unsigned      nworkers;
     bool          pin;
 };
+
+/* The scale-out hook if id belongs to another engine of an attached
+ * world, else NULL: one load and a predictable branch when not attached. */
+static inline const hive__remote_ops_t *hive__remote_of(struct hive *h, uint64_t id)
+{
+    /* acquire: pairs with hive__remote_set's release, so the table's
+     * fields are visible; unattached engines read NULL and stop here */
+    const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_acquire);
+    if (likely(r == NULL) || id == 0 || hive__id_tag(id) == h->store.table.tag)
+        return NULL;
+    return r;
+}
 
 #endif

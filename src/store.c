@@ -91,6 +91,22 @@ int hive__store_open(hive__store_t *s)
     return HIVE_OK;
 }
 
+int hive__store_retag(struct hive *h, uint32_t tag)
+{
+    /* relaxed: attach runs before any other thread uses an id of h */
+    uint32_t n = atomic_load_explicit(&h->store.table.next_slot, memory_order_relaxed);
+    if (n != 0)
+        return hive__fail(HIVE_ESTATE, "the engine has handed out %u ids already; give it its "
+                          "world tag (attach it) before it makes any object", n);
+    h->store.table.tag = tag & ((1u << HIVE__TAG_BITS) - 1);
+    return HIVE_OK;
+}
+
+uint32_t hive__store_tag(const struct hive *h)
+{
+    return h->store.table.tag;
+}
+
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
 {
     hive__obj_t *o = hive__pool_alloc(sizeof *o);
@@ -723,6 +739,9 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     CHECK_ENGINE(h, "hive_get");
     if (unlikely(data == NULL))
         return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
+    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+    if (unlikely(r != NULL))
+        return r->get(r->ctx, ref, timeout_ns, data, size);
     hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
     if (unlikely(o == NULL))
         return HIVE_ENOENT;
@@ -760,6 +779,9 @@ int hive_retain(hive_t *h, hive_ref_t ref)
 int hive_release(hive_t *h, hive_ref_t ref)
 {
     CHECK_ENGINE(h, "hive_release");
+    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+    if (unlikely(r != NULL))
+        return r->release(r->ctx, ref);
     hive__rcu_lock();
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
     bool actor = o != NULL && o->kind == HIVE__ACTOR;

@@ -20,6 +20,7 @@ test=(
   python3-matplotlib                      # tools/hive-trace's picture, checked by test_trace
   tmux                                    # test_top watches hive-top's live screen in a pane
   nodejs npm chromium                     # make dashboard-check: uPlot from npm, the page in a browser
+  openmpi-bin libopenmpi-dev              # the MPI layer (libhive-mpi.a) and its mpirun tests
 )
 dashboard=(
   nodejs npm                              # npm installs uPlot, the page's charts (tools/dashboard)

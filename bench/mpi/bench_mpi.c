@@ -1,0 +1,295 @@
+/*
+ * bench_mpi.c - the MPI layer against raw MPI in the same run (make
+ * bench-mpi): a remote actor call's round trip beside an MPI ping-pong of
+ * the same payload, a 64 MiB remote get beside MPI_Send/MPI_Recv of 64 MiB,
+ * async remote calls per second, a cell's publish-to-visible latency, and the CPU an idle attached world uses
+ * (getrusage over a few seconds: workers, hive's progress thread and Open
+ * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
+ * every rank. Prints a table and writes JSON lines to the path in argv[1]
+ * (if given).
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "hive.h"
+#include "hive/mpi.h"
+
+static hive_t *h;
+static int rank, size;
+static FILE *json;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A barrier that sleeps while it waits: Open MPI's MPI_Barrier busy-polls,
+ * and a rank spinning in it would take a core from the ranks measuring. */
+static void quiet_barrier(void)
+{
+    MPI_Request r;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    struct timespec ts = { .tv_nsec = 100000 };
+    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE), !done)
+        nanosleep(&ts, NULL);
+}
+
+static int m_echo(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    size_t n = 0;
+    const void *p = hive_arg(ctx, 0, &n);
+    return hive_return(ctx, p, n);
+}
+
+static int m_nop(void *self, hive_ctx_t *ctx)
+{
+    (void)self; (void)ctx;
+    return 0;
+}
+
+static const hive_method_t methods[] = { { "echo", m_echo, 0 }, { "nop", m_nop, 0 } };
+static const hive_actor_class_t echo_class = { .name = "Echo", .methods = methods, .nmethods = 2 };
+
+static void row(const char *name, double hive, double raw, const char *unit)
+{
+    if (rank != 0)
+        return;
+    double ratio = raw > 0 ? (strstr(unit, "us") ? raw / hive : hive / raw) : 0;
+    printf("%-34s hive %12.2f %-6s  raw MPI %12.2f %-6s  ratio %.2f\n", name, hive, unit, raw, unit, ratio);
+    if (json)
+        fprintf(json, "{\"name\": \"%s\", \"hive\": %.3f, \"mpi\": %.3f, \"unit\": \"%s\", \"ratio\": %.3f}\n",
+                name, hive, raw, unit, ratio);
+}
+
+/* Round trip of a call carrying n bytes each way, beside a ping-pong of n bytes. */
+static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
+{
+    char *buf = calloc(1, n ? n : 1);
+    quiet_barrier();
+    double hive_us = 0, raw_us = 0;
+    if (rank == 0) {
+        for (int i = -iters / 10; i < iters; i++) {      /* the first tenth warms up */
+            double t0 = now_s();
+            hive_ref_t r;
+            const void *p;
+            if (hive_call(h, echo, 0, &HIVE_BYTES(buf, n), 1, NULL, &r) != HIVE_OK ||
+                hive_get(h, r, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            hive_release(h, r);
+            if (i >= 0)
+                hive_us += (now_s() - t0) * 1e6;
+        }
+        hive_us /= iters;
+    }
+    quiet_barrier();
+    for (int i = -iters / 10; i < iters; i++) {
+        double t0 = now_s();
+        if (rank == 0) {
+            MPI_Send(buf, (int)n, MPI_BYTE, 1, 9, MPI_COMM_WORLD);
+            MPI_Recv(buf, (int)n, MPI_BYTE, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(buf, (int)n, MPI_BYTE, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, (int)n, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+        }
+        if (i >= 0)
+            raw_us += (now_s() - t0) * 1e6;
+    }
+    raw_us /= iters;
+    char name[64];
+    snprintf(name, sizeof name, "round trip %zu B", n);
+    row(name, hive_us, raw_us, "us");
+    free(buf);
+}
+
+/* A 64 MiB object fetched by rank 1 (its copy dropped each time), beside
+ * MPI_Send/MPI_Recv of 64 MiB into a buffer touched beforehand. */
+static void bench_get(size_t n, int iters)
+{
+    hive_ref_t ref = { 0 };
+    if (rank == 0) {
+        void *d;
+        if (hive_create(h, n, &d, &ref) != HIVE_OK)
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        memset(d, 7, n);
+        hive_seal(h, ref);
+    }
+    MPI_Bcast(&ref.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    double hive_s = 0, raw_s = 0;
+    if (rank == 1)
+        for (int i = -1; i < iters; i++) {
+            double t0 = now_s();
+            const void *p;
+            if (hive_get(h, ref, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+                MPI_Abort(MPI_COMM_WORLD, 5);
+            if (i >= 0)
+                hive_s += now_s() - t0;
+            hive_release(h, ref);                     /* drop the copy: fetch again */
+        }
+    quiet_barrier();
+    char *buf = malloc(n);
+    memset(buf, 1, n);
+    for (int i = -1; i < iters; i++) {
+        quiet_barrier();
+        double t0 = now_s();
+        if (rank == 0)
+            MPI_Send(buf, (int)n, MPI_BYTE, 1, 8, MPI_COMM_WORLD);
+        else if (rank == 1)
+            MPI_Recv(buf, (int)n, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (i >= 0)
+            raw_s += now_s() - t0;
+    }
+    free(buf);
+    double res[2] = { hive_s, raw_s };
+    MPI_Bcast(res, 2, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+    double mib = (double)n / (1 << 20) * iters;
+    row("remote get 64 MiB", mib / res[0], mib / res[1], "MiB/s");
+    quiet_barrier();
+    if (rank == 0)
+        hive_release(h, ref);
+}
+
+/* Calls issued without waiting, then all results taken. */
+static void bench_async(hive_actor_t echo, int n)
+{
+    quiet_barrier();
+    if (rank == 0) {
+        hive_ref_t *r = malloc(sizeof *r * (size_t)n);
+        double t0 = now_s();
+        for (int i = 0; i < n; i++)
+            if (hive_call(h, echo, 1, NULL, 0, NULL, &r[i]) != HIVE_OK)
+                MPI_Abort(MPI_COMM_WORLD, 6);
+        for (int i = 0; i < n; i++) {
+            const void *p;
+            hive_get(h, r[i], HIVE_FOREVER, &p, NULL);
+            hive_release(h, r[i]);
+        }
+        double s = now_s() - t0;
+        row("async remote calls", n / s, 0, "call/s");
+        free(r);
+    }
+    quiet_barrier();
+}
+
+/* Rank 0 publishes a version stamped with the clock; rank 1 acquires until
+ * it sees it (one host: CLOCK_MONOTONIC is shared), then acknowledges. */
+static void bench_cell(int rounds)
+{
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        double t = now_s();
+        hive_put(h, &t, sizeof t, &v);
+        hive_cell_new(h, v, &cell);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    double lat = 0;
+    for (int i = 1; i <= rounds; i++) {
+        if (rank == 0) {
+            double t = now_s();
+            hive_put(h, &t, sizeof t, &v);
+            hive_cell_publish(h, cell, v);
+            hive_release(h, v);
+            MPI_Request ack;             /* wait without spinning a core away from rank 1 */
+            int got = 0;
+            struct timespec ts = { .tv_nsec = 20000 };
+            MPI_Irecv(NULL, 0, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &ack);
+            while (MPI_Test(&ack, &got, MPI_STATUS_IGNORE), !got)
+                nanosleep(&ts, NULL);
+        } else if (rank == 1) {
+            uint64_t seq = 0;
+            const double *p;
+            do {
+                if (hive_cell_acquire(h, cell, &v, &seq) != HIVE_OK ||
+                    hive_get(h, v, HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK)
+                    MPI_Abort(MPI_COMM_WORLD, 7);
+                if (seq == (uint64_t)i)
+                    lat += now_s() - *p;
+                hive_release(h, v);
+            } while (seq < (uint64_t)i);
+            MPI_Send(NULL, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Bcast(&lat, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%-34s %.2f us (publish on rank 0 to acquire on rank 1, polling)\n",
+               "cell publish-to-visible", lat / rounds * 1e6);
+        if (json)
+            fprintf(json, "{\"name\": \"cell publish-to-visible\", \"hive\": %.3f, \"unit\": \"us\"}\n",
+                    lat / rounds * 1e6);
+        hive_release(h, cell);
+    }
+    quiet_barrier();
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* Every rank sits attached and idle for secs seconds. */
+static void bench_idle(double secs)
+{
+    quiet_barrier();
+    struct timespec ts = { .tv_sec = 1 };
+    nanosleep(&ts, NULL);                  /* let the last activity cool down */
+    double c0 = cpu_s(), t0 = now_s();
+    struct timespec nap = { .tv_sec = (time_t)secs, .tv_nsec = (long)((secs - (time_t)secs) * 1e9) };
+    nanosleep(&nap, NULL);
+    double frac = (cpu_s() - c0) / (now_s() - t0), sum = 0;
+    MPI_Reduce(&frac, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%-34s %d ranks together use %.2f%% of one core (%.2f%% per rank)\n", "idle world CPU",
+               size, sum * 100, sum * 100 / size);
+        if (json)
+            fprintf(json, "{\"name\": \"idle world CPU\", \"ranks\": %d, \"core_percent\": %.3f}\n",
+                    size, sum * 100);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2 || provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "bench_mpi: needs 2 or more ranks and MPI_THREAD_MULTIPLE\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (rank == 0 && argc > 1)
+        json = fopen(argv[1], "w");
+    hive_config_t cfg = { .workers = 1, .no_pin = 1, .store_bytes = (size_t)512 << 20, .prefault = 1 };
+    if (hive_init(&cfg, &h) != HIVE_OK || hive_mpi_attach(h, MPI_COMM_WORLD) != HIVE_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    hive_actor_t mine, all[2];
+    hive_actor_new(h, &echo_class, NULL, 0, NULL, &mine);
+    uint64_t *ids = malloc(sizeof *ids * (size_t)size);   /* only ranks 0 and 1 measure */
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    all[1].id = ids[1];
+    free(ids);
+    if (rank == 0)
+        printf("hive MPI layer vs raw MPI (%d ranks, ranks 0 and 1 measure)\n", size);
+    bench_round_trip(all[1], 8, 2000);
+    bench_round_trip(all[1], 4096, 2000);
+    bench_get((size_t)64 << 20, 5);
+    bench_async(all[1], 20000);
+    bench_cell(500);
+    bench_idle(3.0);
+    hive_mpi_detach(h);
+    hive_shutdown(h);
+    if (json)
+        fclose(json);
+    MPI_Finalize();
+    return 0;
+}

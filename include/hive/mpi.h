@@ -1,0 +1,105 @@
+/*
+ * hive/mpi.h - one hive program across processes and machines, on MPI
+ * (libhive-mpi.a, src/mpi/; link it before libhive.a and libmpi). The core
+ * library has no MPI dependency; this layer plugs into it.
+ *
+ * A world is one hive engine per MPI rank. After hive_mpi_attach, ids are
+ * world-wide values: every ref and actor handle carries its owner rank
+ * (the id's 12-bit engine tag is rank + 1), so handles may travel between
+ * ranks inside arguments or payloads as plain bytes, and the ordinary API
+ * works on them:
+ *   hive_call on another rank's actor  sends the call there (inline bytes
+ *       travel with it; ref arguments are fetched by the callee's rank) and
+ *       returns a local future, sealed with the method's result when the
+ *       reply arrives, or failed with the code the owner saw (HIVE_ETASK for
+ *       a failing method, HIVE_EDEAD for a dead actor, HIVE_EINVAL for a bad
+ *       method index, ...). Calls from one thread to one rank keep their
+ *       order, so "calls from one caller at one priority run in the order
+ *       they were made" and the priority lanes hold across ranks.
+ *   hive_get on another rank's ref      fetches the payload once into the
+ *       local store (a copy counted like a local object) and then answers
+ *       from it; hive_release of that ref on this rank drops the copy (the
+ *       owner's counts are the owner's: an object must stay alive on its
+ *       owner while other ranks may still fetch it). Payloads above 32 KiB
+ *       move with nonblocking MPI straight out of the owner's arena into the
+ *       destination's.
+ *   hive_actor_kill on another rank's actor  kills it there.
+ *   hive_actor_lookup  finds a name registered on any rank (this rank
+ *       first, then the lowest rank that has it).
+ *   hive_cell_acquire on another rank's cell  asks the owner for the current
+ *       version and returns a local copy of it (a count for the caller);
+ *       the copy is kept, so the payload travels only when the version
+ *       changed (2 small messages otherwise). A publish is visible to the
+ *       next acquire anywhere.
+ * Not remote: hive_submit / hive_call on this rank with another rank's ref
+ * as an argument (hive_get it first), hive_get_many / hive_wait / retain on
+ * remote refs, hive_cell_publish to another rank's cell, arrays.
+ *
+ * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
+ * (Open MPI 4.1 provides it): the application keeps using MPI on its own
+ * threads while hive's progress thread, the only thread that makes MPI
+ * calls for hive, works on a duplicate of the communicator. User threads
+ * and workers hand it requests through a queue and never enter libmpi.
+ *
+ * Shutdown: hive_mpi_detach is collective. Each rank stops taking new remote
+ * requests (HIVE_ESHUTDOWN), waits for the answers to its own, and keeps
+ * serving the others until every rank has got its answers; then the
+ * progress thread stops. hive_shutdown of an attached engine is refused
+ * with HIVE_ESTATE. A rank that dies kills the job (Open MPI's default
+ * error handler, MPI_ERRORS_ARE_FATAL, is kept): no caller hangs on a dead
+ * rank. See docs/scale-out.md.
+ */
+#ifndef HIVE_MPI_H
+#define HIVE_MPI_H
+
+#include <mpi.h>
+#include "hive.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* hive_mpi_attach - collective over comm: make h one rank of a hive world.
+ * h must not have made any object or actor yet (its ids take the world's
+ * tag here): attach right after hive_init. HIVE_ESTATE if MPI is not
+ * initialised with MPI_THREAD_MULTIPLE, if h is attached already or has
+ * made objects; HIVE_EINVAL for a NULL engine or a world above 4095 ranks. */
+int hive_mpi_attach(hive_t *h, MPI_Comm comm);
+/* hive_mpi_detach - collective: see "Shutdown" above. HIVE_ESTATE if h is
+ * not attached. Remote ids found afterwards name nothing (HIVE_ENOENT). */
+int hive_mpi_detach(hive_t *h);
+/* This rank and the world's size; a negative HIVE_E* code if h is NULL or
+ * not attached. */
+int hive_mpi_rank(hive_t *h);
+int hive_mpi_size(hive_t *h);
+/* The rank that owns an id (ref or actor handle), or HIVE_ENOENT if the id
+ * belongs to no rank of h's world. */
+int hive_mpi_owner(hive_t *h, uint64_t id);
+
+/* What this rank's layer has done (counters since attach). */
+typedef struct hive_mpi_stats {
+    uint64_t calls_sent, calls_served;     /* remote calls made / run here for others */
+    uint64_t fetches, fetch_bytes;         /* payloads fetched from other ranks, their bytes */
+    uint64_t gets_served;                  /* payloads sent to other ranks */
+    uint64_t cache_hits;                   /* remote gets answered from the local copy */
+    uint64_t sleeps;                       /* times the progress thread went to sleep */
+} hive_mpi_stats_t;
+int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
+
+/* Replay across ranks. hive_mpi_replay_serve: on the buffer's rank, an
+ * actor (named name, may be NULL) that pushes batches into rb (items of
+ * item_size bytes, as rb was made with); rb must outlive it (kill it
+ * first). hive_mpi_replay_push: from any rank, push n items as one batch
+ * (one remote call); *done is the call's future: sealed once the items are
+ * in, HIVE_ETASK if the buffer refused them. Find the server by name with
+ * hive_actor_lookup. */
+int hive_mpi_replay_serve(hive_t *h, hive_replay_t *rb, size_t item_size, const char *name,
+                          hive_actor_t *out);
+int hive_mpi_replay_push(hive_t *h, hive_actor_t server, const void *items, size_t n, size_t item_size,
+                         hive_ref_t *done);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

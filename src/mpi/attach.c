@@ -1,0 +1,585 @@
+/*
+ * attach.c - the MPI layer's public side: attach / detach, rank and owner
+ * queries, statistics, and the functions the core diverts remote ids to
+ * (hive_call, hive_get, hive_release, hive_actor_kill, hive_actor_lookup).
+ * They run on the caller's thread: build the message, make the local
+ * future, queue both for the progress thread (progress.c).
+ */
+#include "mpi/world.h"
+#include "util/error.h"
+#include "util/rcu.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hive__mpi_count(_Atomic uint64_t *c, uint64_t n)
+{
+    /* relaxed: statistics */
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static world_t *world_of(hive_t *h)
+{
+    if (h == NULL)
+        return NULL;
+    /* acquire: as hive__remote_of */
+    const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_acquire);
+    return r ? (world_t *)r->ctx : NULL;
+}
+
+/* The owner of an id in w's world, or -1. */
+static int owner(const world_t *w, uint64_t id)
+{
+    int tag = (int)hive__id_tag(id);
+    return id != 0 && tag >= 1 && tag <= w->size ? tag - 1 : -1;
+}
+
+int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
+{
+    hive__obj_t *o;
+    int rc = hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
+    if (rc != HIVE_OK)
+        return rc;
+    hive__obj_publish(w->h, o);
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the request's count;
+                                                    relaxed: nobody else knows o yet */
+    *out = o;
+    return HIVE_OK;
+}
+
+static int refuse_closing(world_t *w, const char *fn)
+{
+    /* acquire: pairs with detach's store; a request made after it is refused */
+    if (atomic_load_explicit(&w->closing, memory_order_acquire))
+        return hive__fail(HIVE_ESHUTDOWN, "%s: rank %d is detaching from its MPI world", fn, w->rank);
+    return HIVE_OK;
+}
+
+/* Queue a request with its pending record; the caller's future is p->obj. */
+static int send_request(world_t *w, int kind, int dest, void *msg, size_t len, pend_t *p)
+{
+    lreq_t *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        free(msg);
+        return hive__fail(HIVE_ENOMEM, "hive mpi: cannot allocate a request");
+    }
+    *r = (lreq_t){ .kind = kind, .dest = dest, .msg = msg, .len = len, .pend = p };
+    hive__mpi_push(w, r);
+    return HIVE_OK;
+}
+
+static pend_t *new_pend(world_t *w, int kind, hive__obj_t *obj, wire_hdr_t *hdr)
+{
+    pend_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    /* relaxed: only uniqueness matters */
+    p->req = atomic_fetch_add_explicit(&w->next_req, 1, memory_order_relaxed) + 1;
+    p->kind = kind;
+    p->obj = obj;
+    hdr->req = p->req;
+    hdr->type = (uint32_t)kind;
+    return p;
+}
+
+/* ------------------------------------------------------------------ calls */
+
+static int encode_args(const hive_arg_t *args, size_t nargs, size_t *len)
+{
+    size_t n = sizeof(wire_hdr_t);
+    for (size_t i = 0; i < nargs; i++) {
+        size_t pad = args[i].ref.id ? 0 : (args[i].size + 7) & ~(size_t)7;
+        if (!args[i].ref.id && args[i].size > 0 && args[i].data == NULL)
+            return hive__fail(HIVE_EINVAL, "hive_call: argument %zu has %zu bytes at NULL", i, args[i].size);
+        if (__builtin_add_overflow(n, sizeof(wire_arg_t), &n) || __builtin_add_overflow(n, pad, &n) ||
+            n > INT_MAX)
+            return hive__fail(HIVE_EINVAL, "hive_call: a remote call's arguments pass %d bytes at "
+                              "argument %zu", INT_MAX, i);
+    }
+    *len = n;
+    return HIVE_OK;
+}
+
+/* Write the arguments after the header; local refs are retained into keep. */
+static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *msg, pend_t *p)
+{
+    char *at = msg + sizeof(wire_hdr_t);
+    for (size_t i = 0; i < nargs; i++) {
+        wire_arg_t a = { .ref = args[i].ref.id, .size = args[i].ref.id ? 0 : args[i].size };
+        memcpy(at, &a, sizeof a);
+        at += sizeof a;
+        if (a.ref == 0) {
+            if (a.size)
+                memcpy(at, args[i].data, a.size);
+            at += (a.size + 7) & ~(uint64_t)7;
+        } else if (owner(w, a.ref) == w->rank) {
+            int rc = hive_retain(w->h, args[i].ref);   /* kept alive until the callee has it */
+            if (rc != HIVE_OK)
+                return rc;
+            p->keep[p->nkeep++] = a.ref;
+        } else if (owner(w, a.ref) < 0)
+            return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, ref %llu, belongs to no rank "
+                              "of this world", i, (unsigned long long)a.ref);
+    }
+    return HIVE_OK;
+}
+
+static void drop_pend(world_t *w, pend_t *p)
+{
+    for (size_t i = 0; i < p->nkeep; i++)
+        hive_release(w->h, (hive_ref_t){ p->keep[i] });
+    free(p->keep);
+    free(p);
+}
+
+static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hive_arg_t *args,
+                       size_t nargs, const hive_opts_t *opts, hive_ref_t *result)
+{
+    world_t *w = ctx;
+    int dest = owner(w, actor.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_call: actor %llu belongs to no rank of this world "
+                          "(%d ranks)", (unsigned long long)actor.id, w->size);
+    if ((rc = refuse_closing(w, "hive_call")) != HIVE_OK)
+        return rc;
+    if (nargs > 0 && args == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_call: args is NULL with nargs = %zu", nargs);
+    size_t len = 0;
+    if ((rc = encode_args(args, nargs, &len)) != HIVE_OK)
+        return rc;
+    char *msg = calloc(1, len);
+    hive__obj_t *fut = NULL;
+    wire_hdr_t hdr = { .id = actor.id, .method = method, .nargs = (uint32_t)nargs,
+                       .prio = opts ? opts->priority : 0, .has_prio = opts != NULL,
+                       .size = len - sizeof hdr };
+    pend_t *p = NULL;
+    if (msg == NULL || (rc = hive__mpi_placeholder(w, &fut)) != HIVE_OK ||
+        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (p->keep = calloc(nargs + 1, 8)) == NULL) {
+        rc = msg == NULL || fut != NULL ? hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a "
+                                                     "remote call of %zu bytes", len) : rc;
+        goto fail;
+    }
+    if ((rc = write_args(w, args, nargs, msg, p)) != HIVE_OK)
+        goto fail;
+    memcpy(msg, &hdr, sizeof hdr);
+    result->id = fut->id;
+    hive__mpi_count(&w->st_calls_sent, 1);
+    return send_request(w, M_CALL, dest, msg, len, p);
+fail:
+    free(msg);
+    if (p != NULL)
+        drop_pend(w, p);
+    if (fut != NULL) {
+        hive__obj_fail(w->h, fut, rc);
+        hive__obj_release(w->h, fut);
+        hive__obj_release(w->h, fut);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ gets */
+
+static cached_t **bucket(world_t *w, uint64_t rid)
+{
+    return &w->cache[(rid * 0x9e3779b97f4a7c15ull) >> 52 & (HIVE__MPI_BUCKETS - 1)];
+}
+
+/* The local copy of rid, fetching it if this is the first get; a count on
+ * it for the caller. */
+static int local_copy(world_t *w, uint64_t rid, int dest, hive__obj_t **out)
+{
+    pthread_mutex_lock(&w->clock);
+    for (cached_t *c = *bucket(w, rid); c != NULL; c = c->next)
+        if (c->rid == rid) {
+            atomic_fetch_add_explicit(&c->obj->refs, 1, memory_order_relaxed);   /* relaxed: the
+                                                    cache's own count keeps it alive meanwhile */
+            *out = c->obj;
+            pthread_mutex_unlock(&w->clock);
+            hive__mpi_count(&w->st_cache_hits, 1);
+            return HIVE_OK;
+        }
+    hive__obj_t *o = NULL;
+    wire_hdr_t hdr = { .id = rid };
+    cached_t *c = calloc(1, sizeof *c);
+    wire_hdr_t *msg = malloc(sizeof *msg);
+    pend_t *p = NULL;
+    int rc = c && msg ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    if (rc == HIVE_OK && (p = new_pend(w, M_GET, o, &hdr)) == NULL)
+        rc = HIVE_ENOMEM;
+    if (rc != HIVE_OK) {
+        pthread_mutex_unlock(&w->clock);
+        if (o != NULL) {
+            hive__obj_fail(w->h, o, HIVE_ENOMEM);
+            hive__obj_release(w->h, o);
+            hive__obj_release(w->h, o);
+        }
+        free(c);
+        free(msg);
+        return hive__fail(HIVE_ENOMEM, "hive_get: cannot allocate the fetch of %llu",
+                          (unsigned long long)rid);
+    }
+    c->rid = rid;
+    c->obj = o;
+    c->next = *bucket(w, rid);
+    *bucket(w, rid) = c;
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the caller's; relaxed: as above */
+    pthread_mutex_unlock(&w->clock);
+    *msg = hdr;
+    *out = o;
+    hive__mpi_count(&w->st_fetches, 1);
+    return send_request(w, M_GET, dest, msg, sizeof *msg, p);
+}
+
+static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
+{
+    world_t *w = ctx;
+    int dest = owner(w, ref.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_get: object %llu belongs to no rank of this world "
+                          "(%d ranks)", (unsigned long long)ref.id, w->size);
+    if ((rc = refuse_closing(w, "hive_get")) != HIVE_OK)
+        return rc;
+    hive__obj_t *o = NULL;
+    if ((rc = local_copy(w, ref.id, dest, &o)) != HIVE_OK)
+        return rc;
+    /* the copy is a local object: the core's own get waits for it */
+    rc = hive_get(w->h, (hive_ref_t){ o->id }, timeout_ns, data, size);
+    hive__obj_release(w->h, o);          /* the cache's count keeps the payload */
+    return rc;
+}
+
+static int remote_release(void *ctx, hive_ref_t ref)
+{
+    world_t *w = ctx;
+    pthread_mutex_lock(&w->clock);
+    cached_t **pp = bucket(w, ref.id), *c;
+    while ((c = *pp) != NULL && c->rid != ref.id)
+        pp = &c->next;
+    if (c != NULL)
+        *pp = c->next;
+    pthread_mutex_unlock(&w->clock);
+    if (c == NULL)                       /* nothing held here for it */
+        return owner(w, ref.id) >= 0 ? HIVE_OK
+               : hive__fail(HIVE_ENOENT, "hive_release: object %llu belongs to no rank of this "
+                            "world", (unsigned long long)ref.id);
+    hive__obj_release(w->h, c->obj);
+    free(c);
+    return HIVE_OK;
+}
+
+static void drop_cache(world_t *w)
+{
+    for (size_t b = 0; b < HIVE__MPI_BUCKETS; b++)
+        while (w->cache[b] != NULL) {
+            cached_t *c = w->cache[b];
+            w->cache[b] = c->next;
+            hive__obj_release(w->h, c->obj);
+            free(c);
+        }
+}
+
+/* ------------------------------------------------------------------ cells
+ * hive_cell_acquire on another rank's cell asks its owner for the current
+ * version, saying which seq it holds a copy of: the owner answers
+ * "unchanged" (2 small messages) or sends the new version's payload, which
+ * becomes the local copy. The caller gets a count on the local copy. */
+
+static cell_copy_t *cell_copy(world_t *w, uint64_t cell)
+{
+    cell_copy_t *c = w->cells;
+    while (c != NULL && c->cell != cell)
+        c = c->next;
+    return c;
+}
+
+/* Keep o as the copy of seq if it is newer than the one kept; a count for
+ * the caller on whichever copy is newest. */
+static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o, uint64_t *seq_out)
+{
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell);
+    if (c == NULL && o != NULL && (c = calloc(1, sizeof *c)) != NULL) {
+        *c = (cell_copy_t){ .next = w->cells, .cell = cell, .seq = seq, .obj = o };
+        w->cells = c;
+        o = NULL;                            /* the list took our count */
+    } else if (c != NULL && o != NULL && seq > c->seq) {
+        hive__obj_t *old = c->obj;
+        c->obj = o;
+        c->seq = seq;
+        o = old;                             /* released below */
+    }
+    hive__obj_t *keep = c ? c->obj : NULL;
+    if (keep) {
+        atomic_fetch_add_explicit(&keep->refs, 1, memory_order_relaxed);   /* relaxed: the list's
+                                                    count keeps it alive meanwhile */
+        *seq_out = c->seq;
+    }
+    pthread_mutex_unlock(&w->clock);
+    if (o != NULL)
+        hive__obj_release(w->h, o);
+    return keep;
+}
+
+static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
+{
+    world_t *w = ctx;
+    int dest = owner(w, cell.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu belongs to no rank of this world",
+                          (unsigned long long)cell.id);
+    if ((rc = refuse_closing(w, "hive_cell_acquire")) != HIVE_OK)
+        return rc;
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell.id);
+    uint64_t have = c ? c->seq : UINT64_MAX;
+    pthread_mutex_unlock(&w->clock);
+    wire_hdr_t hdr = { .id = cell.id, .size = have };
+    wire_hdr_t *msg = malloc(sizeof *msg);
+    cell_answer_t *ans = calloc(1, sizeof *ans);
+    hive__obj_t *o = NULL;
+    pend_t *p = NULL;
+    rc = msg && ans ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    if (rc == HIVE_OK && (p = new_pend(w, M_CELL, o, &hdr)) == NULL)
+        rc = HIVE_ENOMEM;
+    if (rc != HIVE_OK) {
+        free(msg);
+        free(ans);
+        if (o != NULL) {
+            hive__obj_fail(w->h, o, rc);
+            hive__obj_release(w->h, o);
+            hive__obj_release(w->h, o);
+        }
+        return hive__fail(rc, "hive_cell_acquire: cannot allocate the request");
+    }
+    p->cell = ans;
+    *msg = hdr;
+    hive_ref_t local = { o->id };
+    if ((rc = send_request(w, M_CELL, dest, msg, sizeof *msg, p)) != HIVE_OK)
+        return rc;
+    const void *data;
+    rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
+    uint64_t got = ans->seq;
+    int unchanged = ans->unchanged;
+    free(ans);
+    if (rc != HIVE_OK) {
+        hive__obj_release(w->h, o);
+        return hive__fail(rc, "hive_cell_acquire: cell %llu on rank %d: %s", (unsigned long long)cell.id,
+                          dest, hive_strerror(rc));
+    }
+    if (unchanged) {
+        hive__obj_release(w->h, o);
+        o = NULL;
+    }
+    hive__obj_t *keep = keep_newest(w, cell.id, got, o, &got);
+    if (keep == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_cell_acquire: cannot keep the copy of cell %llu",
+                          (unsigned long long)cell.id);
+    version->id = keep->id;
+    if (seq)
+        *seq = got;
+    return HIVE_OK;
+}
+
+static void drop_cells(world_t *w)
+{
+    while (w->cells != NULL) {
+        cell_copy_t *c = w->cells;
+        w->cells = c->next;
+        hive__obj_release(w->h, c->obj);
+        free(c);
+    }
+}
+
+/* -------------------------------------------------------- kill and lookup */
+
+/* Send a small request and wait for its placeholder; *answer gets the
+ * reply's id field. */
+static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char *name, uint64_t *answer)
+{
+    size_t nlen = name ? strlen(name) + 1 : 0;
+    wire_hdr_t hdr = { .id = id, .size = nlen };
+    char *msg = malloc(sizeof hdr + nlen);
+    hive__obj_t *o = NULL;
+    pend_t *p = NULL;
+    int rc = msg ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    if (rc == HIVE_OK && (p = new_pend(w, kind, o, &hdr)) == NULL)
+        rc = HIVE_ENOMEM;
+    if (rc != HIVE_OK) {
+        free(msg);
+        if (o != NULL) {
+            hive__obj_fail(w->h, o, rc);
+            hive__obj_release(w->h, o);
+            hive__obj_release(w->h, o);
+        }
+        return hive__fail(rc, "hive mpi: cannot allocate a request");
+    }
+    p->waiting = dest < 0 ? w->size - 1 : 1;
+    p->found_rank = INT_MAX;
+    memcpy(msg, &hdr, sizeof hdr);
+    if (nlen)
+        memcpy(msg + sizeof hdr, name, nlen);
+    hive_ref_t ref = { o->id };
+    if ((rc = send_request(w, kind, dest, msg, sizeof hdr + nlen, p)) != HIVE_OK)
+        return rc;
+    const void *data;
+    size_t size;
+    rc = hive_get(w->h, ref, HIVE_FOREVER, &data, &size);
+    if (rc == HIVE_OK && size == sizeof *answer)
+        memcpy(answer, data, sizeof *answer);
+    hive_release(w->h, ref);
+    return rc;
+}
+
+static int remote_kill(void *ctx, hive_actor_t actor)
+{
+    world_t *w = ctx;
+    int dest = owner(w, actor.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_actor_kill: actor %llu belongs to no rank of this world",
+                          (unsigned long long)actor.id);
+    if ((rc = refuse_closing(w, "hive_actor_kill")) != HIVE_OK)
+        return rc;
+    uint64_t unused;
+    rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, &unused);
+    return rc == HIVE_OK ? rc : hive__fail(rc, "hive_actor_kill: actor %llu on rank %d: %s",
+                                           (unsigned long long)actor.id, dest, hive_strerror(rc));
+}
+
+static __thread bool on_progress_thread;
+
+static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
+{
+    world_t *w = ctx;
+    int rc;
+    if (on_progress_thread || w->size == 1)   /* serving another rank's lookup: ours only */
+        return hive__fail(HIVE_ENOENT, "hive_actor_lookup: no actor is named \"%s\"", name);
+    if ((rc = refuse_closing(w, "hive_actor_lookup")) != HIVE_OK)
+        return rc;
+    uint64_t id = 0;
+    rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, &id);
+    if (rc != HIVE_OK)
+        return hive__fail(rc, "hive_actor_lookup: no actor is named \"%s\" on any of the %d ranks",
+                          name, w->size);
+    out->id = id;
+    return HIVE_OK;
+}
+
+void hive__mpi_mark_progress_thread(void)
+{
+    on_progress_thread = true;
+}
+
+/* ------------------------------------------------------------------ attach */
+
+int hive_mpi_attach(hive_t *h, MPI_Comm comm)
+{
+    int inited = 0, level = 0;
+    if (h == NULL)
+        return hive__fail(HIVE_EINVAL, "hive_mpi_attach: engine is NULL");
+    MPI_Initialized(&inited);
+    if (!inited || (MPI_Query_thread(&level), level < MPI_THREAD_MULTIPLE))
+        return hive__fail(HIVE_ESTATE, "hive_mpi_attach: MPI must be initialised with "
+                          "MPI_Init_thread(MPI_THREAD_MULTIPLE) (initialised %d, level %d of %d)",
+                          inited, level, MPI_THREAD_MULTIPLE);
+    if (world_of(h) != NULL)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_attach: the engine is attached already");
+    world_t *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the world (%zu bytes)", sizeof *w);
+    MPI_Comm_dup(comm, &w->comm);
+    MPI_Comm_rank(w->comm, &w->rank);
+    MPI_Comm_size(w->comm, &w->size);
+    int rc = w->size > 4095 ? hive__fail(HIVE_EINVAL, "hive_mpi_attach: %d ranks, at most 4095 "
+                                         "(ids carry the rank in 12 bits)", w->size)
+                            : hive__store_retag(h, (uint32_t)w->rank + 1);
+    int all = rc;                        /* every rank agrees, or none attaches */
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, w->comm);
+    if (all != HIVE_OK) {
+        MPI_Comm_free(&w->comm);
+        free(w);
+        return rc != HIVE_OK ? rc : hive__fail(all, "hive_mpi_attach: another rank could not attach "
+                                               "(%s)", hive_strerror(all));
+    }
+    w->h = h;
+    w->ops = (hive__remote_ops_t){ .ctx = w, .call = remote_call, .get = remote_get,
+                                   .release = remote_release, .kill = remote_kill,
+                                   .lookup = remote_lookup, .cell_acquire = remote_cell_acquire };
+    pthread_mutex_init(&w->qlock, NULL);
+    pthread_mutex_init(&w->clock, NULL);
+    if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
+        MPI_Comm_free(&w->comm);
+        free(w);
+        return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot start the progress thread");
+    }
+    hive__remote_set(h, &w->ops);
+    MPI_Barrier(comm);                   /* every rank serves before anyone calls */
+    return HIVE_OK;
+}
+
+int hive_mpi_detach(hive_t *h)
+{
+    world_t *w = world_of(h);
+    if (w == NULL)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is not attached");
+    /* release: pairs with refuse_closing's acquire; the exchange lets one
+     * detach through */
+    if (atomic_exchange_explicit(&w->closing, 1, memory_order_release) != 0)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is detaching already");
+    lreq_t *r = calloc(1, sizeof *r);    /* kind 0: detach */
+    if (r == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_mpi_detach: cannot allocate the request");
+    hive__mpi_push(w, r);
+    pthread_join(w->thread, NULL);       /* it ends after the world's barrier */
+    hive__remote_set(h, NULL);
+    drop_cache(w);
+    drop_cells(w);
+    MPI_Comm_free(&w->comm);
+    free(w->reqs);
+    free(w->xfers);
+    pthread_mutex_destroy(&w->qlock);
+    pthread_mutex_destroy(&w->clock);
+    hive__rcu_thread();
+    hive__rcu_barrier();                 /* frees queued through our records' releases */
+    free(w);
+    return HIVE_OK;
+}
+
+int hive_mpi_rank(hive_t *h)
+{
+    world_t *w = world_of(h);
+    return w ? w->rank : hive__fail(HIVE_ESTATE, "hive_mpi_rank: the engine is not attached");
+}
+
+int hive_mpi_size(hive_t *h)
+{
+    world_t *w = world_of(h);
+    return w ? w->size : hive__fail(HIVE_ESTATE, "hive_mpi_size: the engine is not attached");
+}
+
+int hive_mpi_owner(hive_t *h, uint64_t id)
+{
+    world_t *w = world_of(h);
+    if (w == NULL)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_owner: the engine is not attached");
+    int r = owner(w, id);
+    return r >= 0 ? r : hive__fail(HIVE_ENOENT, "hive_mpi_owner: id %llu carries tag %u, which is "
+                                   "no rank of this %d-rank world", (unsigned long long)id,
+                                   hive__id_tag(id), w->size);
+}
+
+int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
+{
+    world_t *w = world_of(h);
+    if (w == NULL || out == NULL)
+        return hive__fail(w ? HIVE_EINVAL : HIVE_ESTATE, "hive_mpi_stats: %s",
+                          w ? "out is NULL" : "the engine is not attached");
+    /* relaxed: statistics */
+#define LD(x) atomic_load_explicit(&w->x, memory_order_relaxed)
+    *out = (hive_mpi_stats_t){ .calls_sent = LD(st_calls_sent), .calls_served = LD(st_calls_served),
+                               .fetches = LD(st_fetches), .fetch_bytes = LD(st_fetch_bytes),
+                               .gets_served = LD(st_gets_served), .cache_hits = LD(st_cache_hits),
+                               .sleeps = LD(st_sleeps) };
+#undef LD
+    return HIVE_OK;
+}

@@ -1,0 +1,52 @@
+/*
+ * remote.h - the core's one hook for scale-out: the table of functions an
+ * attached layer (src/mpi/, libhive-mpi.a) installs so that hive_call,
+ * hive_get, hive_release, hive_actor_kill, hive_cell_acquire and
+ * hive_actor_lookup on an id
+ * owned by another process go to it. The core never links MPI.
+ *
+ * Cost when nothing is attached: hive__remote_of() is one load of the
+ * engine's `remote` pointer and one predictable branch (NULL). Ids carry
+ * their owner in the 12-bit engine tag (handles.h): an attached layer gives
+ * every engine of its world a distinct tag (hive__store_retag) and maps tags
+ * back to owners itself.
+ */
+#ifndef HIVE_REMOTE_H
+#define HIVE_REMOTE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hive.h"
+
+struct hive;
+
+typedef struct hive__remote_ops {
+    void *ctx;
+    int (*call)(void *ctx, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
+                const hive_opts_t *opts, hive_ref_t *result);
+    int (*get)(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size);
+    int (*release)(void *ctx, hive_ref_t ref);
+    int (*kill)(void *ctx, hive_actor_t actor);
+    int (*cell_acquire)(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
+    /* a name not registered here: ask the others (HIVE_ENOENT if none has it) */
+    int (*lookup)(void *ctx, const char *name, hive_actor_t *out);
+} hive__remote_ops_t;
+
+/* Install (ops) or remove (NULL) the hook; the layer calls this while no
+ * other thread uses a remote id of the engine (attach and detach). */
+void hive__remote_set(struct hive *h, const hive__remote_ops_t *ops);
+
+/* Give the engine's object table a new tag: only before any id was handed
+ * out (HIVE_ESTATE otherwise, with the count). */
+int hive__store_retag(struct hive *h, uint32_t tag);
+
+/* The engine's tag, and the tag an id carries. */
+uint32_t hive__store_tag(const struct hive *h);
+static inline uint32_t hive__id_tag(uint64_t id)
+{
+    return (uint32_t)(id >> 30) & 0xfffu;
+}
+
+#endif

@@ -1,0 +1,604 @@
+/*
+ * test_mpi.c - the MPI layer (libhive-mpi.a) across ranks: attach, global
+ * handles, remote calls (exactly once, in order, priorities, failure and
+ * kill codes), refs passed through ranks, remote gets of 0 B .. 64 MiB,
+ * name lookup, and detach. Run under mpirun with 2 and 4 ranks
+ * (tools/run-mpi-tests.sh); every test is collective: every rank runs it.
+ */
+#include "testutil.h"
+#include "hive/mpi.h"
+
+static hive_t *h;
+static int rank, size;
+
+/* ------------------------------------------------------------ actor class */
+
+#define LOG_MAX 4096
+typedef struct logger {
+    int64_t last[64];          /* per caller rank: the last sequence number seen */
+    int64_t count[64];
+    int32_t order[LOG_MAX];    /* tags recorded by "rec", in the order they ran */
+    int     norder;
+} logger_t;
+
+/* seq(caller, n): must come in order per caller; returns n * 2 */
+static int m_seq(void *self, hive_ctx_t *ctx)
+{
+    logger_t *l = self;
+    const int32_t *a = hive_arg(ctx, 0, NULL);
+    int caller = a[0], n = a[1];
+    if (caller < 0 || caller >= 64 || n != l->last[caller] + 1)
+        return 1;              /* out of order or twice: fails the call */
+    l->last[caller] = n;
+    l->count[caller]++;
+    int64_t r = (int64_t)n * 2;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+/* counts: the per-caller counts */
+static int m_counts(void *self, hive_ctx_t *ctx)
+{
+    logger_t *l = self;
+    return hive_return(ctx, l->count, sizeof l->count);
+}
+
+/* gate(target): wait until this rank has served target calls */
+static int m_gate(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    const uint64_t *target = hive_arg(ctx, 0, NULL);
+    hive_mpi_stats_t st;
+    uint64_t deadline = test_now_ns() + 30000000000ull;
+    do {
+        if (hive_mpi_stats(hive_engine(ctx), &st) != HIVE_OK || test_now_ns() > deadline)
+            return 1;
+        test_sleep_ms(1);
+    } while (st.calls_served < *target);
+    return 0;
+}
+
+/* rec(tag): record the tag */
+static int m_rec(void *self, hive_ctx_t *ctx)
+{
+    logger_t *l = self;
+    const int32_t *t = hive_arg(ctx, 0, NULL);
+    if (l->norder < LOG_MAX)
+        l->order[l->norder++] = *t;
+    return 0;
+}
+
+static int m_order(void *self, hive_ctx_t *ctx)
+{
+    logger_t *l = self;
+    return hive_return(ctx, l->order, (size_t)l->norder * sizeof(int32_t));
+}
+
+/* sum(ref): the byte sum of the ref argument's payload, and its size */
+static int m_sum(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    size_t n = 0;
+    const unsigned char *p = hive_arg(ctx, 0, &n);
+    uint64_t r[2] = { 0, n };
+    for (size_t i = 0; i < n; i++)
+        r[0] += p[i];
+    return hive_return(ctx, r, sizeof r);
+}
+
+static int m_fail(void *self, hive_ctx_t *ctx)
+{
+    (void)self; (void)ctx;
+    return 7;
+}
+
+static int m_rank(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    int r = hive_mpi_rank(hive_engine(ctx));
+    return hive_return(ctx, &r, sizeof r);
+}
+
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, NMETHODS };
+static const hive_method_t methods[NMETHODS] = {
+    [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
+    [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
+    [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 },
+};
+static const hive_actor_class_t logger_class = {
+    .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
+};
+
+/* A new actor on every rank; all[r] is rank r's. */
+static void actor_everywhere(hive_actor_t *all, const char *name_prefix)
+{
+    char name[64];
+    hive_actor_opts_t opts = { 0 };
+    if (name_prefix) {
+        snprintf(name, sizeof name, "%s.%d", name_prefix, rank);
+        opts.name = name;
+    }
+    hive_actor_t mine;
+    assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, &opts, &mine), HIVE_OK);
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+}
+
+static int get_i64(hive_ref_t r, int64_t *out)
+{
+    const void *p;
+    size_t n;
+    int rc = hive_get(h, r, HIVE_FOREVER, &p, &n);
+    if (rc == HIVE_OK && n == sizeof *out)
+        memcpy(out, p, sizeof *out);
+    return rc == HIVE_OK && n != sizeof *out ? HIVE_EINVAL : rc;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_attach_rank_size(void **state)
+{
+    (void)state;
+    int r, s;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    assert_int_equal(hive_mpi_rank(h), r);
+    assert_int_equal(hive_mpi_size(h), s);
+    hive_ref_t ref;
+    assert_int_equal(hive_put(h, "x", 1, &ref), HIVE_OK);
+    assert_int_equal(hive_mpi_owner(h, ref.id), r);          /* ids carry their owner */
+    uint64_t ids[64];
+    MPI_Allgather(&ref.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int i = 0; i < s; i++)
+        assert_int_equal(hive_mpi_owner(h, ids[i]), i);
+    /* an id of no rank: its tag is past the world */
+    uint64_t alien = ref.id & ~((uint64_t)0xfff << 30);
+    alien |= (uint64_t)(s + 1) << 30;
+    assert_int_equal(hive_mpi_owner(h, alien), HIVE_ENOENT);
+    const void *p;
+    assert_int_equal(hive_get(h, (hive_ref_t){ alien }, 0, &p, NULL), HIVE_ENOENT);
+    assert_int_equal(hive_mpi_attach(h, MPI_COMM_WORLD), HIVE_ESTATE);   /* twice */
+    assert_int_equal(hive_shutdown(h), HIVE_ESTATE);                     /* attached */
+    assert_int_equal(hive_release(h, ref), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every rank calls the next rank's actor N times: each call runs once, in
+ * order, and its result comes back to its own future. */
+static void test_remote_calls_once_in_order(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t to = all[(rank + 1) % size];
+    static hive_ref_t res[N];
+    for (int i = 0; i < N; i++) {
+        int32_t a[2] = { rank, i + 1 };
+        assert_int_equal(hive_call(h, to, SEQ, &HIVE_VAL(a), 1, NULL, &res[i]), HIVE_OK);
+        assert_int_equal(hive_mpi_owner(h, res[i].id), rank);   /* the future is local */
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t v = 0;
+        assert_int_equal(get_i64(res[i], &v), HIVE_OK);
+        assert_int_equal(v, 2 * (i + 1));
+        assert_int_equal(hive_release(h, res[i]), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* exactly once: the owner saw N calls from its one caller, none from others */
+    hive_ref_t c;
+    assert_int_equal(hive_call(h, all[rank], COUNTS, NULL, 0, NULL, &c), HIVE_OK);
+    const int64_t *counts;
+    size_t n;
+    assert_int_equal(hive_get(h, c, HIVE_FOREVER, (const void **)&counts, &n), HIVE_OK);
+    int from = (rank + size - 1) % size;
+    for (int i = 0; i < size; i++)
+        assert_int_equal(counts[i], i == from ? N : 0);
+    hive_release(h, c);
+    hive_mpi_stats_t st;
+    assert_int_equal(hive_mpi_stats(h, &st), HIVE_OK);
+    assert_true(st.calls_sent >= N && st.calls_served >= N);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 holds rank 1's actor in a gate, queues LOW then HIGH calls behind
+ * it; the HIGH ones must run first, each lane in its own order. */
+static void test_priorities_across_ranks(void **state)
+{
+    (void)state;
+    enum { K = 5 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    uint64_t base = 0;
+    if (rank == 1) {
+        hive_mpi_stats_t st;
+        assert_int_equal(hive_mpi_stats(h, &st), HIVE_OK);
+        base = st.calls_served;
+    }
+    MPI_Bcast(&base, 1, MPI_UINT64_T, 1, MPI_COMM_WORLD);
+    if (rank == 0) {
+        uint64_t target = base + 1 + 2 * K;    /* the gate itself and every call after it */
+        hive_ref_t g, r[2 * K], o;
+        assert_int_equal(hive_call(h, all[1], GATE, &HIVE_VAL(target), 1, NULL, &g), HIVE_OK);
+        for (int i = 0; i < 2 * K; i++) {
+            int32_t tag = i;                    /* 0..K-1 LOW, K..2K-1 HIGH */
+            hive_opts_t op = { .priority = i < K ? HIVE_PRIO_LOW : HIVE_PRIO_HIGH };
+            assert_int_equal(hive_call(h, all[1], REC, &HIVE_VAL(tag), 1, &op, &r[i]), HIVE_OK);
+        }
+        const void *p;
+        assert_int_equal(hive_get(h, g, HIVE_FOREVER, &p, NULL), HIVE_OK);
+        for (int i = 0; i < 2 * K; i++) {
+            assert_int_equal(hive_get(h, r[i], HIVE_FOREVER, &p, NULL), HIVE_OK);
+            hive_release(h, r[i]);
+        }
+        assert_int_equal(hive_call(h, all[1], ORDER, NULL, 0, NULL, &o), HIVE_OK);
+        const int32_t *order;
+        size_t n;
+        assert_int_equal(hive_get(h, o, HIVE_FOREVER, (const void **)&order, &n), HIVE_OK);
+        assert_int_equal(n, 2 * K * sizeof(int32_t));
+        for (int i = 0; i < K; i++) {
+            assert_int_equal(order[i], K + i);       /* HIGH first, in order */
+            assert_int_equal(order[K + i], i);       /* then LOW, in order */
+        }
+        hive_release(h, o);
+        hive_release(h, g);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A ref made on rank 0 goes as an argument to every rank's neighbour: the
+ * callee fetches it from its owner (the caller, a third rank, or itself). */
+static void test_refs_through_ranks(void **state)
+{
+    (void)state;
+    enum { BYTES = 100000 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_ref_t ref = { 0 };
+    uint64_t want = 0;
+    if (rank == 0) {
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BYTES, (void **)&d, &ref), HIVE_OK);
+        for (size_t i = 0; i < BYTES; i++) {
+            d[i] = (unsigned char)(i * 31 + 7);
+            want += d[i];
+        }
+        assert_int_equal(hive_seal(h, ref), HIVE_OK);
+    }
+    MPI_Bcast(&ref.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&want, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, all[(rank + 1) % size], SUM, &HIVE_REF(ref), 1, NULL, &r), HIVE_OK);
+    const uint64_t *sum;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+    assert_int_equal(sum[1], BYTES);
+    assert_int_equal(sum[0], want);
+    hive_release(h, r);
+    MPI_Barrier(MPI_COMM_WORLD);                 /* the owner keeps it until all are done */
+    if (rank == 0)
+        assert_int_equal(hive_release(h, ref), HIVE_OK);
+}
+
+/* The bytes of test object k of n bytes: a byte pattern over 64 KiB,
+ * repeated with memcpy (fast under the sanitizers too), with each 64 KiB
+ * block's index written at its start so that moved blocks show. */
+static void pattern(unsigned char *d, size_t n, unsigned k)
+{
+    size_t blk = (size_t)64 << 10, first = n < blk ? n : blk;
+    for (size_t i = 0; i < first; i++)
+        d[i] = (unsigned char)(i ^ (i >> 8) ^ k ^ 0x5a);
+    for (size_t off = blk; off < n; off += blk)
+        memcpy(d + off, d, n - off < blk ? n - off : blk);
+    for (size_t off = blk; off + sizeof(uint64_t) <= n; off += blk) {
+        uint64_t idx = off / blk;
+        memcpy(d + off, &idx, sizeof idx);
+    }
+}
+
+/* Rank 0's objects of 0 B, 1 B, 64 KiB and 64 MiB reach every rank intact,
+ * fetched once: the second get comes from the local copy. (The sanitized
+ * builds move 64 MiB / TEST_SCALE: still many transport fragments, in a
+ * fraction of the time.) */
+static void test_remote_get_sizes(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = { 0, 1, 64 << 10, (64 << 20) / TEST_SCALE };
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    uint64_t ids[NS] = { 0 };
+    if (rank == 0)
+        for (int k = 0; k < NS; k++) {
+            unsigned char *d;
+            hive_ref_t r;
+            assert_int_equal(hive_create(h, sizes[k], (void **)&d, &r), HIVE_OK);
+            pattern(d, sizes[k], (unsigned)k);
+            assert_int_equal(hive_seal(h, r), HIVE_OK);
+            ids[k] = r.id;
+        }
+    MPI_Bcast(ids, NS, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0)
+        for (int k = 0; k < NS; k++) {
+            hive_mpi_stats_t before, after;
+            assert_int_equal(hive_mpi_stats(h, &before), HIVE_OK);
+            const unsigned char *p;
+            size_t n = 99;
+            assert_int_equal(hive_get(h, (hive_ref_t){ ids[k] }, HIVE_FOREVER, (const void **)&p, &n),
+                             HIVE_OK);
+            assert_int_equal(n, sizes[k]);
+            unsigned char *want = malloc(n + 1);
+            assert_non_null(want);
+            pattern(want, n, (unsigned)k);
+            assert_memory_equal(p, want, n);
+            free(want);
+            const unsigned char *q;
+            assert_int_equal(hive_get(h, (hive_ref_t){ ids[k] }, 0, (const void **)&q, &n), HIVE_OK);
+            assert_ptr_equal(q, p);                          /* the same local copy */
+            assert_int_equal(hive_mpi_stats(h, &after), HIVE_OK);
+            assert_int_equal(after.fetches, before.fetches + 1);
+            assert_int_equal(after.cache_hits, before.cache_hits + 1);
+            assert_int_equal(after.fetch_bytes, before.fetch_bytes + sizes[k]);
+            assert_int_equal(hive_release(h, (hive_ref_t){ ids[k] }), HIVE_OK);   /* drops the copy */
+        }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int k = 0; k < NS; k++)
+            assert_int_equal(hive_release(h, (hive_ref_t){ ids[k] }), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);             /* released before anyone asks again */
+    /* a released remote object: the owner answers HIVE_ENOENT */
+    if (rank != 0) {
+        const void *p;
+        assert_int_equal(hive_get(h, (hive_ref_t){ ids[3] }, HIVE_FOREVER, &p, NULL), HIVE_ENOENT);
+        hive_release(h, (hive_ref_t){ ids[3] });
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A failing method is HIVE_ETASK, a bad method HIVE_EINVAL, a killed actor
+ * HIVE_EDEAD: on the caller's rank, through its future. */
+static void test_failure_and_kill(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t to = all[(rank + 1) % size];
+    hive_ref_t r;
+    const void *p;
+    assert_int_equal(hive_call(h, to, FAIL, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_ETASK);
+    hive_release(h, r);
+    assert_int_equal(hive_call(h, to, 999, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EINVAL);
+    hive_release(h, r);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* each rank kills its neighbour's actor from afar */
+    assert_int_equal(hive_actor_kill(h, to), HIVE_OK);
+    assert_int_equal(hive_actor_kill(h, to), HIVE_EDEAD);
+    assert_int_equal(hive_call(h, to, RANK, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EDEAD);
+    hive_release(h, r);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A name registered on any rank is found from every rank. */
+static void test_name_lookup(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, "svc");
+    MPI_Barrier(MPI_COMM_WORLD);
+    int other = (rank + 1) % size;
+    char name[64];
+    snprintf(name, sizeof name, "svc.%d", other);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_lookup(h, name, &a), HIVE_OK);
+    assert_int_equal(a.id, all[other].id);
+    hive_ref_t r;
+    int64_t unused;
+    assert_int_equal(hive_call(h, a, RANK, NULL, 0, NULL, &r), HIVE_OK);
+    const int *who;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, other);
+    hive_release(h, r);
+    (void)unused;
+    assert_int_equal(hive_actor_lookup(h, "nobody.anywhere", &a), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A version published on the cell's owner reaches every rank's acquire;
+ * a rank keeps its copy until the version changes. */
+static void test_cell_across_ranks(void **state)
+{
+    (void)state;
+    enum { BIG = 100000 };                    /* above the inline limit: the data path */
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        assert_int_equal(hive_put(h, "v0", 3, &v), HIVE_OK);
+        assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint64_t seq = 99;
+    const char *p;
+    size_t n;
+    assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+    assert_int_equal(seq, 0);
+    assert_int_equal(hive_get(h, v, 0, (const void **)&p, &n), HIVE_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(p, "v0");
+    if (rank != 0)
+        assert_int_equal(hive_mpi_owner(h, v.id), rank);   /* a local copy */
+    hive_release(h, v);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BIG, (void **)&d, &v), HIVE_OK);
+        pattern(d, BIG, 9);
+        assert_int_equal(hive_seal(h, v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);             /* published before anyone looks */
+    assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+    assert_int_equal(seq, 1);
+    assert_int_equal(hive_get(h, v, 0, (const void **)&p, &n), HIVE_OK);
+    assert_int_equal(n, BIG);
+    unsigned char *want = malloc(BIG);
+    pattern(want, BIG, 9);
+    assert_memory_equal(p, want, BIG);
+    free(want);
+    /* unchanged: the same copy, no payload moves */
+    hive_ref_t again;
+    hive_mpi_stats_t before, after;
+    if (rank != 0) {
+        assert_int_equal(hive_mpi_stats(h, &before), HIVE_OK);
+        assert_int_equal(hive_cell_acquire(h, cell, &again, &seq), HIVE_OK);
+        assert_int_equal(again.id, v.id);
+        assert_int_equal(seq, 1);
+        assert_int_equal(hive_mpi_stats(h, &after), HIVE_OK);
+        assert_int_equal(after.fetch_bytes, before.fetch_bytes);
+        hive_release(h, again);
+    }
+    hive_release(h, v);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        assert_int_equal(hive_release(h, cell), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* the cell is gone on its owner: the others hear HIVE_ENOENT */
+    if (rank != 0)
+        assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every other rank pushes batches into rank 0's replay buffer, found by name. */
+static void test_replay_fed_from_ranks(void **state)
+{
+    (void)state;
+    enum { BATCHES = 10, PER = 50 };
+    typedef struct item { int32_t rank, seq; double x; } item_t;
+    hive_replay_t *rb = NULL;
+    hive_actor_t server;
+    if (rank == 0) {
+        hive_replay_config_t cfg = { .capacity = 100000, .item_size = sizeof(item_t), .seed = 1 };
+        assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+        assert_int_equal(hive_mpi_replay_serve(h, rb, sizeof(item_t), "replay", &server), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) {
+        assert_int_equal(hive_actor_lookup(h, "replay", &server), HIVE_OK);
+        hive_ref_t done[BATCHES];
+        for (int b = 0; b < BATCHES; b++) {
+            item_t items[PER];
+            for (int i = 0; i < PER; i++)
+                items[i] = (item_t){ .rank = rank, .seq = b * PER + i, .x = rank + 0.5 };
+            assert_int_equal(hive_mpi_replay_push(h, server, items, PER, sizeof(item_t), &done[b]), HIVE_OK);
+        }
+        for (int b = 0; b < BATCHES; b++) {
+            const void *p;
+            assert_int_equal(hive_get(h, done[b], HIVE_FOREVER, &p, NULL), HIVE_OK);
+            hive_release(h, done[b]);
+        }
+        /* a batch of the wrong item size is refused: HIVE_ETASK */
+        hive_ref_t bad;
+        char odd[7] = { 0 };
+        assert_int_equal(hive_mpi_replay_push(h, server, odd, 1, sizeof odd, &bad), HIVE_OK);
+        const void *p;
+        assert_int_equal(hive_get(h, bad, HIVE_FOREVER, &p, NULL), HIVE_ETASK);
+        hive_release(h, bad);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        hive_replay_stats_t st;
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_int_equal(st.inserts, (uint64_t)(size - 1) * BATCHES * PER);
+        item_t out[64];
+        uint64_t rng = 7;
+        assert_int_equal(hive_replay_sample(rb, 64, &rng, out, NULL, NULL, 0), HIVE_OK);
+        for (int i = 0; i < 64; i++) {
+            assert_true(out[i].rank >= 1 && out[i].rank < size);
+            assert_true(out[i].seq >= 0 && out[i].seq < BATCHES * PER);
+            assert_true(out[i].x == out[i].rank + 0.5);
+        }
+        assert_int_equal(hive_actor_kill(h, server), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        const void *p;                       /* the kill has landed before the buffer goes */
+        hive_ref_t r;
+        assert_int_equal(hive_call(h, server, 0, NULL, 0, NULL, &r), HIVE_EDEAD);
+        (void)p;
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Detach is collective; afterwards a remote handle names nothing: calls
+ * return HIVE_ENOENT at once instead of hanging. Then attach again. */
+static void test_detach_then_remote_fails(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    /* some calls in flight while the ranks detach: each is answered */
+    hive_ref_t r[16];
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(hive_call(h, all[(rank + 1) % size], RANK, NULL, 0, NULL, &r[i]), HIVE_OK);
+    assert_int_equal(hive_mpi_detach(h), HIVE_OK);
+    for (int i = 0; i < 16; i++) {
+        const int *who;
+        assert_int_equal(hive_get(h, r[i], 0, (const void **)&who, NULL), HIVE_OK);
+        assert_int_equal(*who, (rank + 1) % size);
+        hive_release(h, r[i]);
+    }
+    hive_ref_t x;
+    assert_int_equal(hive_call(h, all[(rank + 1) % size], RANK, NULL, 0, NULL, &x), HIVE_ENOENT);
+    assert_int_equal(hive_mpi_rank(h), HIVE_ESTATE);
+    assert_int_equal(hive_mpi_detach(h), HIVE_ESTATE);
+    /* an engine that has made objects cannot take a world's tag */
+    assert_int_equal(hive_mpi_attach(h, MPI_COMM_WORLD), HIVE_ESTATE);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    hive_config_t cfg = { .workers = 2, .no_pin = 1, .store_bytes = (size_t)256 << 20 };
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    assert_int_equal(hive_mpi_attach(h, MPI_COMM_WORLD), HIVE_OK);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    hive_config_t cfg = { .workers = 2, .no_pin = 1, .store_bytes = (size_t)256 << 20 };
+    if (hive_init(&cfg, &h) != HIVE_OK)
+        return -1;
+    return hive_mpi_attach(h, MPI_COMM_WORLD) == HIVE_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (hive_mpi_detach(h) != HIVE_OK)
+        return -1;
+    return hive_shutdown(h) == HIVE_OK ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (provided < MPI_THREAD_MULTIPLE || size < 2 || size > 64) {
+        fprintf(stderr, "test_mpi: needs 2..64 ranks and MPI_THREAD_MULTIPLE (have %d ranks, level %d)\n",
+                size, provided);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attach_rank_size),
+        cmocka_unit_test(test_remote_calls_once_in_order),
+        cmocka_unit_test(test_priorities_across_ranks),
+        cmocka_unit_test(test_refs_through_ranks),
+        cmocka_unit_test(test_remote_get_sizes),
+        cmocka_unit_test(test_failure_and_kill),
+        cmocka_unit_test(test_name_lookup),
+        cmocka_unit_test(test_cell_across_ranks),
+        cmocka_unit_test(test_replay_fed_from_ranks),
+        cmocka_unit_test(test_detach_then_remote_fails),
+    };
+    int failed = cmocka_run_group_tests(tests, setup, teardown);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
