@@ -23,6 +23,8 @@
 #                   against Debian's /usr/bin/python3: PYTHONPATH=build/python
 #   make python-check   the pytest suite (python/tests) against that module
 #   make bench-python   Python-side costs (bench/python/bench.py)
+#   make demo-python    the numpy CartPole learner on hive's env pool and replay
+#                   buffer (examples/python/cartpole_learner.py)
 #   make demo       demo-deps (the build's packages only), then the RL
 #                   sampler (examples/rl_sampling.c)
 #   make dashboard  dashboard-deps (Node's npm, then uPlot into
@@ -89,7 +91,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check bench-deps demo-deps python python-check bench-python \
+        examples-check readme-check bench-deps demo-deps python python-check bench-python demo-python \
         dashboard dashboard-deps dashboard-check
 all: lib examples
 lib: $(B)/libhive.a $(if $(filter normal,$(VARIANT)),$(B)/libhive.so $(B)/hive.pc $(B)/hive-static.pc)
@@ -166,6 +168,10 @@ python-check: python
 	@tools/python-check.sh $(VARIANT) $(B)
 
 # the Python side's costs beside multiprocessing.shared_memory and a no-op call
+demo-python:
+	$(MAKE) --no-print-directory VARIANT=normal python
+	PYTHONPATH=build/python $(PYTHON) examples/python/cartpole_learner.py
+
 bench-python:
 	$(MAKE) --no-print-directory VARIANT=normal python
 	PYTHONPATH=build/python $(PYTHON) bench/python/bench.py build/python/tests/libpytasks.so

@@ -394,3 +394,14 @@ def _engine_envpool(self, env, num_envs, batch_size=None, seed=0, step_ns=1000, 
 
 Engine.envpool = _engine_envpool
 __all__.append("EnvPool")
+
+
+def _engine_local(self, init, reinit=None, fini=None):
+    """a worker-local value (hive_local): init() builds it once on each
+    worker whose Python task calls .get(); before each later task there,
+    reinit=None rebuilds it (fini, then init), "keep" keeps it as is, and a
+    callable reinit(value) resets it; fini(value) at shutdown."""
+    return self._local(init, reinit, fini)
+
+
+Engine.local = _engine_local

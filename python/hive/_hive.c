@@ -91,6 +91,7 @@ typedef struct {
     Py_ssize_t nbuffers;   /* live Buffers: shutdown waits for the last one */
     ReplayObj *replays;    /* live replay buffers, freed before shutdown */
     EnvPoolObj *envpools;  /* live env pools, freed before shutdown */
+    PyObject   *locals;    /* capsules of worker-local defs' callables, freed after shutdown */
     char      *topology, *trace_path;
 } EngineObj;
 
@@ -103,7 +104,7 @@ struct ReplayObj {
 };
 
 static PyTypeObject EngineType, RefType, FutureType, BufferType, CellType, ReplayType, LibraryType,
-    ActorType, EnvPoolType;
+    ActorType, EnvPoolType, LocalType;
 
 static void replay_unlink_free(ReplayObj *r)
 {
@@ -191,6 +192,7 @@ static int engine_init(EngineObj *self, PyObject *args, PyObject *kw)
 static void engine_dealloc(EngineObj *self)
 {
     engine_shutdown_now(self);
+    Py_CLEAR(self->locals);
     free(self->topology);
     free(self->trace_path);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1633,9 +1635,15 @@ static PyObject *job_of(hive_ctx_t *ctx)
 }
 
 /* run runner i on job; write its (object, kind) answer as the result */
+/* the task a Python callable runs in on this thread (for worker-locals) */
+static _Thread_local hive_ctx_t *py_cur_ctx;
+
 static int run_and_return(hive_ctx_t *ctx, int i, PyObject *job)
 {
+    hive_ctx_t *outer = py_cur_ctx;     /* a get inside may run another task here */
+    py_cur_ctx = ctx;
     PyObject *res = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, i), job) : NULL;
+    py_cur_ctx = outer;
     int kind, rc = 1;
     PyObject *obj;
     Py_buffer v;
@@ -2375,6 +2383,147 @@ static PyObject *envpool_get_batch_size(EnvPoolObj *self, void *Py_UNUSED(c))
     return PyLong_FromSize_t(hive_envpool_batch_size(self->pool));
 }
 
+/* ------------------------------------------------------------------ worker-locals */
+
+/* engine._local(init, reinit, fini): a hive_local whose value is a Python
+ * object. reinit None: fini then init again; "keep": hive_local_keep; else
+ * reinit(value) is called. The callables live as long as the engine (the
+ * key does). Local.get() is the value of the worker running the calling
+ * Python task (or of the calling thread outside tasks). */
+typedef struct {
+    PyObject *init, *reinit, *fini;     /* reinit/fini may be NULL */
+} pylocal_def;
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj   *engine;
+    hive_local_t key;
+} LocalObj;
+
+static void *pylocal_init(void *arg)
+{
+    pylocal_def *d = arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *v = PyObject_CallNoArgs(d->init);
+    if (!v) {
+        PyErr_WriteUnraisable(d->init);
+        v = NULL;
+    }
+    PyGILState_Release(g);
+    return v;
+}
+
+static void pylocal_reinit(void *value, void *arg)
+{
+    pylocal_def *d = arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallOneArg(d->reinit, (PyObject *)value);
+    if (!r)
+        PyErr_WriteUnraisable(d->reinit);
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+}
+
+static void pylocal_fini(void *value, void *arg)
+{
+    pylocal_def *d = arg;
+    if (interpreter_finalizing())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (d->fini) {
+        PyObject *r = PyObject_CallOneArg(d->fini, (PyObject *)value);
+        if (!r)
+            PyErr_WriteUnraisable(d->fini);
+        Py_XDECREF(r);
+    }
+    Py_DECREF((PyObject *)value);
+    PyGILState_Release(g);
+}
+
+static void pylocal_def_free(PyObject *cap)
+{
+    pylocal_def *d = PyCapsule_GetPointer(cap, "hive.local");
+    if (!d)
+        return;
+    Py_XDECREF(d->init);
+    Py_XDECREF(d->reinit);
+    Py_XDECREF(d->fini);
+    PyMem_Free(d);
+}
+
+static PyObject *engine_local(EngineObj *self, PyObject *args)
+{
+    PyObject *init, *reinit, *fini;
+    if (!PyArg_ParseTuple(args, "OOO", &init, &reinit, &fini))
+        return NULL;
+    int keep = PyUnicode_Check(reinit) && !PyUnicode_CompareWithASCIIString(reinit, "keep");
+    if (!PyCallable_Check(init) || (reinit != Py_None && !keep && !PyCallable_Check(reinit)) ||
+        (fini != Py_None && !PyCallable_Check(fini))) {
+        PyErr_SetString(PyExc_TypeError, "local(init, reinit=None | \"keep\" | callable, fini=None | callable)");
+        return NULL;
+    }
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    pylocal_def *d = PyMem_Calloc(1, sizeof *d);
+    if (!d)
+        return PyErr_NoMemory();
+    d->init = Py_NewRef(init);
+    d->reinit = reinit == Py_None || keep ? NULL : Py_NewRef(reinit);
+    d->fini = fini == Py_None ? NULL : Py_NewRef(fini);
+    PyObject *cap = PyCapsule_New(d, "hive.local", pylocal_def_free);
+    if (!cap) {
+        Py_DECREF(d->init);
+        Py_XDECREF(d->reinit);
+        Py_XDECREF(d->fini);
+        PyMem_Free(d);
+        return NULL;
+    }
+    if (!self->locals && !(self->locals = PyList_New(0))) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    if (PyList_Append(self->locals, cap) < 0) {    /* the engine keeps the callables */
+        Py_DECREF(cap);
+        return NULL;
+    }
+    Py_DECREF(cap);
+    hive_local_def_t def = {
+        .init = pylocal_init, .reinit = keep ? hive_local_keep : reinit == Py_None ? NULL : pylocal_reinit,
+        .fini = pylocal_fini, .arg = d,
+    };
+    hive_local_t key;
+    int rc = hive_local_new(h, &def, &key);
+    if (rc < 0)
+        return raise_hive(rc, "local");
+    LocalObj *l = PyObject_New(LocalObj, &LocalType);
+    if (!l)
+        return NULL;
+    l->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    l->key = key;
+    return (PyObject *)l;
+}
+
+static void local_dealloc(LocalObj *self)
+{
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+static PyObject *local_get(LocalObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    void *v = py_cur_ctx ? hive_local(py_cur_ctx, self->key) : hive_local_thread(h, self->key);
+    if (!v) {
+        if (PyErr_Occurred())
+            return NULL;
+        return raise_hive(HIVE_ENOMEM, "local.get");
+    }
+    return Py_NewRef((PyObject *)v);
+}
+
 /* ------------------------------------------------------------------ type tables */
 
 #define METH(n, f, fl, doc) { n, (PyCFunction)(void (*)(void))(f), fl, doc }
@@ -2393,6 +2542,7 @@ static PyMethodDef engine_methods[] = {
     METH("_array", engine_array, METH_VARARGS, NULL),
     METH("_replay", engine_replay, METH_VARARGS | METH_KEYWORDS, NULL),
     METH("_envpool", engine_envpool, METH_VARARGS | METH_KEYWORDS, NULL),
+    METH("_local", engine_local, METH_VARARGS, NULL),
     METH("seal", engine_seal, METH_O, "seal(ref): publish a created object"),
     METH("wait", engine_wait, METH_VARARGS | METH_KEYWORDS,
          "wait(refs, num_returns=1, timeout=None) -> (ready, not_ready), as ray.wait"),
@@ -2531,6 +2681,15 @@ static PyTypeObject EnvPoolType = {
     .tp_name = "hive._hive.EnvPool", .tp_basicsize = sizeof(EnvPoolObj), .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)envpool_dealloc, .tp_methods = envpool_methods, .tp_getset = envpool_getset,
 };
+static PyMethodDef local_methods[] = {
+    METH("get", local_get, METH_NOARGS, "get(): this worker's value (built, reset or kept per the def)"),
+    {NULL, NULL, 0, NULL},
+};
+static PyTypeObject LocalType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Local", .tp_basicsize = sizeof(LocalObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)local_dealloc, .tp_methods = local_methods,
+};
 static PyTypeObject LibraryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "hive.Library", .tp_basicsize = sizeof(LibraryObj), .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -2571,14 +2730,14 @@ static int add_exception(PyObject *m, PyObject **slot, const char *name, PyObjec
 PyMODINIT_FUNC PyInit__hive(void)
 {
     PyTypeObject *types[] = {&EngineType, &RefType, &FutureType, &BufferType, &CellType,
-                             &ReplayType, &LibraryType, &ActorType, &EnvPoolType};
+                             &ReplayType, &LibraryType, &ActorType, &EnvPoolType, &LocalType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
     PyObject *m = PyModule_Create(&hive_module);
     if (!m)
         return NULL;
-    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor", "_EnvPool"};
+    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor", "_EnvPool", "Local"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;
