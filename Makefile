@@ -173,7 +173,7 @@ demo-python:
 	PYTHONPATH=build/python $(PYTHON) examples/python/cartpole_learner.py
 
 bench-python:
-	$(MAKE) --no-print-directory VARIANT=normal python
+	$(MAKE) --no-print-directory VARIANT=normal python lib
 	PYTHONPATH=build/python $(PYTHON) bench/python/bench.py build/python/tests/libpytasks.so
 
 soak: lib $(SOAK_BIN)
