@@ -349,9 +349,22 @@ typedef struct {
     Py_ssize_t  exports;
 } BufferObj;
 
+/* Freed Buffers kept for reuse (a Buffer is ~1.6 KB, past pymalloc's small
+ * objects: without this every get costs a malloc and a free). Touched only
+ * holding the GIL. */
+#define BUFFER_FREELIST 32
+static BufferObj *buffer_free[BUFFER_FREELIST];
+static int buffer_nfree;
+
 static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len, int readonly)
 {
-    BufferObj *b = PyObject_New(BufferObj, &BufferType);
+    BufferObj *b;
+    if (buffer_nfree > 0) {
+        b = buffer_free[--buffer_nfree];
+        PyObject_Init((PyObject *)b, &BufferType);
+    } else {
+        b = PyObject_New(BufferObj, &BufferType);
+    }
     if (!b) {
         hive_release(e->h, ref);
         return NULL;
@@ -381,7 +394,10 @@ static void buffer_dealloc(BufferObj *self)
     if (--e->nbuffers == 0 && e->closing)
         engine_shutdown_now(e);
     Py_DECREF(e);
-    PyObject_Free(self);
+    if (buffer_nfree < BUFFER_FREELIST)
+        buffer_free[buffer_nfree++] = self;
+    else
+        PyObject_Free(self);
 }
 
 static int buffer_getbuffer(BufferObj *self, Py_buffer *view, int flags)
