@@ -26,7 +26,13 @@ def test_env_per_worker_prints_what_the_c_example_prints():
         assert out.stdout == f.read()
 
 
-def test_local_modes(engine):
+def test_local_modes():
+    # one worker, so every task meets the same worker's value
+    with hive.Engine(workers=1, store_bytes=16 << 20) as engine:
+        local_modes(engine)
+
+
+def local_modes(engine):
     built = []
 
     def make():
