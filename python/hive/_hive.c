@@ -334,7 +334,8 @@ static PyObject *future_cancel(RefObj *self, PyObject *Py_UNUSED(ignored))
 typedef struct {
     PyObject_HEAD
     EngineObj  *engine;
-    hive_ref_t  ref;           /* one count */
+    hive_ref_t  ref;           /* one count, or owner's */
+    PyObject   *owner;         /* NULL, or the Ref whose count keeps the payload (a get's) */
     char       *ptr;
     Py_ssize_t  len;           /* bytes exported (the payload less its trailer) */
     int         readonly;
@@ -366,12 +367,14 @@ static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len
         b = PyObject_New(BufferObj, &BufferType);
     }
     if (!b) {
-        hive_release(e->h, ref);
+        if (ref.id)
+            hive_release(e->h, ref);
         return NULL;
     }
     b->engine = (EngineObj *)Py_NewRef((PyObject *)e);
     e->nbuffers++;
     b->ref = ref;
+    b->owner = NULL;
     b->ptr = ptr;
     b->len = (Py_ssize_t)len;
     b->readonly = readonly;
@@ -389,7 +392,9 @@ static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len
 static void buffer_dealloc(BufferObj *self)
 {
     EngineObj *e = self->engine;
-    if (e->h && self->ref.id)
+    if (self->owner)
+        Py_CLEAR(self->owner);          /* the Ref's count (it releases it when it goes) */
+    else if (e->h && self->ref.id)
         hive_release(e->h, self->ref);
     if (--e->nbuffers == 0 && e->closing)
         engine_shutdown_now(e);
@@ -733,9 +738,10 @@ static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, 
     return *ns == -2 ? -1 : 0;
 }
 
-/* the payload of ref as a Buffer holding its own count. A sealed object is
- * taken at once, holding the GIL; only a wait releases it. */
-static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
+/* the payload of refo's object as a Buffer that holds refo (so its count:
+ * a Ref keeps its count until it is dropped, no retain/release per get).
+ * A sealed object is taken at once, holding the GIL; only a wait releases it. */
+static BufferObj *get_buffer(EngineObj *self, PyObject *refo, hive_ref_t ref, int64_t ns)
 {
     hive_t *h = engine_live(self);
     if (!h)
@@ -752,12 +758,12 @@ static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
         return (BufferObj *)raise_hive(rc, "get");
     if (!self->h)
         return (BufferObj *)raise_hive(HIVE_ESHUTDOWN, "get");
-    rc = hive_retain(self->h, ref);
-    if (rc < 0)
-        return (BufferObj *)raise_hive(rc, "get");
-    BufferObj *b = buffer_new(self, ref, (void *)data, size, 1);
-    if (b)
+    BufferObj *b = buffer_new(self, (hive_ref_t){0}, (void *)data, size, 1);
+    if (b) {
+        b->ref = ref;
+        b->owner = Py_NewRef(refo);
         buffer_parse_trailer(b);
+    }
     return b;
 }
 
@@ -769,7 +775,7 @@ static PyObject *engine_get_buffer(EngineObj *self, PyObject *const *args, Py_ss
     int64_t ns;
     if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
         return NULL;
-    return (PyObject *)get_buffer(self, ref, ns);
+    return (PyObject *)get_buffer(self, args[0], ref, ns);
 }
 
 /* Engine.get(ref, timeout=None) -> read-only memoryview, or (through
@@ -780,7 +786,7 @@ static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t n
     int64_t ns;
     if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
         return NULL;
-    BufferObj *b = get_buffer(self, ref, ns);
+    BufferObj *b = get_buffer(self, args[0], ref, ns);
     if (!b)
         return NULL;
     PyObject *out;

@@ -55,8 +55,6 @@ def local_modes(engine):
         engine.local(make, "sometimes")
 
 
-@pytest.mark.skipif(os.environ.get("HIVE_VARIANT", "normal") != "normal",
-                    reason="the learner's time budget is the normal build's")
 def test_cartpole_learner_solves():
     out = run_example("cartpole_learner.py", "--check", "--seconds", "60", timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
