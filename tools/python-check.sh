@@ -18,7 +18,6 @@ fi
 export PYTHONPATH=$PWD/$bdir/python
 export HIVE_PYTASKS=$PWD/$bdir/python/tests/libpytasks.so
 export PYTHONDONTWRITEBYTECODE=1
-export HIVE_VARIANT=$variant
 if [ "$variant" = asan ]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
   export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:${ASAN_OPTIONS:-}"

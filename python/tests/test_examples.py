@@ -1,7 +1,7 @@
 # test_examples.py - examples/python/env_per_worker.py prints what the C
 # example prints (examples/expected/env_per_worker.txt); worker-locals from
-# Python callables; the CartPole learner learns (normal build only: under
-# ASan the run is slower than this suite's budget).
+# Python callables; the CartPole learner learns (solved within 60 s: about
+# 2-15 s in the normal build, 20 s under ASan).
 import os
 import subprocess
 import sys
