@@ -82,14 +82,23 @@ def test_async_every_result_once_to_its_id(engine):
     assert sent.sum() == 300 * bs
 
 
-def test_gil_released_while_stepping(engine):
-    # a helper thread steps (1 s of spinning per env step); this thread,
-    # needing the GIL, must find the pool busy inside that step. Had step
-    # kept the GIL, the pool would be idle whenever this thread runs.
+@pytest.mark.parametrize("call", ["step", "recv"])
+def test_gil_released_while_stepping(engine, call):
+    # a helper thread steps (1 s of spinning per env step) or waits in recv
+    # for such a step; this thread, needing the GIL, must find the pool busy
+    # inside that call. Had the call kept the GIL, the pool would be idle
+    # whenever this thread runs.
     p = engine.envpool("Synthetic", 2, step_ns=1_000_000_000, episode_len=1000)
-    p.reset()
+    if call == "step":
+        p.reset()
+        work = lambda: p.step(np.zeros(2, np.int32))
+    else:
+        p.async_reset()
+        p.recv(timeout=30)
+        p.send(np.zeros(2, np.int32), [0, 1])    # 1 s of stepping on its way
+        work = lambda: p.recv()
     entered = threading.Event()
-    th = threading.Thread(target=lambda: (entered.set(), p.step(np.zeros(2, np.int32))))
+    th = threading.Thread(target=lambda: (entered.set(), work()))
     th.start()
     entered.wait()
     seen_inside = False
@@ -100,6 +109,17 @@ def test_gil_released_while_stepping(engine):
             seen_inside = "another thread" in str(e)
     th.join()
     assert seen_inside
+
+
+def test_sync_views_show_the_latest_batch(engine):
+    # the contract: a batch is valid until the pool's next call; in sync mode
+    # the pool rewrites the same arrays, so an old view shows the new batch
+    p = engine.envpool("CartPole", 4, seed=5)
+    first = p.reset()
+    kept = first.copy()
+    obs, _, _, _ = p.step(np.ones(4, np.int32))
+    assert addr(first) == addr(obs)
+    assert np.array_equal(first, obs) and not np.array_equal(first, kept)
 
 
 def test_bad_inputs(engine):
