@@ -2538,10 +2538,10 @@ static PyObject *local_get(LocalObj *self, PyObject *Py_UNUSED(ignored))
     if (!h)
         return NULL;
     void *v = py_cur_ctx ? hive_local(py_cur_ctx, self->key) : hive_local_thread(h, self->key);
-    if (!v) {
-        if (PyErr_Occurred())
-            return NULL;
-        return raise_hive(HIVE_ENOMEM, "local.get");
+    if (!v) {                           /* init raised (printed as unraisable) or no task */
+        if (!PyErr_Occurred())
+            PyErr_Format(Error, "local.get: no value: %s", hive_last_error());
+        return NULL;
     }
     return Py_NewRef((PyObject *)v);
 }

@@ -49,6 +49,14 @@ def local_modes(engine):
     assert [task(keep).get() for _ in range(3)] == [(1, 1), (1, 2), (1, 3)]
     rebuild = engine.local(make)
     assert [task(rebuild).get()[1] for _ in range(3)] == [1, 1, 1]
+    def broken():
+        raise RuntimeError("no simulator here")
+
+    bad = engine.local(broken)
+    with pytest.raises(hive.TaskFailed):         # the task's local.get() raised hive.Error
+        task(bad).get()
+    with pytest.raises(hive.Error):              # outside tasks: this thread's value, same init
+        bad.get()
     with pytest.raises(TypeError):
         engine.local(42)
     with pytest.raises(TypeError):
