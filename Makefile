@@ -23,6 +23,8 @@
 #                   against Debian's /usr/bin/python3: PYTHONPATH=build/python
 #   make python-check   the pytest suite (python/tests) against that module
 #   make bench-python   Python-side costs (bench/python/bench.py)
+#   make demo-python    the numpy CartPole learner on hive's env pool and replay
+#                   buffer (examples/python/cartpole_learner.py)
 #   make demo       demo-deps (the build's packages only), then the RL
 #                   sampler (examples/rl_sampling.c)
 #   make dashboard  dashboard-deps (Node's npm, then uPlot into
@@ -100,7 +102,7 @@ MPI_OBJS  := $(patsubst src/%.c,$(B)/obj/%.o,$(MPI_SRCS))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(B)/tests/mpi_%,$(wildcard tests/mpi/test_*.c))
 
 .PHONY: all lib deps test check soak bench demo install examples clean fuzz fuzz-build \
-        examples-check readme-check bench-deps demo-deps python python-check bench-python \
+        examples-check readme-check bench-deps demo-deps python python-check bench-python demo-python \
         dashboard dashboard-deps dashboard-check \
         mpi-check bench-mpi demo-mpi
 all: lib examples
@@ -225,8 +227,12 @@ python-check: python
 	@tools/python-check.sh $(VARIANT) $(B)
 
 # the Python side's costs beside multiprocessing.shared_memory and a no-op call
-bench-python:
+demo-python:
 	$(MAKE) --no-print-directory VARIANT=normal python
+	PYTHONPATH=build/python $(PYTHON) examples/python/cartpole_learner.py
+
+bench-python:
+	$(MAKE) --no-print-directory VARIANT=normal python lib
 	PYTHONPATH=build/python $(PYTHON) bench/python/bench.py build/python/tests/libpytasks.so
 
 soak: lib $(SOAK_BIN)

@@ -11,6 +11,7 @@
 Prints one line per measurement; best of 5 repeats.
 """
 import os
+import subprocess
 import sys
 import time
 from multiprocessing import shared_memory
@@ -93,6 +94,33 @@ def main():
         print(f"C actor call + get: sync {t_cs * 1e6:.2f} us, async {t_ca * 1e6:.2f} us a call "
               f"({t_ca / t_n:.0f}x the no-op)")
         del actor, small
+
+        # env pool stepping from Python vs the subprocess vector env (bench/peer_vecenv.py)
+        libso = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "..", "..", "libhive.so")
+        peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peer_vecenv.py")
+        for env, cost, num in (("CartPole", 0, 32), ("Synthetic", 10_000, 32)):
+            pool = eng.envpool(env, num, step_ns=cost)
+            pool.reset()
+            acts = np.zeros(num, np.int32)
+
+            def steps(n):
+                for _ in range(n):
+                    pool.step(acts)
+
+            t_e = best(steps, 200 if cost else 2000, repeat=3)
+            pool.close()
+            rate = num / t_e
+            line = f"env pool {env} ({cost} ns/step, {num} envs): hive {rate:,.0f} steps/s"
+            if os.path.exists(libso):
+                out = subprocess.run([sys.executable, peer, libso, env.lower(), str(cost), "0",
+                                      str(num), str(eng.workers), "2"],
+                                     capture_output=True, text=True, timeout=120)
+                try:
+                    prate = float(out.stdout.split()[0])
+                    line += f", subprocess vector env {prate:,.0f} steps/s ({rate / prate:.1f}x)"
+                except (IndexError, ValueError):
+                    line += f", subprocess vector env failed: {out.stderr.strip()[-200:]}"
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

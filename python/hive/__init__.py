@@ -310,3 +310,98 @@ class Engine(_hive.Engine):
     def replay(self, capacity, dtype, shape=(), **kw):
         """a Replay buffer of capacity items of dtype and shape"""
         return Replay(self, capacity, dtype, shape, **kw)
+
+
+# ---- the env pool (include/hive/envpool.h): numpy views of its batch arrays
+
+def _batch_views(bufs):
+    """(obs, reward, done, env_id) read-only ndarrays over a batch's Buffers"""
+    out = []
+    for buf in bufs:
+        arr = np.asarray(buf).view(ObjectView)
+        arr._buffer = buf
+        out.append(arr)
+    return tuple(out)
+
+
+def _int32_of(x, what):
+    a = np.asarray(x)
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{what} must be integers (int32), not {a.dtype}")
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise ValueError(f"{what}: a value outside int32")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+class EnvPool:
+    """A vectorised environment pool stepped by hive's workers (EnvPool's
+    model): engine.envpool("CartPole" | "Synthetic", num_envs, ...).
+
+    Sync (gym): reset() -> obs; step(actions) -> (obs, reward, done, env_id).
+    Async (EnvPool): send(actions, env_ids); recv(timeout=None) -> (obs,
+    reward, done, env_id) of the first batch_size envs to finish;
+    async_reset(). Episodes auto-reset (the obs returned with done is the
+    next episode's first). Every array returned is a read-only numpy view of
+    the pool's batch buffers, no copy; its memory stays alive while you hold
+    it, but its contents are rewritten by the pool's next reset, step or
+    recv: copy what you keep. Actions are int32 (integer arrays are cast)."""
+
+    def __init__(self, engine, env, num_envs, batch_size=None, seed=0, step_ns=1000,
+                 episode_len=100, heavy_tail=False, env_node=None):
+        self._p = engine._envpool(str(env), int(num_envs), int(batch_size or 0), int(seed),
+                                  int(step_ns), int(episode_len), bool(heavy_tail), env_node)
+
+    num_envs = property(lambda self: self._p.num_envs)
+    batch_size = property(lambda self: self._p.batch_size)
+
+    def reset(self):
+        """reset every env; their first observations [num_envs, ...]"""
+        return _batch_views(self._p.reset())[0]
+
+    def step(self, actions):
+        """step env i with actions[i] -> (obs, reward, done, env_id)"""
+        return _batch_views(self._p.step(_int32_of(actions, "step: actions")))
+
+    def send(self, actions, env_ids):
+        """start a step of env_ids[k] with actions[k]; returns at once"""
+        self._p.send(_int32_of(actions, "send: actions"), _int32_of(env_ids, "send: env_ids"))
+
+    def async_reset(self):
+        """start a reset of every env (their first obs come from recv)"""
+        self._p.async_reset()
+
+    def recv(self, timeout=None):
+        """the next batch_size envs to finish: (obs, reward, done, env_id)"""
+        return _batch_views(self._p.recv(timeout))
+
+    def close(self):
+        self._p.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _engine_envpool(self, env, num_envs, batch_size=None, seed=0, step_ns=1000, episode_len=100,
+                    heavy_tail=False, env_node=None):
+    """an EnvPool of num_envs environments of env ("CartPole" or "Synthetic")"""
+    return EnvPool(self, env, num_envs, batch_size, seed, step_ns, episode_len, heavy_tail, env_node)
+
+
+Engine.envpool = _engine_envpool
+__all__.append("EnvPool")
+
+
+def _engine_local(self, init, reinit=None, fini=None):
+    """a worker-local value (hive_local): init() builds it once on each
+    worker whose Python task calls .get(); before each later task there,
+    reinit=None rebuilds it (fini, then init), "keep" keeps it as is, and a
+    callable reinit(value) resets it; fini(value) at shutdown."""
+    return self._local(init, reinit, fini)
+
+
+Engine.local = _engine_local

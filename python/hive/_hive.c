@@ -82,6 +82,7 @@ static int64_t timeout_ns_of(PyObject *timeout)
 /* ------------------------------------------------------------------ engine */
 
 typedef struct ReplayObj ReplayObj;
+typedef struct EnvPoolObj EnvPoolObj;
 
 typedef struct {
     PyObject_HEAD
@@ -89,6 +90,8 @@ typedef struct {
     int        closing;    /* close() was called: no new calls start */
     Py_ssize_t nbuffers;   /* live Buffers: shutdown waits for the last one */
     ReplayObj *replays;    /* live replay buffers, freed before shutdown */
+    EnvPoolObj *envpools;  /* live env pools, freed before shutdown */
+    PyObject   *locals;    /* capsules of worker-local defs' callables, freed after shutdown */
     char      *topology, *trace_path;
 } EngineObj;
 
@@ -101,7 +104,7 @@ struct ReplayObj {
 };
 
 static PyTypeObject EngineType, RefType, FutureType, BufferType, CellType, ReplayType, LibraryType,
-    ActorType;
+    ActorType, EnvPoolType, LocalType;
 
 static void replay_unlink_free(ReplayObj *r)
 {
@@ -120,10 +123,14 @@ static void replay_unlink_free(ReplayObj *r)
 }
 
 /* free every replay buffer, then stop the engine with the GIL released */
+static void envpool_unlink_free(EnvPoolObj *p);
+
 static void engine_shutdown_now(EngineObj *e)
 {
     if (!e->h)
         return;
+    while (e->envpools)
+        envpool_unlink_free(e->envpools);
     while (e->replays)
         replay_unlink_free(e->replays);
     hive_t *h = e->h;
@@ -185,6 +192,7 @@ static int engine_init(EngineObj *self, PyObject *args, PyObject *kw)
 static void engine_dealloc(EngineObj *self)
 {
     engine_shutdown_now(self);
+    Py_CLEAR(self->locals);
     free(self->topology);
     free(self->trace_path);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -326,7 +334,8 @@ static PyObject *future_cancel(RefObj *self, PyObject *Py_UNUSED(ignored))
 typedef struct {
     PyObject_HEAD
     EngineObj  *engine;
-    hive_ref_t  ref;           /* one count */
+    hive_ref_t  ref;           /* one count, or owner's */
+    PyObject   *owner;         /* NULL, or the Ref whose count keeps the payload (a get's) */
     char       *ptr;
     Py_ssize_t  len;           /* bytes exported (the payload less its trailer) */
     int         readonly;
@@ -341,16 +350,31 @@ typedef struct {
     Py_ssize_t  exports;
 } BufferObj;
 
+/* Freed Buffers kept for reuse (a Buffer is ~1.6 KB, past pymalloc's small
+ * objects: without this every get costs a malloc and a free). Touched only
+ * holding the GIL. */
+#define BUFFER_FREELIST 32
+static BufferObj *buffer_free[BUFFER_FREELIST];
+static int buffer_nfree;
+
 static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len, int readonly)
 {
-    BufferObj *b = PyObject_New(BufferObj, &BufferType);
+    BufferObj *b;
+    if (buffer_nfree > 0) {
+        b = buffer_free[--buffer_nfree];
+        PyObject_Init((PyObject *)b, &BufferType);
+    } else {
+        b = PyObject_New(BufferObj, &BufferType);
+    }
     if (!b) {
-        hive_release(e->h, ref);
+        if (ref.id)
+            hive_release(e->h, ref);
         return NULL;
     }
     b->engine = (EngineObj *)Py_NewRef((PyObject *)e);
     e->nbuffers++;
     b->ref = ref;
+    b->owner = NULL;
     b->ptr = ptr;
     b->len = (Py_ssize_t)len;
     b->readonly = readonly;
@@ -368,12 +392,17 @@ static BufferObj *buffer_new(EngineObj *e, hive_ref_t ref, void *ptr, size_t len
 static void buffer_dealloc(BufferObj *self)
 {
     EngineObj *e = self->engine;
-    if (e->h && self->ref.id)
+    if (self->owner)
+        Py_CLEAR(self->owner);          /* the Ref's count (it releases it when it goes) */
+    else if (e->h && self->ref.id)
         hive_release(e->h, self->ref);
     if (--e->nbuffers == 0 && e->closing)
         engine_shutdown_now(e);
     Py_DECREF(e);
-    PyObject_Free(self);
+    if (buffer_nfree < BUFFER_FREELIST)
+        buffer_free[buffer_nfree++] = self;
+    else
+        PyObject_Free(self);
 }
 
 static int buffer_getbuffer(BufferObj *self, Py_buffer *view, int flags)
@@ -709,9 +738,10 @@ static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, 
     return *ns == -2 ? -1 : 0;
 }
 
-/* the payload of ref as a Buffer holding its own count. A sealed object is
- * taken at once, holding the GIL; only a wait releases it. */
-static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
+/* the payload of refo's object as a Buffer that holds refo (so its count:
+ * a Ref keeps its count until it is dropped, no retain/release per get).
+ * A sealed object is taken at once, holding the GIL; only a wait releases it. */
+static BufferObj *get_buffer(EngineObj *self, PyObject *refo, hive_ref_t ref, int64_t ns)
 {
     hive_t *h = engine_live(self);
     if (!h)
@@ -728,12 +758,12 @@ static BufferObj *get_buffer(EngineObj *self, hive_ref_t ref, int64_t ns)
         return (BufferObj *)raise_hive(rc, "get");
     if (!self->h)
         return (BufferObj *)raise_hive(HIVE_ESHUTDOWN, "get");
-    rc = hive_retain(self->h, ref);
-    if (rc < 0)
-        return (BufferObj *)raise_hive(rc, "get");
-    BufferObj *b = buffer_new(self, ref, (void *)data, size, 1);
-    if (b)
+    BufferObj *b = buffer_new(self, (hive_ref_t){0}, (void *)data, size, 1);
+    if (b) {
+        b->ref = ref;
+        b->owner = Py_NewRef(refo);
         buffer_parse_trailer(b);
+    }
     return b;
 }
 
@@ -745,7 +775,7 @@ static PyObject *engine_get_buffer(EngineObj *self, PyObject *const *args, Py_ss
     int64_t ns;
     if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
         return NULL;
-    return (PyObject *)get_buffer(self, ref, ns);
+    return (PyObject *)get_buffer(self, args[0], ref, ns);
 }
 
 /* Engine.get(ref, timeout=None) -> read-only memoryview, or (through
@@ -756,7 +786,7 @@ static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t n
     int64_t ns;
     if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
         return NULL;
-    BufferObj *b = get_buffer(self, ref, ns);
+    BufferObj *b = get_buffer(self, args[0], ref, ns);
     if (!b)
         return NULL;
     PyObject *out;
@@ -1627,9 +1657,15 @@ static PyObject *job_of(hive_ctx_t *ctx)
 }
 
 /* run runner i on job; write its (object, kind) answer as the result */
+/* the task a Python callable runs in on this thread (for worker-locals) */
+static _Thread_local hive_ctx_t *py_cur_ctx;
+
 static int run_and_return(hive_ctx_t *ctx, int i, PyObject *job)
 {
+    hive_ctx_t *outer = py_cur_ctx;     /* a get inside may run another task here */
+    py_cur_ctx = ctx;
     PyObject *res = py_runners ? PyObject_CallObject(PyTuple_GET_ITEM(py_runners, i), job) : NULL;
+    py_cur_ctx = outer;
     int kind, rc = 1;
     PyObject *obj;
     Py_buffer v;
@@ -1963,6 +1999,553 @@ static PyObject *to_dlpack(PyObject *Py_UNUSED(m), PyObject *obj)
     return cap;
 }
 
+/* ------------------------------------------------------------------ env pool */
+
+/* An EnvPool wraps hive_envpool_t. Every batch it returns is four Buffers,
+ * each retaining its batch array's object, so a numpy view never dangles;
+ * the pool rewrites the arrays' contents on its next reset/step/recv (the
+ * C contract), which is what "valid until the next call" means here. */
+struct EnvPoolObj {
+    PyObject_HEAD
+    EngineObj      *engine;
+    hive_envpool_t *pool;       /* NULL once closed */
+    int             inside;     /* a call is running with the GIL released */
+    int             act_dtype;  /* hive_dtype_t of the actions */
+    hive_envpool_batch_t last;  /* the last batch returned (its C addresses) */
+    EnvPoolObj     *next, *prev;
+};
+
+static void envpool_unlink_free(EnvPoolObj *p)
+{
+    EngineObj *e = p->engine;
+    if (p->pool) {
+        hive_envpool_t *pool = p->pool;
+        p->pool = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        hive_envpool_free(pool);
+        Py_END_ALLOW_THREADS
+    }
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (e && e->envpools == p)
+        e->envpools = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->next = p->prev = NULL;
+}
+
+/* hive dtype of a buffer format character ('<' '=' '@' prefixes allowed); 0 if none */
+static int hive_dtype_of_format(const char *fmt, Py_ssize_t itemsize)
+{
+    if (!fmt)
+        fmt = "B";
+    if (*fmt == '<' || *fmt == '=' || *fmt == '@')
+        fmt++;
+    if (!fmt[0] || fmt[1])
+        return 0;
+    switch (*fmt) {
+    case '?': return HIVE_BOOL;
+    case 'b': return HIVE_I8;
+    case 'B': return HIVE_U8;
+    case 'f': return HIVE_F32;
+    case 'd': return HIVE_F64;
+    default: break;
+    }
+    const char *s = strchr("hilq", *fmt) ? "s" : strchr("HILQ", *fmt) ? "u" : NULL;
+    if (!s)
+        return 0;
+    int sgn = *s == 's';
+    switch (itemsize) {
+    case 2: return sgn ? HIVE_I16 : HIVE_U16;
+    case 4: return sgn ? HIVE_I32 : HIVE_U32;
+    case 8: return sgn ? HIVE_I64 : HIVE_U64;
+    default: return 0;
+    }
+}
+
+static PyObject *engine_envpool(EngineObj *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"env", "num_envs", "batch_size", "seed", "step_ns", "episode_len",
+                             "heavy_tail", "env_node", NULL};
+    const char *env;
+    long long num_envs, batch = 0, step_ns = 1000, episode_len = 100;
+    unsigned long long seed = 0;
+    int heavy = 0;
+    PyObject *nodes_in = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sL|LKLLpO", kwlist, &env, &num_envs, &batch, &seed,
+                                     &step_ns, &episode_len, &heavy, &nodes_in))
+        return NULL;
+    const hive_env_class_t *cls;
+    if (!strcmp(env, "CartPole"))
+        cls = &hive_env_cartpole;
+    else if (!strcmp(env, "Synthetic"))
+        cls = &hive_env_synthetic;
+    else {
+        PyErr_Format(PyExc_ValueError, "envpool: env must be \"CartPole\" or \"Synthetic\", not \"%s\"", env);
+        return NULL;
+    }
+    if (num_envs <= 0 || batch < 0 || step_ns < 0 || episode_len < 0 || episode_len > UINT_MAX) {
+        PyErr_Format(PyExc_ValueError, "envpool: num_envs %lld must be > 0; batch_size %lld, step_ns %lld "
+                     "and episode_len %lld must be >= 0", num_envs, batch, step_ns, episode_len);
+        return NULL;
+    }
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    unsigned *nodes = NULL;
+    if (nodes_in != Py_None) {
+        PyObject *seq = PySequence_Fast(nodes_in, "envpool: env_node must be a sequence of ints");
+        if (!seq)
+            return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n != num_envs) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "envpool: env_node has %zd entries for %lld envs", n, num_envs);
+            return NULL;
+        }
+        nodes = PyMem_Malloc(sizeof *nodes * (size_t)n);
+        if (!nodes) {
+            Py_DECREF(seq);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (v == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                PyMem_Free(nodes);
+                return NULL;
+            }
+            if (v < 0 || v > (long)UINT_MAX) {
+                Py_DECREF(seq);
+                PyMem_Free(nodes);
+                PyErr_Format(PyExc_ValueError, "envpool: env_node[%zd] = %ld is not a node index", i, v);
+                return NULL;
+            }
+            nodes[i] = (unsigned)v;
+        }
+        Py_DECREF(seq);
+    }
+    hive_env_synthetic_config_t syn = {
+        .cost_ns = (uint64_t)step_ns, .episode_len = (unsigned)episode_len, .heavy_tail = heavy,
+    };
+    hive_envpool_opts_t opts = {
+        .num_envs = (size_t)num_envs, .batch_size = (size_t)batch, .seed = seed,
+        .config = cls == &hive_env_synthetic ? &syn : NULL, .env_node = nodes,
+    };
+    hive_envpool_t *pool = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_envpool_new(h, cls, &opts, &pool);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(nodes);
+    if (rc < 0)
+        return raise_hive(rc, "envpool");
+    EnvPoolObj *p = PyObject_New(EnvPoolObj, &EnvPoolType);
+    if (!p) {
+        hive_envpool_free(pool);
+        return NULL;
+    }
+    p->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    p->pool = pool;
+    p->inside = 0;
+    p->act_dtype = cls->act_dtype;
+    memset(&p->last, 0, sizeof p->last);
+    p->prev = NULL;
+    p->next = self->envpools;
+    if (self->envpools)
+        self->envpools->prev = p;
+    self->envpools = p;
+    return (PyObject *)p;
+}
+
+static void envpool_dealloc(EnvPoolObj *self)
+{
+    envpool_unlink_free(self);
+    Py_XDECREF(self->engine);
+    PyObject_Free(self);
+}
+
+/* the pool for a new call: ShutDown when closed, Error when another thread is inside */
+static hive_envpool_t *envpool_live(EnvPoolObj *self)
+{
+    if (!self->pool || !engine_live(self->engine)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(ShutDown, "the env pool is closed");
+        return NULL;
+    }
+    if (self->inside) {
+        PyErr_SetString(Error, "the env pool is in use by another thread (a pool belongs to one "
+                        "thread at a time)");
+        return NULL;
+    }
+    return self->pool;
+}
+
+/* a retained, read-only Buffer over one batch array */
+static PyObject *envpool_array_buffer(EnvPoolObj *self, const hive_array_t *a)
+{
+    EngineObj *e = self->engine;
+    int rc = hive_retain(e->h, a->ref);
+    if (rc < 0)
+        return raise_hive(rc, "envpool");
+    size_t isz = hive_dtype_size(a->dtype);
+    int64_t numel = hive_array_numel(a);
+    BufferObj *b = buffer_new(e, a->ref, a->data, (size_t)numel * isz, 1);
+    if (!b)
+        return NULL;
+    static const char *fmts[] = {"", "?", "b", "B", "h", "H", "i", "I", "q", "Q", "f", "d"};
+    b->itemsize = (Py_ssize_t)isz;
+    b->ndim = a->ndim;
+    for (int i = 0; i < a->ndim; i++)
+        b->shape[i] = (Py_ssize_t)a->shape[i];
+    strcpy(b->format, fmts[a->dtype]);
+    return (PyObject *)b;
+}
+
+/* (obs, reward, done, env_id) Buffers of a batch */
+static PyObject *envpool_batch_tuple(EnvPoolObj *self, const hive_envpool_batch_t *bt)
+{
+    self->last = *bt;
+    const hive_array_t *arrs[4] = {&bt->obs, &bt->reward, &bt->done, &bt->env_id};
+    PyObject *t = PyTuple_New(4);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < 4; i++) {
+        PyObject *b = envpool_array_buffer(self, arrs[i]);
+        if (!b) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, b);
+    }
+    return t;
+}
+
+/* the engine counts a call in flight as a live Buffer, so close() from
+ * another thread waits for it instead of freeing the pool under it */
+static void envpool_enter(EnvPoolObj *self)
+{
+    self->inside = 1;
+    self->engine->nbuffers++;
+}
+
+static void envpool_leave(EnvPoolObj *self)
+{
+    EngineObj *e = self->engine;
+    self->inside = 0;
+    if (--e->nbuffers == 0 && e->closing)
+        engine_shutdown_now(e);
+}
+
+/* actions (buffer protocol) -> a hive_array_t over the caller's memory; PyBuffer to release */
+static int envpool_actions(EnvPoolObj *self, PyObject *o, Py_buffer *v, hive_array_t *a)
+{
+    if (PyObject_GetBuffer(o, v, PyBUF_RECORDS_RO) < 0)
+        return -1;
+    int dt = hive_dtype_of_format(v->format, v->itemsize);
+    if (dt != self->act_dtype || v->ndim < 1 || v->ndim > HIVE_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "envpool: actions must be an [n, ...] array of hive dtype %d "
+                     "(int32 for CartPole and Synthetic), not format '%s' with %d dimensions",
+                     self->act_dtype, v->format ? v->format : "B", v->ndim);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    memset(a, 0, sizeof *a);
+    a->data = v->buf;
+    a->dtype = (hive_dtype_t)dt;
+    a->ndim = v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        a->shape[i] = v->shape[i];
+        a->strides[i] = v->strides ? v->strides[i] : 0;
+    }
+    if (!v->strides) {
+        int64_t s = v->itemsize;
+        for (int i = v->ndim - 1; i >= 0; i--) {
+            a->strides[i] = s;
+            s *= v->shape[i];
+        }
+    }
+    return 0;
+}
+
+/* the common tail: a batch call's rc -> tuple or exception */
+static PyObject *envpool_result(EnvPoolObj *self, int rc, const hive_envpool_batch_t *bt, const char *what)
+{
+    PyObject *out = rc < 0 ? raise_hive(rc, what) : envpool_batch_tuple(self, bt);
+    envpool_leave(self);
+    return out;
+}
+
+static PyObject *envpool_reset(EnvPoolObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_envpool_t *pool = envpool_live(self);
+    if (!pool)
+        return NULL;
+    hive_envpool_batch_t bt;
+    int rc;
+    envpool_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_envpool_reset(pool, &bt);
+    Py_END_ALLOW_THREADS
+    return envpool_result(self, rc, &bt, "reset");
+}
+
+static PyObject *envpool_step(EnvPoolObj *self, PyObject *actions)
+{
+    hive_envpool_t *pool = envpool_live(self);
+    if (!pool)
+        return NULL;
+    Py_buffer v;
+    hive_array_t a;
+    if (envpool_actions(self, actions, &v, &a) < 0)
+        return NULL;
+    hive_envpool_batch_t bt;
+    int rc;
+    envpool_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = hive_envpool_step(pool, &a, &bt);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return envpool_result(self, rc, &bt, "step");
+}
+
+/* send(actions, env_ids): env_ids a contiguous int32 buffer of n ids */
+static PyObject *envpool_send(EnvPoolObj *self, PyObject *args)
+{
+    PyObject *acts, *ids;
+    if (!PyArg_ParseTuple(args, "OO", &acts, &ids))
+        return NULL;
+    hive_envpool_t *pool = envpool_live(self);
+    if (!pool)
+        return NULL;
+    Py_buffer iv;
+    if (PyObject_GetBuffer(ids, &iv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (hive_dtype_of_format(iv.format, iv.itemsize) != HIVE_I32 || iv.ndim != 1) {
+        PyErr_Format(PyExc_ValueError, "send: env_ids must be a 1-d int32 array, not format '%s' "
+                     "with %d dimensions", iv.format ? iv.format : "B", iv.ndim);
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    Py_buffer v;
+    hive_array_t a;
+    if (envpool_actions(self, acts, &v, &a) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    /* send returns at once (it queues jobs): no need to drop the GIL */
+    int rc = hive_envpool_send(pool, &a, (const int32_t *)iv.buf, (size_t)iv.shape[0]);
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&iv);
+    if (rc < 0)
+        return raise_hive(rc, "send");
+    Py_RETURN_NONE;
+}
+
+static PyObject *envpool_async_reset(EnvPoolObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_envpool_t *pool = envpool_live(self);
+    if (!pool)
+        return NULL;
+    int rc = hive_envpool_async_reset(pool);
+    if (rc < 0)
+        return raise_hive(rc, "async_reset");
+    Py_RETURN_NONE;
+}
+
+static PyObject *envpool_recv(EnvPoolObj *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "recv(timeout=None)");
+        return NULL;
+    }
+    int64_t ns = timeout_ns_of(nargs ? args[0] : Py_None);
+    if (ns == -2)
+        return NULL;
+    hive_envpool_t *pool = envpool_live(self);
+    if (!pool)
+        return NULL;
+    hive_envpool_batch_t bt;
+    envpool_enter(self);
+    int rc = hive_envpool_recv(pool, 0, &bt);    /* a ready batch: no GIL round trip */
+    if (rc == HIVE_ETIMEDOUT && ns != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = hive_envpool_recv(pool, ns, &bt);
+        Py_END_ALLOW_THREADS
+    }
+    return envpool_result(self, rc, &bt, "recv");
+}
+
+static PyObject *envpool_close(EnvPoolObj *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->inside) {
+        PyErr_SetString(Error, "close: the env pool is in use by another thread");
+        return NULL;
+    }
+    envpool_unlink_free(self);
+    Py_RETURN_NONE;
+}
+
+/* (obs, reward, done, env_id) data addresses of the last batch, as the C struct holds them */
+static PyObject *envpool_last_addresses(EnvPoolObj *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("(KKKK)", (unsigned long long)(uintptr_t)self->last.obs.data,
+                         (unsigned long long)(uintptr_t)self->last.reward.data,
+                         (unsigned long long)(uintptr_t)self->last.done.data,
+                         (unsigned long long)(uintptr_t)self->last.env_id.data);
+}
+
+static PyObject *envpool_get_num_envs(EnvPoolObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromSize_t(hive_envpool_num_envs(self->pool));
+}
+
+static PyObject *envpool_get_batch_size(EnvPoolObj *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromSize_t(hive_envpool_batch_size(self->pool));
+}
+
+/* ------------------------------------------------------------------ worker-locals */
+
+/* engine._local(init, reinit, fini): a hive_local whose value is a Python
+ * object. reinit None: fini then init again; "keep": hive_local_keep; else
+ * reinit(value) is called. The callables live as long as the engine (the
+ * key does). Local.get() is the value of the worker running the calling
+ * Python task (or of the calling thread outside tasks). */
+typedef struct {
+    PyObject *init, *reinit, *fini;     /* reinit/fini may be NULL */
+} pylocal_def;
+
+typedef struct {
+    PyObject_HEAD
+    EngineObj   *engine;
+    hive_local_t key;
+} LocalObj;
+
+static void *pylocal_init(void *arg)
+{
+    pylocal_def *d = arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *v = PyObject_CallNoArgs(d->init);
+    if (!v) {
+        PyErr_WriteUnraisable(d->init);
+        v = NULL;
+    }
+    PyGILState_Release(g);
+    return v;
+}
+
+static void pylocal_reinit(void *value, void *arg)
+{
+    pylocal_def *d = arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallOneArg(d->reinit, (PyObject *)value);
+    if (!r)
+        PyErr_WriteUnraisable(d->reinit);
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+}
+
+static void pylocal_fini(void *value, void *arg)
+{
+    pylocal_def *d = arg;
+    if (interpreter_finalizing())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (d->fini) {
+        PyObject *r = PyObject_CallOneArg(d->fini, (PyObject *)value);
+        if (!r)
+            PyErr_WriteUnraisable(d->fini);
+        Py_XDECREF(r);
+    }
+    Py_DECREF((PyObject *)value);
+    PyGILState_Release(g);
+}
+
+static void pylocal_def_free(PyObject *cap)
+{
+    pylocal_def *d = PyCapsule_GetPointer(cap, "hive.local");
+    if (!d)
+        return;
+    Py_XDECREF(d->init);
+    Py_XDECREF(d->reinit);
+    Py_XDECREF(d->fini);
+    PyMem_Free(d);
+}
+
+static PyObject *engine_local(EngineObj *self, PyObject *args)
+{
+    PyObject *init, *reinit, *fini;
+    if (!PyArg_ParseTuple(args, "OOO", &init, &reinit, &fini))
+        return NULL;
+    int keep = PyUnicode_Check(reinit) && !PyUnicode_CompareWithASCIIString(reinit, "keep");
+    if (!PyCallable_Check(init) || (reinit != Py_None && !keep && !PyCallable_Check(reinit)) ||
+        (fini != Py_None && !PyCallable_Check(fini))) {
+        PyErr_SetString(PyExc_TypeError, "local(init, reinit=None | \"keep\" | callable, fini=None | callable)");
+        return NULL;
+    }
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    pylocal_def *d = PyMem_Calloc(1, sizeof *d);
+    if (!d)
+        return PyErr_NoMemory();
+    d->init = Py_NewRef(init);
+    d->reinit = reinit == Py_None || keep ? NULL : Py_NewRef(reinit);
+    d->fini = fini == Py_None ? NULL : Py_NewRef(fini);
+    PyObject *cap = PyCapsule_New(d, "hive.local", pylocal_def_free);
+    if (!cap) {
+        Py_DECREF(d->init);
+        Py_XDECREF(d->reinit);
+        Py_XDECREF(d->fini);
+        PyMem_Free(d);
+        return NULL;
+    }
+    if (!self->locals && !(self->locals = PyList_New(0))) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    if (PyList_Append(self->locals, cap) < 0) {    /* the engine keeps the callables */
+        Py_DECREF(cap);
+        return NULL;
+    }
+    Py_DECREF(cap);
+    hive_local_def_t def = {
+        .init = pylocal_init, .reinit = keep ? hive_local_keep : reinit == Py_None ? NULL : pylocal_reinit,
+        .fini = pylocal_fini, .arg = d,
+    };
+    hive_local_t key;
+    int rc = hive_local_new(h, &def, &key);
+    if (rc < 0)
+        return raise_hive(rc, "local");
+    LocalObj *l = PyObject_New(LocalObj, &LocalType);
+    if (!l)
+        return NULL;
+    l->engine = (EngineObj *)Py_NewRef((PyObject *)self);
+    l->key = key;
+    return (PyObject *)l;
+}
+
+static void local_dealloc(LocalObj *self)
+{
+    Py_DECREF(self->engine);
+    PyObject_Free(self);
+}
+
+static PyObject *local_get(LocalObj *self, PyObject *Py_UNUSED(ignored))
+{
+    hive_t *h = engine_live(self->engine);
+    if (!h)
+        return NULL;
+    void *v = py_cur_ctx ? hive_local(py_cur_ctx, self->key) : hive_local_thread(h, self->key);
+    if (!v) {                           /* init raised (printed as unraisable) or no task */
+        if (!PyErr_Occurred())
+            PyErr_Format(Error, "local.get: no value: %s", hive_last_error());
+        return NULL;
+    }
+    return Py_NewRef((PyObject *)v);
+}
+
 /* ------------------------------------------------------------------ type tables */
 
 #define METH(n, f, fl, doc) { n, (PyCFunction)(void (*)(void))(f), fl, doc }
@@ -1980,6 +2563,8 @@ static PyMethodDef engine_methods[] = {
     METH("_create", engine_create, METH_VARARGS, NULL),
     METH("_array", engine_array, METH_VARARGS, NULL),
     METH("_replay", engine_replay, METH_VARARGS | METH_KEYWORDS, NULL),
+    METH("_envpool", engine_envpool, METH_VARARGS | METH_KEYWORDS, NULL),
+    METH("_local", engine_local, METH_VARARGS, NULL),
     METH("seal", engine_seal, METH_O, "seal(ref): publish a created object"),
     METH("wait", engine_wait, METH_VARARGS | METH_KEYWORDS,
          "wait(refs, num_returns=1, timeout=None) -> (ready, not_ready), as ray.wait"),
@@ -2098,6 +2683,35 @@ static PyTypeObject ReplayType = {
     .tp_name = "hive._hive.Replay", .tp_basicsize = sizeof(ReplayObj), .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)replay_dealloc, .tp_methods = replay_methods,
 };
+static PyMethodDef envpool_methods[] = {
+    METH("reset", envpool_reset, METH_NOARGS, NULL),
+    METH("step", envpool_step, METH_O, NULL),
+    METH("send", envpool_send, METH_VARARGS, NULL),
+    METH("recv", envpool_recv, METH_FASTCALL, NULL),
+    METH("async_reset", envpool_async_reset, METH_NOARGS, NULL),
+    METH("close", envpool_close, METH_NOARGS, NULL),
+    METH("last_addresses", envpool_last_addresses, METH_NOARGS, NULL),
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef envpool_getset[] = {
+    {"num_envs", (getter)envpool_get_num_envs, NULL, "environments (0 once closed)", NULL},
+    {"batch_size", (getter)envpool_get_batch_size, NULL, "recv's batch (0 once closed)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+static PyTypeObject EnvPoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive._hive.EnvPool", .tp_basicsize = sizeof(EnvPoolObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)envpool_dealloc, .tp_methods = envpool_methods, .tp_getset = envpool_getset,
+};
+static PyMethodDef local_methods[] = {
+    METH("get", local_get, METH_NOARGS, "get(): this worker's value (built, reset or kept per the def)"),
+    {NULL, NULL, 0, NULL},
+};
+static PyTypeObject LocalType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive.Local", .tp_basicsize = sizeof(LocalObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)local_dealloc, .tp_methods = local_methods,
+};
 static PyTypeObject LibraryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "hive.Library", .tp_basicsize = sizeof(LibraryObj), .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -2138,14 +2752,14 @@ static int add_exception(PyObject *m, PyObject **slot, const char *name, PyObjec
 PyMODINIT_FUNC PyInit__hive(void)
 {
     PyTypeObject *types[] = {&EngineType, &RefType, &FutureType, &BufferType, &CellType,
-                             &ReplayType, &LibraryType, &ActorType};
+                             &ReplayType, &LibraryType, &ActorType, &EnvPoolType, &LocalType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
     PyObject *m = PyModule_Create(&hive_module);
     if (!m)
         return NULL;
-    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor"};
+    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor", "_EnvPool", "Local"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;
