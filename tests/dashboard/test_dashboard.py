@@ -306,7 +306,12 @@ def test_demo_live(dash, stats_dir):
         def history(n):
             return history_of(eid, n)
         first = wait_for(lambda: history(2), "two samples of the demo")
-        ops = lambda d: sum(w["tasks"] + w["methods"] for w in d["snapshot"]["workers"])
+        # work done: jobs run, transitions inserted, env steps (the demo's
+        # sampler and learner may each sit in one long method for seconds)
+        ops = lambda d: (sum(w["tasks"] + w["methods"] + w.get("jobs", 0)
+                             for w in d["snapshot"]["workers"]) +
+                         sum(r.get("inserts", 0) for r in d["snapshot"].get("replay", [])) +
+                         sum(p.get("steps", 0) for p in d["snapshot"].get("envpools", [])))
         second = wait_for(lambda: (lambda d: d if d and ops(d) > ops(first) else None)(history(2)),
                           "the demo's counts to move")
         assert second["history"][-1]["t"] > first["history"][-1]["t"]
