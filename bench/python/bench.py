@@ -7,13 +7,15 @@
   view, the way a second process would);
 - get of a small object, and a C actor call (sync round trip, and async:
   many calls then the results), each against a plain C-extension no-op call
-  (the target: within 2x of it for get).
+  (the target: within 2x of it for get), and the same work done from C
+  (_c_loop): the difference is what the binding adds.
 Prints one line per measurement; best of 5 repeats.
 """
 import os
 import subprocess
 import sys
 import time
+import timeit
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -73,10 +75,17 @@ def main():
             for _ in range(n):
                 eng.get(small)
 
+        c_loop = hive._hive._c_loop                            # the same work done from C
         t_n, t_gr, t_g = best(noops, 200_000), best(gets_raw, 200_000), best(gets, 100_000)
-        print(f"no-op C-extension call: {t_n * 1e9:.0f} ns")
-        print(f"get (C call, Buffer out): {t_gr * 1e9:.0f} ns ({t_gr / t_n:.1f}x the no-op); "
-              f"engine.get -> memoryview: {t_g * 1e9:.0f} ns ({t_g / t_n:.1f}x)")
+        t_gc = min(c_loop("get", small, 200_000) for _ in range(5))
+        print(f"no-op C-extension call: {t_n * 1e9:.0f} ns; hive_get from C: {t_gc * 1e9:.0f} ns")
+        print(f"get (C call, Buffer out): {t_gr * 1e9:.0f} ns ({t_gr / t_n:.1f}x the no-op), "
+              f"binding overhead {(t_gr - t_gc) * 1e9:.0f} ns ({(t_gr - t_gc) / t_n:.1f}x); "
+              f"engine.get -> memoryview: {t_g * 1e9:.0f} ns ({t_g / t_n:.1f}x), "
+              f"overhead {(t_g - t_gc) * 1e9:.0f} ns ({(t_g - t_gc) / t_n:.1f}x)")
+        mv = min(timeit.repeat("memoryview(b)", globals={"b": b"12345678"}, number=200_000,
+                               repeat=5)) / 200_000
+        print(f"  (CPython's own memoryview(bytes): {mv * 1e9:.0f} ns)")
 
         lib = eng.load(lib_path)
         actor = lib.actor("py_counter", 0)
@@ -91,8 +100,11 @@ def main():
                 f.get()
 
         t_cs, t_ca = best(calls_sync, 20_000), best(calls_async, 20_000)
+        t_cc = min(c_loop("call", actor, 20_000) for _ in range(5))
         print(f"C actor call + get: sync {t_cs * 1e6:.2f} us, async {t_ca * 1e6:.2f} us a call "
-              f"({t_ca / t_n:.0f}x the no-op)")
+              f"({t_ca / t_n:.0f}x the no-op); the same from C {t_cc * 1e6:.2f} us: binding "
+              f"overhead {(t_ca - t_cc) * 1e9:.0f} ns a call + get ({(t_ca - t_cc) / t_n:.1f}x the no-op, "
+              f"two Python calls)")
         del actor, small
 
         # env pool stepping from Python vs the subprocess vector env (bench/peer_vecenv.py)

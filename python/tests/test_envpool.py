@@ -2,6 +2,7 @@
 # (zero-copy), gym's reset/step, EnvPool's send/recv/async_reset, the GIL
 # released while stepping, and bad inputs mapped to hive's exceptions.
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -196,3 +197,22 @@ def test_engine_close_frees_pools():
         p.reset()
     del obs
     assert eng.closed
+
+
+def test_engine_close_while_another_thread_frees_a_pool():
+    # pool.close() frees without the GIL, waiting for the steps in flight; an
+    # engine.close() meanwhile used to shut the engine down under it (with
+    # one worker the second step was then never run: the free waited forever)
+    eng = hive.Engine(workers=1, store_bytes=16 << 20)
+    p = eng.envpool("Synthetic", 2, step_ns=200_000_000)
+    p.async_reset()
+    p.recv(timeout=30)
+    p.send(np.zeros(2, np.int32), [0, 1])        # two 200 ms steps, one worker
+    t = threading.Thread(target=p.close)
+    t.start()
+    time.sleep(0.05)
+    eng.close()
+    t.join(20)
+    assert not t.is_alive() and eng.closed
+    with pytest.raises(hive.ShutDown):
+        eng.put(b"x")

@@ -2,6 +2,7 @@
 # atomics, write sections, snapshots), DLPack with numpy (and torch when
 # installed), cells, the replay buffer and C actors.
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -141,3 +142,48 @@ def test_c_actor_calls(engine, lib):
     assert int(np.frombuffer(hi.get(), np.int64)[0]) == 20
     ready, _ = engine.wait(futs, num_returns=4)
     assert len(ready) == 4
+
+
+def _blocked_sampler(rb):
+    """a thread sampling rb with no timeout (the rate limiter holds it); its outcome"""
+    out = {}
+
+    def run():
+        try:
+            rb.sample(1)
+            out["result"] = "sampled"
+        except BaseException as exc:          # noqa: B902 - the test reads what it was
+            out["result"] = exc
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.2)                           # it is now waiting without the GIL
+    assert t.is_alive() and not out
+    return t, out
+
+
+def test_replay_close_while_a_sample_waits():
+    # close() used to free the buffer under a sampler waiting without the GIL
+    with hive.Engine(workers=1, store_bytes=16 << 20) as eng:
+        rb = eng.replay(8, np.float64, min_size=4)
+        rb.push(np.ones(2))
+        t, out = _blocked_sampler(rb)
+        rb.close()
+        t.join(10)
+        assert not t.is_alive()
+        assert isinstance(out["result"], hive.Error) and "closed" in str(out["result"])
+        with pytest.raises(hive.Error):
+            rb.push(np.ones(1))
+
+
+def test_engine_close_while_a_sample_waits():
+    eng = hive.Engine(workers=1, store_bytes=16 << 20)
+    rb = eng.replay(8, np.float64, min_size=4)
+    rb.push(np.ones(2))
+    t, out = _blocked_sampler(rb)
+    eng.close()                               # the sampler ends, then the engine stops
+    t.join(10)
+    assert not t.is_alive()
+    assert isinstance(out["result"], hive.ShutDown)
+    assert eng.closed
+    with pytest.raises(hive.ShutDown):
+        rb.push(np.ones(1))
