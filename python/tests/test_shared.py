@@ -187,3 +187,20 @@ def test_engine_close_while_a_sample_waits():
     assert eng.closed
     with pytest.raises(hive.ShutDown):
         rb.push(np.ones(1))
+
+
+def test_c_loop_times_the_same_work_from_c(engine, lib):
+    # the benchmark's baseline: the C calls the binding makes, timed from C
+    c = lib.actor("py_counter", 0)
+    ref = engine.put(b"12345678")
+    assert 0 < hive._hive._c_loop("get", ref, 100) < 1
+    assert 0 < hive._hive._c_loop("call", c, 100, "add") < 1
+    assert int(np.frombuffer(c.call("get").get(timeout=30), np.int64)[0]) == 100
+    with pytest.raises(ValueError):
+        hive._hive._c_loop("get", ref, 0)
+    with pytest.raises(ValueError):
+        hive._hive._c_loop("call", c, 10, "nosuch")
+    with pytest.raises(TypeError):
+        hive._hive._c_loop("call", ref, 10)
+    with pytest.raises(TypeError):
+        hive._hive._c_loop("walk", ref, 10)
