@@ -27,6 +27,8 @@ extern const size_t hb_replay_nbenches;
 
 extern const hb_bench hb_scale_benches[];  /* bench_scale.c: costs against the work held */
 extern const size_t hb_scale_nbenches;
+extern const hb_bench hb_scale_all_benches[]; /* bench_scale_all.c: 10 M objects, 1 M tasks, 1 M actors at once */
+extern const size_t hb_scale_all_nbenches;
 extern const hb_bench hb_envpool_benches[]; /* bench_envpool.c: env pool vs the pthread sampler */
 extern const size_t hb_envpool_nbenches;
 

@@ -13,6 +13,7 @@ void hb_register_all(void)
     hb_register(hb_actor_benches, hb_actor_nbenches);
     hb_register(hb_replay_benches, hb_replay_nbenches);
     hb_register(hb_scale_benches, hb_scale_nbenches);
+    hb_register(hb_scale_all_benches, hb_scale_all_nbenches);
     hb_register(hb_envpool_benches, hb_envpool_nbenches);
     hb_register(hb_trace_benches, hb_trace_nbenches);
 }
