@@ -15,6 +15,8 @@ secs=$1; shift
 summary=build/.test-summary
 mkdir -p build/fuzz
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+# liburcu's rcu_barrier frees its completion a moment after it returns (see the file)
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp:${LSAN_OPTIONS:-}"
 passed=0; failed=0; bad=()
 for bin in "$@"; do
   name=$(basename "$bin")
