@@ -7,7 +7,12 @@
  *          sampling and CAS-updated sum tree.
  *   mutex  the same ring, RNG and sampling rules with a plain binary sum
  *          tree (as PER implementations keep one), every call under one
- *          pthread mutex (sampling copies its whole batch under it).
+ *          pthread mutex (sampling copies its whole batch under it). It
+ *          gives its users what hive's give theirs: sampling returns keys
+ *          (insertion numbers, not rows), a priority update for a key whose
+ *          item was overwritten is dropped, samples are counted (hive's
+ *          stats), and a push takes the cached max priority^alpha rather
+ *          than calling pow each time (as hive does).
  *
  * Items are CartPole transitions: obs[4], action, reward, next_obs[4], done
  * (11 floats, 44 bytes) padded to 48. Buffers hold 65536 of them, and every
@@ -111,9 +116,9 @@ static void make_item(transition_t *t, uint64_t i)
 typedef struct mring {
     pthread_mutex_t lock;
     unsigned char  *data;
-    uint64_t        next, fill, leaves;
+    uint64_t        next, fill, leaves, samples;
     double         *tree;               /* NULL: uniform */
-    double          max_prio;
+    double          max_prio, max_leaf; /* max_leaf = max_prio ^ ALPHA, kept as pushes need it */
 } mring_t;
 
 static void m_set_leaf(mring_t *m, uint64_t row, double v)
@@ -130,6 +135,7 @@ static mring_t *m_new(bool prioritized)
     pthread_mutex_init(&m->lock, NULL);
     m->data = calloc(CAP, sizeof(transition_t));
     m->max_prio = 1.0;
+    m->max_leaf = 1.0;
     if (prioritized) {
         m->leaves = CAP;                 /* a power of two */
         m->tree = calloc(2 * CAP, sizeof(double));
@@ -152,7 +158,14 @@ static void m_push_locked(mring_t *m, const transition_t *t)
     if (m->fill < CAP)
         m->fill++;
     if (m->tree != NULL)
-        m_set_leaf(m, row, pow(m->max_prio, ALPHA));
+        m_set_leaf(m, row, m->max_leaf);
+}
+
+/* The key row holds (the buffer is full in every benchmark; in general the
+ * newest key below next that maps to row). CAP is a power of two. */
+static inline uint64_t m_key_of(const mring_t *m, uint64_t row)
+{
+    return m->next - 1 - ((m->next - 1 - row) & (CAP - 1));
 }
 
 static void m_push(mring_t *m, const transition_t *t, size_t n)
@@ -177,15 +190,16 @@ static uint64_t m_descend(const mring_t *m, double u)
     return i - m->leaves;
 }
 
-static void m_sample(mring_t *m, size_t batch, uint64_t *rng, transition_t *out, uint64_t *rows,
+static void m_sample(mring_t *m, size_t batch, uint64_t *rng, transition_t *out, uint64_t *keys,
                      double *w)
 {
     pthread_mutex_lock(&m->lock);
+    m->samples += batch;
     if (m->tree == NULL) {
         for (size_t i = 0; i < batch; i++) {
             uint64_t row = (uint64_t)(((unsigned __int128)rng_next(rng) * m->fill) >> 64);
             memcpy(&out[i], m->data + row * sizeof *out, sizeof *out);
-            rows[i] = row;
+            keys[i] = m_key_of(m, row);
             w[i] = 1.0;
         }
     } else {
@@ -193,7 +207,7 @@ static void m_sample(mring_t *m, size_t batch, uint64_t *rng, transition_t *out,
         for (size_t i = 0; i < batch; i++) {
             uint64_t row = m_descend(m, ((double)i + rng_unit(rng)) * seg);
             memcpy(&out[i], m->data + row * sizeof *out, sizeof *out);
-            rows[i] = row;
+            keys[i] = m_key_of(m, row);
             w[i] = m->tree[m->leaves + row];
             if (w[i] < min_leaf)
                 min_leaf = w[i];
@@ -204,13 +218,19 @@ static void m_sample(mring_t *m, size_t batch, uint64_t *rng, transition_t *out,
     pthread_mutex_unlock(&m->lock);
 }
 
-static void m_update(mring_t *m, const uint64_t *rows, const double *prio, size_t n)
+/* A key whose row has been pushed over since it was sampled is dropped, as
+ * hive drops it (its priority is not meant for the successor). */
+static void m_update(mring_t *m, const uint64_t *keys, const double *prio, size_t n)
 {
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < n; i++) {
-        m_set_leaf(m, rows[i], pow(prio[i], ALPHA));
-        if (prio[i] > m->max_prio)
+        if (keys[i] + CAP < m->next)
+            continue;
+        m_set_leaf(m, keys[i] & (CAP - 1), pow(prio[i], ALPHA));
+        if (prio[i] > m->max_prio) {
             m->max_prio = prio[i];
+            m->max_leaf = pow(prio[i], ALPHA);
+        }
     }
     pthread_mutex_unlock(&m->lock);
 }
