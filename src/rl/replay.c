@@ -338,30 +338,69 @@ static uint64_t nearest_filled(const hive_replay_t *rb, uint64_t row)
     return UINT64_MAX;
 }
 
+/* One step of a descent from node *i with mass *u to the child that holds
+ * it, clamped into a child that has mass. */
+static inline void descend_step(const hive_replay_t *rb, uint64_t *i, double *u)
+{
+    double l = node_get(rb, 2 * *i);
+    if (*u < l) {
+        *i = 2 * *i;
+        return;
+    }
+    double r = node_get(rb, 2 * *i + 1);
+    if (r > 0) {                            /* right, clamped into its mass */
+        double v = *u - l;
+        if (v >= r)
+            v = below(r);
+        if (v < 0)
+            v = 0;
+        *u = v;
+        *i = 2 * *i + 1;
+    } else {                                /* right is empty: the last of left */
+        *u = l > 0 ? below(l) : 0;
+        *i = 2 * *i;
+    }
+}
+
+static uint64_t block_scan(const hive_replay_t *rb, uint64_t i, double u);
+
 /* The row whose prefix-sum interval holds mass u (0 <= u < total): down
  * the tree to a block, then along the block's leaves. */
 static uint64_t descend(const hive_replay_t *rb, double u)
 {
     uint64_t i = 1;
-    while (i < rb->nodes) {
-        double l = node_get(rb, 2 * i);
-        if (u < l) {
-            i = 2 * i;
-            continue;
-        }
-        double r = node_get(rb, 2 * i + 1);
-        if (r > 0) {                        /* right, clamped into its mass */
-            u -= l;
-            if (u >= r)
-                u = below(r);
-            if (u < 0)
-                u = 0;
-            i = 2 * i + 1;
-        } else {                            /* right is empty: the last of left */
-            u = l > 0 ? below(l) : 0;
-            i = 2 * i;
-        }
+    while (i < rb->nodes)
+        descend_step(rb, &i, &u);
+    return block_scan(rb, i, u);
+}
+
+/* descend for m masses at once (m <= CHUNK), level by level: the loads of
+ * one level are independent of each other, so their misses overlap rather
+ * than come one after another as in m separate descents; the blocks'
+ * leaves are asked for before any is scanned. */
+static void descend_chunk(const hive_replay_t *rb, const double *mass, size_t m, uint64_t *rows)
+{
+    uint64_t node[CHUNK];
+    double u[CHUNK];
+    for (size_t j = 0; j < m; j++) {
+        node[j] = 1;
+        u[j] = mass[j];
     }
+    for (uint64_t level = 1; level < rb->nodes; level <<= 1)   /* every walk is as deep */
+        for (size_t j = 0; j < m; j++)
+            descend_step(rb, &node[j], &u[j]);
+    for (size_t j = 0; j < m; j++) {
+        uint64_t first = (node[j] - rb->nodes) * LEAF_BLOCK;
+        for (uint64_t row = first; row < first + LEAF_BLOCK && row < rb->cap; row += 8)
+            __builtin_prefetch(&rb->leaf[row]);       /* the block's lines */
+    }
+    for (size_t j = 0; j < m; j++)
+        rows[j] = block_scan(rb, node[j], u[j]);
+}
+
+/* Along bottom node i's block of leaves to the row that holds mass u. */
+static uint64_t block_scan(const hive_replay_t *rb, uint64_t i, double u)
+{
     uint64_t first = (i - rb->nodes) * LEAF_BLOCK, last = UINT64_MAX;
     uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
     for (uint64_t row = first; row < end; row++) {
@@ -414,10 +453,11 @@ static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool byte
 {
     const unsigned char *p = rb->data + row * rb->isz;
     __builtin_prefetch(&rb->seq[row]);
-    if (bytes) {
+    if (bytes) {                        /* first and last line: a row may straddle two */
         __builtin_prefetch(p);
-        if (rb->isz > 64)
-            __builtin_prefetch(p + rb->isz - 1);
+        __builtin_prefetch(p + rb->isz - 1);
+        for (size_t off = 64; off + 1 < rb->isz; off += 64)    /* rows beyond two lines */
+            __builtin_prefetch(p + off);
     }
     if (rb->leaf != NULL)
         __builtin_prefetch(&rb->leaf[row]);
@@ -465,6 +505,76 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     atomic_store_explicit(sq, mine, memory_order_release);
 }
 
+/* ---- uniform buffers: ordered writers, no CAS
+ * A uniform buffer has no priority updates, so a row's only writers are
+ * the pushers of the keys that map to it, and they take turns in key
+ * order: the pusher of key k waits until the row's word is the even word
+ * of the row's previous key (the largest smaller key that is written at
+ * all, see prev_label), and is then the row's only writer until it gives
+ * the word back: nobody else waits for that word. So it takes the row
+ * with a plain store instead of a CAS (a locked instruction per row was
+ * most of a push). The price: a pusher that laps a slower pusher of its
+ * row waits for it even before that one has begun its copy (no overtaking
+ * as in the prioritized path), which with any capacity beyond the number
+ * of pushers in flight never happens. */
+
+/* The even word a row must show before the pusher of key can take it:
+ * that of the row's previous written key, or 0 if the row was never
+ * written. In a batch of keys base.. whose first keys are skipped (more
+ * than the capacity), the previous keys that are the batch's own are
+ * skipped too: step back by whole laps until below base. */
+static inline uint64_t prev_label(const hive_replay_t *rb, uint64_t key, uint64_t base)
+{
+    uint64_t laps = key - base < rb->cap ? 1 : (key - base) / rb->cap + 1;   /* 1 unless the batch laps itself */
+    if (key < laps * rb->cap)                       /* laps * cap <= key + cap <= 2^49: no wrap */
+        return 0;
+    return (key - laps * rb->cap + 1) << 1;
+}
+
+/* Wait until the row's previous writer is done (word == want). acquire:
+ * pairs with that writer's release store, so its bytes come before ours
+ * (ours are the ones left). */
+static inline void row_wait_turn(_Atomic uint64_t *sq, uint64_t want)
+{
+    unsigned spins = 0;
+    while (atomic_load_explicit(sq, memory_order_acquire) != want)
+        backoff(&spins);
+}
+
+/* Write the items of keys key .. key+n-1 (batch base) into the n
+ * consecutive rows from row (no wrap inside: the caller splits there):
+ * take every row in turn, one copy of the run, give them all back. A
+ * writer only waits for keys below its own first key (prev_label), so for
+ * writers whose first key is smaller, which never wait for it: the one with
+ * the smallest first key in flight never waits, no cycle can form, no
+ * deadlock, however batches overlap and although a writer holds the rows
+ * it has taken while it waits for the next. */
+static void run_put(hive_replay_t *rb, uint64_t key, uint64_t base, uint64_t row, size_t n,
+                    const unsigned char *src)
+{
+    _Atomic uint64_t *sq = &rb->seq[row];
+    for (size_t i = 0; i < n; i += 8)
+        __builtin_prefetch(&sq[i], 1);
+    for (size_t i = 0; i < n; i++) {
+        row_wait_turn(&sq[i], prev_label(rb, key + i, base));
+        /* relaxed: ordered before the bytes by the fence below */
+        atomic_store_explicit(&sq[i], ((key + i + 1) << 1) | 1, memory_order_relaxed);
+    }
+    /* release fence: the odd words come before every byte stored below,
+     * so a reader whose copy saw one of them and then issued its acquire
+     * fence re-reads the word as odd or later, and retries */
+    atomic_thread_fence(memory_order_release);
+    if (n == 1)
+        item_copy(rb->data + row * rb->isz, src, rb->isz);
+    else
+        memcpy(rb->data + row * rb->isz, src, n * rb->isz);    /* n * isz: checked by the caller */
+    /* release fence: the bytes come before each even word stored below,
+     * for readers that load it with acquire and for the row's next writer */
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < n; i++)
+        atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_relaxed);
+}
+
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
 #define seq_reread hive__seq_reread
 
@@ -505,21 +615,67 @@ static inline uint64_t row_get(const reader_t *r, uint64_t row, void *dst, doubl
     }
 }
 
-/* Copy m rows out (dst may be NULL): keys[j] and, if leaves is not NULL,
- * leaves[j] for rows[j]. One tight loop, kept apart from the choice of rows
- * so that neither crowds the other's registers. */
+/* The copies of a chunk's rows, all of them, whether or not their first
+ * look found them complete (a busy row's copy is simply thrown away):
+ * a loop with nothing in it but the copies. Always inlined, so that the
+ * callers below pass the common item sizes as constants and each copy
+ * becomes a few moves, not a loop. */
+static inline __attribute__((always_inline)) void rows_copy(const unsigned char *data, size_t isz,
+                                                            const uint64_t *rows, size_t m,
+                                                            unsigned char *dst)
+{
+    for (size_t j = 0; j < m; j++)
+        racy_copy(dst + j * isz, data + rows[j] * isz, isz);
+}
+
+static void rows_copy_any(const unsigned char *data, size_t isz, const uint64_t *rows, size_t m,
+                          unsigned char *dst)
+{
+    switch (isz) {                        /* a transition is a few dozen bytes */
+    case 16: rows_copy(data, 16, rows, m, dst); break;
+    case 32: rows_copy(data, 32, rows, m, dst); break;
+    case 48: rows_copy(data, 48, rows, m, dst); break;
+    case 64: rows_copy(data, 64, rows, m, dst); break;
+    case 96: rows_copy(data, 96, rows, m, dst); break;
+    case 128: rows_copy(data, 128, rows, m, dst); break;
+    default: rows_copy(data, isz, rows, m, dst); break;
+    }
+}
+
+/* Copy m (<= CHUNK) rows out (dst may be NULL): keys[j] and, if leaves is
+ * not NULL, leaves[j] for rows[j]. The seqlock read of a whole chunk at
+ * once: every first look, every copy, every second look, each a loop of
+ * independent loads whose misses overlap; a row that was busy or moved is
+ * then read again on its own (row_get). */
 __attribute__((noinline))
 static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned char *dst,
                      uint64_t *keys, double *leaves)
 {
     const reader_t rd = *r;               /* in registers, whatever dst aliases */
-    if (dst != NULL && leaves == NULL) {  /* the common uniform case, unswitched */
-        for (size_t j = 0; j < m; j++)
-            keys[j] = row_get(&rd, rows[j], dst + j * rd.isz, NULL);
-        return;
-    }
+    uint64_t s1[CHUNK];
+    double v[CHUNK];
+    /* acquire: pairs with each holder's release store, so the bytes and
+     * leaf of the item a word names are what the copies below read */
     for (size_t j = 0; j < m; j++)
-        keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+        s1[j] = atomic_load_explicit(&rd.seq[rows[j]], memory_order_acquire);
+    if (dst != NULL)
+        rows_copy_any(rd.data, rd.isz, rows, m, dst);
+    if (leaves != NULL)                   /* relaxed: inside the window, validated below */
+        for (size_t j = 0; j < m; j++)
+            v[j] = bitsd(atomic_load_explicit(&rd.leaf[rows[j]], memory_order_relaxed));
+    /* second looks, after seq_reread's acquire fence: every copy above is
+     * ordered before them. out keys may be rows itself: rows[j] is read
+     * before keys[j] is written */
+    for (size_t j = 0; j < m; j++) {
+        uint64_t row = rows[j], w = s1[j];
+        if ((w & 1) == 0 && w != 0 && seq_reread(&rd.seq[row]) == w) {
+            keys[j] = (w >> 1) - 1;
+            if (leaves != NULL)
+                leaves[j] = v[j];
+        } else {
+            keys[j] = row_get(&rd, row, dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ futex */
@@ -704,9 +860,24 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
-    row_put(rb, key, row_of(rb, key), item, leaf, NULL);
+    if (rb->tree != NULL)
+        row_put(rb, key, row_of(rb, key), item, leaf, NULL);
+    else
+        run_put(rb, key, key, row_of(rb, key), 1, item);
     wake_samplers(rb);
     return HIVE_OK;
+}
+
+/* Keys base+first .. base+n-1 of a uniform batch (at most cap of them):
+ * one run up to the end of the rows, and one from row 0 if it wraps. */
+static void batch_put_uniform(hive_replay_t *rb, uint64_t base, size_t first, size_t n,
+                              const unsigned char *src)
+{
+    uint64_t row = row_of(rb, base + first);
+    size_t left = n - first, part = rb->cap - row < left ? (size_t)(rb->cap - row) : left;
+    run_put(rb, base + first, base, row, part, src + first * rb->isz);
+    if (part < left)
+        run_put(rb, base + first + part, base, 0, left - part, src + (first + part) * rb->isz);
 }
 
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
@@ -727,6 +898,11 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
+    if (rb->tree == NULL) {
+        batch_put_uniform(rb, base, first, n, src);
+        wake_samplers(rb);
+        return HIVE_OK;
+    }
     bool top[TOP_NODES], *gather = NULL;
     if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
         memset(top, 0, sizeof top);
@@ -833,6 +1009,37 @@ static void leaves_to_weights(const hive_replay_t *rb, double *w, size_t batch, 
     }
 }
 
+/* What choosing the rows of a with-replacement batch needs. */
+typedef struct pick {
+    uint64_t fill;
+    double   total, seg;                /* prioritized: the total mass, a segment of it */
+    bool     uniform, bytes;            /* bytes: the items are copied (prefetch them) */
+} pick_t;
+
+/* Choose the m rows of draws base .. base+m-1 and ask for their lines.
+ * Prioritized draws are stratified: one in each of batch segments. */
+static void pick_chunk(const hive_replay_t *rb, const pick_t *pk, uint64_t *st, size_t base, size_t m,
+                       uint64_t *rows)
+{
+    if (pk->uniform) {
+        for (size_t j = 0; j < m; j++)
+            rows[j] = rng_below(st, pk->fill);
+    } else {
+        double u[CHUNK];
+        for (size_t j = 0; j < m; j++) {
+            u[j] = ((double)(base + j) + rng_unit(st)) * pk->seg;
+            if (!(u[j] < pk->total))
+                u[j] = below(pk->total);
+        }
+        descend_chunk(rb, u, m, rows);
+        for (size_t j = 0; j < m; j++)
+            if (rows[j] == UINT64_MAX)      /* every leaf went to 0 meanwhile */
+                rows[j] = rng_below(st, pk->fill);
+    }
+    for (size_t j = 0; j < m; j++)
+        row_prefetch(rb, rows[j], pk->bytes);
+}
+
 static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fill, uint64_t *rng_state,
                                    void *out_items, uint64_t *out_keys, double *out_weights)
 {
@@ -848,24 +1055,17 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
     double seg = total / (double)batch, min_leaf = INFINITY;
-    uint64_t rows[CHUNK], keys[CHUNK];
+    uint64_t rows[2][CHUNK], keys[CHUNK];
     double leaves[CHUNK];
-    for (size_t base = 0; base < batch; base += CHUNK) {
+    const pick_t pk = { .fill = fill, .total = total, .seg = seg, .uniform = uniform,
+                        .bytes = dst != NULL };
+    pick_chunk(rb, &pk, &st, 0, batch < CHUNK ? batch : CHUNK, rows[0]);
+    for (size_t base = 0, c = 0; base < batch; base += CHUNK, c ^= 1) {
         size_t m = batch - base < CHUNK ? batch - base : CHUNK;
-        for (size_t j = 0; j < m; j++) {
-            uint64_t row;
-            if (uniform) {
-                row = rng_below(&st, fill);
-            } else {                        /* stratified: one draw in each of batch segments */
-                double u = ((double)(base + j) + rng_unit(&st)) * seg;
-                row = descend(rb, u < total ? u : below(total));
-                if (row == UINT64_MAX)      /* every leaf went to 0 meanwhile */
-                    row = rng_below(&st, fill);
-            }
-            rows[j] = row;
-            row_prefetch(rb, row, dst != NULL);
-        }
-        rows_get(&rd, rows, m, dst ? dst + base * rd.isz : NULL, out_keys ? out_keys + base : keys,
+        if (base + CHUNK < batch)           /* the next chunk's misses overlap this one's copies */
+            pick_chunk(rb, &pk, &st, base + CHUNK,
+                       batch - base - CHUNK < CHUNK ? batch - base - CHUNK : CHUNK, rows[c ^ 1]);
+        rows_get(&rd, rows[c], m, dst ? dst + base * rd.isz : NULL, out_keys ? out_keys + base : keys,
                  uniform ? NULL : leaves);
         if (!uniform) {
             for (size_t j = 0; j < m; j++)
