@@ -470,18 +470,18 @@ static inline uint64_t row_of(const hive_replay_t *rb, uint64_t key)
     return rb->mask != 0 ? key & rb->mask : key % rb->cap;
 }
 
-/* Write the item of key into its row (see the top of the file). */
-static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
-                    bool *top)
+/* Take key's row for writing (see the top of the file): true once the
+ * word is key's odd word, false if a newer item holds the row (ours is
+ * logically overwritten already: drop it). */
+static inline bool row_take(_Atomic uint64_t *sq, uint64_t key)
 {
-    _Atomic uint64_t *sq = &rb->seq[row];
     uint64_t mine = (key + 1) << 1;
     /* relaxed polls: only the CAS that takes the row needs to order */
     uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
     unsigned spins = 0;
     for (;;) {
         if ((s >> 1) > key + 1)
-            return;                         /* a newer item holds the row: ours is gone */
+            return false;                   /* a newer item holds the row: ours is gone */
         if (s & 1) {                        /* the previous lap's writer (or an update) */
             backoff(&spins);
             s = atomic_load_explicit(sq, memory_order_relaxed);
@@ -491,8 +491,17 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
          * byte and leaf stores come before ours (ours are the ones left) */
         if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_acquire,
                                                   memory_order_relaxed))
-            break;
+            return true;
     }
+}
+
+/* Write the item of key into its row. */
+static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
+                    bool *top)
+{
+    _Atomic uint64_t *sq = &rb->seq[row];
+    if (!row_take(sq, key))
+        return;
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
@@ -502,77 +511,49 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
         leaf_set(rb, row, leaf, top);
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
-    atomic_store_explicit(sq, mine, memory_order_release);
+    atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
 }
 
-/* ---- uniform buffers: ordered writers, no CAS
- * A uniform buffer has no priority updates, so a row's only writers are
- * the pushers of the keys that map to it, and they take turns in key
- * order: the pusher of key k waits until the row's word is the even word
- * of the row's previous key (the largest smaller key that is written at
- * all, see prev_label), and is then the row's only writer until it gives
- * the word back: nobody else waits for that word. So it takes the row
- * with a plain store instead of a CAS (a locked instruction per row was
- * most of a push). The price: a pusher that laps a slower pusher of its
- * row waits for it even before that one has begun its copy (no overtaking
- * as in the prioritized path), which with any capacity beyond the number
- * of pushers in flight never happens. */
+#define RUN_MAX 64                          /* rows of a batch taken at once (bits of a mask) */
 
-/* The even word a row must show before the pusher of key can take it:
- * that of the row's previous written key, or 0 if the row was never
- * written. In a batch of keys base.. whose first keys are skipped (more
- * than the capacity), the previous keys that are the batch's own are
- * skipped too: step back by whole laps until below base. */
-static inline uint64_t prev_label(const hive_replay_t *rb, uint64_t key, uint64_t base)
-{
-    uint64_t laps = key - base < rb->cap ? 1 : (key - base) / rb->cap + 1;   /* 1 unless the batch laps itself */
-    if (key < laps * rb->cap)                       /* laps * cap <= key + cap <= 2^49: no wrap */
-        return 0;
-    return (key - laps * rb->cap + 1) << 1;
-}
-
-/* Wait until the row's previous writer is done (word == want). acquire:
- * pairs with that writer's release store, so its bytes come before ours
- * (ours are the ones left). */
-static inline void row_wait_turn(_Atomic uint64_t *sq, uint64_t want)
-{
-    unsigned spins = 0;
-    while (atomic_load_explicit(sq, memory_order_acquire) != want)
-        backoff(&spins);
-}
-
-/* Write the items of keys key .. key+n-1 (batch base) into the n
- * consecutive rows from row (no wrap inside: the caller splits there):
- * take every row in turn, one copy of the run, give them all back. A
- * writer only waits for keys below its own first key (prev_label), so for
- * writers whose first key is smaller, which never wait for it: the one with
- * the smallest first key in flight never waits, no cycle can form, no
- * deadlock, however batches overlap and although a writer holds the rows
- * it has taken while it waits for the next. */
-static void run_put(hive_replay_t *rb, uint64_t key, uint64_t base, uint64_t row, size_t n,
-                    const unsigned char *src)
+/* Write the items of keys key .. key+n-1 into the n (<= RUN_MAX)
+ * consecutive rows from row: take every row first, then copy the taken
+ * rows with one memcpy per stretch (one for the run unless a newer push
+ * overtook a row), set their leaves, and give them all back. Taking the
+ * rows before any copy keeps the CASes apart from the copy's stores: a
+ * locked instruction waits for every store before it to reach the cache,
+ * and with a copy before each CAS each one waited for a row's misses.
+ * A writer holds the rows it took while it waits for a later one; it only
+ * ever waits for a smaller key (an odd word with a smaller label), held by
+ * a push whose keys all lie below its own, so waits cannot form a cycle. */
+static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
+                    double leaf, bool *top)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    for (size_t i = 0; i < n; i += 8)
-        __builtin_prefetch(&sq[i], 1);
-    for (size_t i = 0; i < n; i++) {
-        row_wait_turn(&sq[i], prev_label(rb, key + i, base));
-        /* relaxed: ordered before the bytes by the fence below */
-        atomic_store_explicit(&sq[i], ((key + i + 1) << 1) | 1, memory_order_relaxed);
-    }
-    /* release fence: the odd words come before every byte stored below,
-     * so a reader whose copy saw one of them and then issued its acquire
-     * fence re-reads the word as odd or later, and retries */
-    atomic_thread_fence(memory_order_release);
-    if (n == 1)
-        item_copy(rb->data + row * rb->isz, src, rb->isz);
-    else
-        memcpy(rb->data + row * rb->isz, src, n * rb->isz);    /* n * isz: checked by the caller */
-    /* release fence: the bytes come before each even word stored below,
-     * for readers that load it with acquire and for the row's next writer */
-    atomic_thread_fence(memory_order_release);
+    uint64_t taken = 0;
     for (size_t i = 0; i < n; i++)
-        atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_relaxed);
+        if (row_take(&sq[i], key + i))
+            taken |= UINT64_C(1) << i;
+    /* release fence: as in row_put, the odd words before the bytes */
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
+        if (!(taken >> i & 1)) {
+            i++;
+            continue;
+        }
+        size_t end = i + 1;
+        while (end < n && (taken >> end & 1))
+            end++;
+        memcpy(rb->data + (row + i) * rb->isz, src + i * rb->isz, (end - i) * rb->isz);
+        i = end;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (taken >> i & 1) {
+            if (rb->tree != NULL)
+                leaf_set(rb, row + i, leaf, top);
+            /* release: as in row_put, bytes and leaf before the even word */
+            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
+        }
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -860,24 +841,9 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
-    if (rb->tree != NULL)
-        row_put(rb, key, row_of(rb, key), item, leaf, NULL);
-    else
-        run_put(rb, key, key, row_of(rb, key), 1, item);
+    row_put(rb, key, row_of(rb, key), item, leaf, NULL);
     wake_samplers(rb);
     return HIVE_OK;
-}
-
-/* Keys base+first .. base+n-1 of a uniform batch (at most cap of them):
- * one run up to the end of the rows, and one from row 0 if it wraps. */
-static void batch_put_uniform(hive_replay_t *rb, uint64_t base, size_t first, size_t n,
-                              const unsigned char *src)
-{
-    uint64_t row = row_of(rb, base + first);
-    size_t left = n - first, part = rb->cap - row < left ? (size_t)(rb->cap - row) : left;
-    run_put(rb, base + first, base, row, part, src + first * rb->isz);
-    if (part < left)
-        run_put(rb, base + first + part, base, 0, left - part, src + (first + part) * rb->isz);
 }
 
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
@@ -898,20 +864,21 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    if (rb->tree == NULL) {
-        batch_put_uniform(rb, base, first, n, src);
-        wake_samplers(rb);
-        return HIVE_OK;
-    }
     bool top[TOP_NODES], *gather = NULL;
     if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
         memset(top, 0, sizeof top);
         gather = top;
     }
+    /* runs of at most RUN_MAX rows, none across the end of the rows */
     uint64_t row = row_of(rb, base + first);
-    for (size_t i = first; i < n; i++) {
-        row_put(rb, base + i, row, src + i * rb->isz, leaf, gather);
-        if (++row == rb->cap)
+    for (size_t i = first; i < n;) {
+        size_t m = n - i < RUN_MAX ? n - i : RUN_MAX;
+        if (m > rb->cap - row)
+            m = (size_t)(rb->cap - row);
+        run_put(rb, base + i, row, m, src + i * rb->isz, leaf, gather);
+        i += m;
+        row += m;
+        if (row == rb->cap)
             row = 0;
     }
     if (gather != NULL)

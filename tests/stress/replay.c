@@ -12,13 +12,19 @@
  *    then);
  *  - prioritized, 4 rows: the same, but pushers lap each other on every row
  *    all the time (writers of one row must exclude each other);
+ *  - uniform, 1000 rows and 4 rows: the pushers' ordered turns on a row
+ *    (no CAS), with batches of 8 that lap themselves in the 4-row buffer;
  *  - uniform with a rate limiter (one sample per insert, slack 64): the
  *    samplers check that samples never exceed inserts + 64.
- * After each phase, with everything quiet: the inserts add up; the rows
- * hold exactly the newest capacity keys (an update of each of them is
- * applied, none is dropped as stale); every node of the sum tree is the
- * sum of its children (no concurrent update left a stale one); and after
- * a quiet update of every row the total equals the sum of the new leaves.
+ * While it runs, every sampled batch is checked for order: two items of
+ * one producer carry keys in the order it pushed them, and one key always
+ * names one item. After each phase, with everything quiet: the inserts
+ * add up; a distinct sample of the whole buffer holds exactly the newest
+ * capacity keys, and of each producer exactly its newest items, one
+ * each, in key order (nothing lost, doubled, torn or reordered); every
+ * node of the sum tree is the sum of its children (no concurrent update
+ * left a stale one); and after a quiet update of every row the total
+ * equals the sum of the new leaves.
  */
 #include "testutil.h"
 #include "rl/replay_check.h"
@@ -37,7 +43,8 @@ static hive_replay_t *rb;
 static int prioritized, limited;
 static size_t batch_n;            /* BATCH, or the capacity if smaller */
 static _Atomic int stop_flag;
-static _Atomic long torn, over_limit, pushed, sampled, updated, bad_rc;
+static _Atomic long torn, over_limit, pushed, sampled, updated, bad_rc, reordered;
+static uint64_t pushed_by[PUSHERS];   /* items each pusher pushed (its next counter) */
 
 static inline uint64_t mix(uint64_t x)
 {
@@ -86,7 +93,24 @@ static void *pusher(void *arg)
         }
     }
     atomic_fetch_add(&pushed, n);
+    pushed_by[id] = counter;             /* read after the join */
     return NULL;
+}
+
+/* Items of one producer must carry keys in its push order, and a key
+ * drawn twice must name the same item: the number of pairs that do not. */
+static long order_faults(const item_t *items, const uint64_t *keys, size_t n)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            const item_t *a = &items[i], *b = &items[j];
+            if (keys[i] == keys[j])
+                bad += a->w[0] != b->w[0] || a->w[1] != b->w[1];
+            else if (a->w[0] == b->w[0])
+                bad += (a->w[1] < b->w[1]) != (keys[i] < keys[j]);
+        }
+    return bad;
 }
 
 #define BATCH 32
@@ -112,6 +136,9 @@ static void *sampler(void *arg)
             continue;
         }
         n += (long)batch_n;
+        long bad = order_faults(items, keys, batch_n);
+        if (bad != 0)
+            atomic_fetch_add(&reordered, bad);
         for (size_t i = 0; i < batch_n; i++) {
             if (!item_ok(&items[i]))
                 atomic_fetch_add(&torn, 1);
@@ -144,6 +171,58 @@ static void *sampler(void *arg)
     return NULL;
 }
 
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Quiet now: a distinct sample of every row gives the newest capacity
+ * keys, each once; of each producer, its newest items, each once, in
+ * key order. Under the rate limiter a sample of the whole buffer may not
+ * be admitted: then the items come from the array, each with the key its
+ * row must hold (checking the items, not the rows' keys). */
+static void check_newest(const hive_array_t *a, uint64_t cap, uint64_t inserts)
+{
+    item_t *items = malloc(cap * sizeof *items);
+    uint64_t *keys = malloc(cap * sizeof *keys), *order = malloc(2 * cap * sizeof *order), rng = 5;
+    assert_non_null(items);
+    assert_non_null(keys);
+    assert_non_null(order);
+    if (!limited) {
+        assert_int_equal(hive_replay_sample_ex(rb, (size_t)cap, HIVE_REPLAY_DISTINCT, &rng, items, keys,
+                                               NULL, 0), HIVE_OK);
+    } else {
+        for (uint64_t k = inserts - cap; k < inserts; k++) {
+            keys[k % cap] = k;
+            items[k % cap] = ((const item_t *)a->data)[k % cap];
+        }
+    }
+    for (uint64_t i = 0; i < cap; i++) {     /* (key, index) pairs, sorted by key */
+        order[2 * i] = keys[i];
+        order[2 * i + 1] = i;
+    }
+    qsort(order, (size_t)cap, 2 * sizeof *order, by_key);
+    uint64_t next[PUSHERS];                  /* the counter each producer's next item must have */
+    bool seen[PUSHERS] = { false };
+    for (uint64_t i = 0; i < cap; i++) {
+        assert_int_equal(order[2 * i], inserts - cap + i);        /* none lost, none doubled */
+        const item_t *it = &items[order[2 * i + 1]];
+        assert_true(item_ok(it));
+        uint64_t p = it->w[0];
+        if (seen[p])
+            assert_int_equal(it->w[1], next[p]);                   /* in push order, no gap */
+        seen[p] = true;
+        next[p] = it->w[1] + 1;
+    }
+    for (int p = 0; p < PUSHERS; p++)        /* each producer's items end with its last push */
+        if (seen[p])
+            assert_int_equal(next[p], pushed_by[p]);
+    free(items);
+    free(keys);
+    free(order);
+}
+
 static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
 {
     prioritized = cfg.prioritized;
@@ -173,6 +252,7 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
     assert_int_equal(atomic_load(&torn), 0);
     assert_int_equal(atomic_load(&bad_rc), 0);
     assert_int_equal(atomic_load(&over_limit), 0);
+    assert_int_equal(atomic_load(&reordered), 0);
     assert_int_equal(st.inserts, (uint64_t)atomic_load(&pushed));
     assert_true(atomic_load(&pushed) > 10000 / TEST_SCALE);
     assert_true(atomic_load(&sampled) > 1000 / TEST_SCALE);
@@ -182,6 +262,7 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
     assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
     for (uint64_t r = 0; r < cfg.capacity; r++)
         assert_true(item_ok((const item_t *)a.data + r));
+    check_newest(&a, cfg.capacity, st.inserts);
     if (prioritized) {
         /* no node kept a sum its children no longer have */
         assert_int_equal(hive__replay_tree_check(rb), 0);
@@ -212,6 +293,10 @@ static void test_replay_stress(void **state)
     run_phase(h, "prioritized 4 rows (lapping)", (hive_replay_config_t){
         .capacity = 4, .item_size = sizeof(item_t), .prioritized = 1, .alpha = 1.0, .beta = 0.4,
         .seed = 2 });
+    run_phase(h, "uniform 1000 rows", (hive_replay_config_t){
+        .capacity = 1000, .item_size = sizeof(item_t), .seed = 4 });
+    run_phase(h, "uniform 4 rows (lapping, batches of 8)", (hive_replay_config_t){
+        .capacity = 4, .item_size = sizeof(item_t), .seed = 5 });
     run_phase(h, "uniform, rate limited", (hive_replay_config_t){
         .capacity = 64, .item_size = sizeof(item_t), .samples_per_insert = 1.0, .error_buffer = 64,
         .min_size_to_sample = 32, .seed = 3 });
