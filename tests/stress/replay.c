@@ -12,8 +12,8 @@
  *    then);
  *  - prioritized, 4 rows: the same, but pushers lap each other on every row
  *    all the time (writers of one row must exclude each other);
- *  - uniform, 1000 rows and 4 rows: the pushers' ordered turns on a row
- *    (no CAS), with batches of 8 that lap themselves in the 4-row buffer;
+ *  - uniform, 1000 rows and 4 rows: single pushes and batches of 8, which
+ *    in the 4-row buffer lap themselves and take rows other pushes hold;
  *  - uniform with a rate limiter (one sample per insert, slack 64): the
  *    samplers check that samples never exceed inserts + 64.
  * While it runs, every sampled batch is checked for order: two items of
