@@ -7,7 +7,8 @@
  * call (a shared futex too: liburcu wakes its threads with those) into a SIGSYS handler
  * that records its number. It then runs put/get/retain/release, create/
  * seal, cell publish/acquire, submit/get, actor call/get and replay
- * push/sample loops. Any trapped call fails the test, named by number.
+ * push/push_batch/sample loops. Any trapped call fails the test, named by
+ * number.
  *
  * Seccomp filters cannot be removed, so the filtered thread ends by
  * sleeping on a futex for good; the process exit takes it along.
@@ -147,6 +148,8 @@ static void round_of_everything(struct run *r, uint64_t i)
     CHECK(hive_get(h, t, HIVE_FOREVER, &p, NULL) == HIVE_OK, "call result");
     CHECK(hive_release(h, t) == HIVE_OK, "release call result");
     CHECK(hive_replay_push(r->rb, &i) == HIVE_OK, "replay push");
+    uint64_t run[40] = { i };               /* a run across the end of the rows now and then */
+    CHECK(hive_replay_push_batch(r->rb, run, 40) == HIVE_OK, "replay push_batch");
     uint64_t out[8], keys[8], rng = i;
     CHECK(hive_replay_sample(r->rb, 8, &rng, out, keys, NULL, 0) == HIVE_OK, "replay sample");
     CHECK(hive_release(h, b) == HIVE_OK, "release created");

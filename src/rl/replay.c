@@ -342,23 +342,21 @@ static uint64_t nearest_filled(const hive_replay_t *rb, uint64_t row)
  * it, clamped into a child that has mass. */
 static inline void descend_step(const hive_replay_t *rb, uint64_t *i, double *u)
 {
-    double l = node_get(rb, 2 * *i);
-    if (*u < l) {
-        *i = 2 * *i;
-        return;
-    }
-    double r = node_get(rb, 2 * *i + 1);
-    if (r > 0) {                            /* right, clamped into its mass */
-        double v = *u - l;
-        if (v >= r)
-            v = below(r);
-        if (v < 0)
-            v = 0;
-        *u = v;
-        *i = 2 * *i + 1;
-    } else {                                /* right is empty: the last of left */
-        *u = l > 0 ? below(l) : 0;
-        *i = 2 * *i;
+    /* the two children share a cache line: load both, and choose without
+     * a branch (left or right is a coin toss the predictor loses half the
+     * time); only the rare clamps below branch */
+    double l = node_get(rb, 2 * *i), r = node_get(rb, 2 * *i + 1);
+    bool right = !(*u < l);
+    double v = right ? *u - l : *u;
+    *i = 2 * *i + right;
+    *u = v;
+    if (__builtin_expect(right && !(v < r && v >= 0), 0)) {
+        if (r > 0) {                        /* right, clamped into its mass */
+            *u = v >= r ? below(r) : 0;
+        } else {                            /* right is empty: the last of left */
+            *u = l > 0 ? below(l) : 0;
+            *i -= 1;
+        }
     }
 }
 
