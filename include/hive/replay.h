@@ -117,10 +117,12 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
 
 /*
  * hive_replay_push_batch - push n items stored back to back (n * item_size
- * bytes) with one claim for the lot; their keys are consecutive. If n
- * exceeds the capacity only the last capacity items are kept (all n count as
- * inserts). n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n *
- * item_size above PTRDIFF_MAX (no buffer is that large; nothing is pushed).
+ * bytes) with one claim for the lot; their keys are consecutive. Each row
+ * is still taken with a CAS of its own (as by hive_replay_push), and each
+ * run of up to 64 rows is copied with one memcpy. If n exceeds the
+ * capacity only the last capacity items are kept (all n count as inserts).
+ * n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n * item_size
+ * above PTRDIFF_MAX (no buffer is that large; nothing is pushed).
  */
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n);
 

@@ -54,6 +54,27 @@
  *   straddling it gets the untouched item with either the old or the new
  *   priority, both of which that item had.
  *
+ * Batches. A batch claims its keys with one fetch-and-add and writes them
+ * a run of rows at a time (up to 64, never across the end of the rows):
+ * it takes every row of the run with its CAS first, then copies each
+ * stretch of taken rows with one memcpy (the whole run, unless a newer
+ * push overtook a row), sets the leaves and gives the rows back. Taking
+ * first keeps the CASes apart from the copy's stores (a locked
+ * instruction waits for every earlier store to reach the cache). Each row
+ * still costs one CAS: that is what lets a push overtake one a lap behind
+ * that has not begun. Pushers that instead took turns in key order with
+ * plain stores (tried: no CAS at all) waited for every descheduled pusher
+ * a lap behind, and on a loaded machine that convoy cut the stress test's
+ * pushes 5-100 times; against a mutex ring, whose one producer pays two
+ * atomics per batch, batched pushes therefore lose (bench/bench_replay.c).
+ *
+ * Samplers read rows a chunk (CHUNK) at a time, each step a loop over the
+ * chunk: choose the rows (prioritized: all descents of the chunk level by
+ * level, so their loads overlap) and prefetch them one chunk ahead; read
+ * every sequence word; copy every row (the item size a constant for the
+ * common sizes); read every word again; a row found busy or changed is
+ * then read on its own (row_get), waiting for its writer.
+ *
  * The sum tree is lock-free: a leaf is only written by its row's holder,
  * who then recomputes every ancestor from its children (node_fix), never
  * by adding a difference, which rounding would let drift (a huge priority
