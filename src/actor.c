@@ -1115,6 +1115,11 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
             r->names = nm;
         }
     }
+    /* nothing to construct (no init, no arguments): built already, so no
+     * turn runs until the first call (a million idle actors cost no job
+     * each); set before the publish, which hands the record to callers */
+    bool built = cls->init == NULL && nargs == 0;
+    a->initialized = built;
     hive__obj_publish(h, a->handle);     /* findable from now on (release) */
     a->prev = NULL;
     a->next = r->live;
@@ -1122,6 +1127,10 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         r->live->prev = a;
     r->live = a;
     out->id = a->handle->id;
+    if (built) {                         /* no constructor turn: see build_parts */
+        pthread_mutex_unlock(&r->lock);
+        return HIVE_OK;
+    }
     hive__rcu_lock();                    /* as callers: the actor may die at once */
     pthread_mutex_unlock(&r->lock);
     kick(a, 1);                          /* the constructor's turn */
