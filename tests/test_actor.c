@@ -1381,7 +1381,9 @@ static size_t resident_bytes(void)
 /* Issue 16: an idle actor with 64 bytes of state costs at most 800 bytes
  * in all (the growth of resident memory over N of them, over N: record,
  * handle, state, table slot). It was about 1400: a 1024-byte record, a
- * 128-byte handle and a constructor record besides the state. */
+ * 128-byte handle and a constructor record besides the state. Sanitizer
+ * builds keep shadow memory for every byte: there the bound is not checked
+ * (the actors are still made and called). */
 #define FOOTPRINT_N    50000
 #define FOOTPRINT_MAX  800
 
@@ -1402,7 +1404,8 @@ static void test_idle_actor_footprint(void **state)
     size_t per = after > before ? (after - before) / FOOTPRINT_N : 0;
     printf("idle actor: %zu bytes each (resident growth over %d actors)\n", per, FOOTPRINT_N);
     assert_true(before > 0);
-    assert_true(per <= FOOTPRINT_MAX);
+    if (TEST_SCALE == 1)
+        assert_true(per <= FOOTPRINT_MAX);
     assert_int_equal(call_i64(h, a[0], 0, NULL, 0), 1);
     assert_int_equal(call_i64(h, a[FOOTPRINT_N - 1], 0, NULL, 0), 1);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
