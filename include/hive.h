@@ -688,6 +688,11 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
  * placement (unknown kind, node >= hive_num_nodes, worker >=
  * hive_num_workers). opts->place puts the state and the turns on a node
  * or a worker (see "Placement").
+ * The engine keeps the class's fields (not the struct: *cls may change or
+ * go once this returns; what they point to - name, methods - must stay
+ * valid while the actor lives), one shared copy per distinct content. An
+ * idle actor costs a 256-byte record and a handle besides its state; one
+ * with no init and no arguments runs no job until its first call.
  */
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out);

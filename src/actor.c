@@ -82,50 +82,73 @@
 
 struct hive__actor;
 
-typedef struct token {                   /* a turn job queued in one lane */
-    hive__job_t         job;
-    struct hive__actor *actor;
-    unsigned            lane;
-} token_t;
-
 typedef struct hive__actor_name {
     struct hive__actor_name *next;
     uint64_t                 id;
     char                     name[];
 } name_t;
 
+/* A mailbox triple, one packed MPSC queue per priority lane, with its
+ * depth counters (hive_actor_top): callers bump `pushes`, the turn `pops`. */
+typedef struct mail {
+    hive__mbox_t        lane[HIVE_NPRIO];
+    _Atomic uint64_t    pushes;
+    _Atomic uint64_t    pops;
+} mail_t;
+
 typedef struct group {                   /* a concurrency group of a concurrent actor */
-    hive__mpsc_t        lane[HIVE_NPRIO];
+    mail_t              mail;
     HIVE_ALIGNED _Atomic uint32_t inflight;  /* calls dispatched and not yet finished */
     uint32_t            limit;           /* at most this many at once */
 } group_t;
 
-typedef struct hive__actor {
-    token_t             token[HIVE_NPRIO];
-    hive__mpsc_t        lane[HIVE_NPRIO];
-    HIVE_ALIGNED _Atomic uint32_t sched; /* RUNNING | TOKEN(lane)... */
-    _Atomic uint32_t    dead;
-    _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token
-                                            (+ 1 per dispatched call, concurrent actors) */
-    /* concurrent actors only (groups != NULL); see the top */
+/* What only concurrent actors have (out of line: most actors run one call
+ * at a time and pay a pointer for it). */
+typedef struct conc {
     group_t            *groups;          /* ngroups groups, [0] the default one */
     unsigned            ngroups;
-    unsigned           *method_group;    /* the group of each method */
     _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
     _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
-    _Atomic uint32_t    restarting;      /* a rebuild runs now (a statistic: hive_actor_top) */
+    unsigned            method_group[];  /* the group of each method */
+} conc_t;
+
+/* An actor class as the engine keeps it: one shared copy per distinct
+ * hive_actor_class_t content (registry lock), counted by its actors. */
+typedef struct hive__actor_cls {
+    hive_actor_class_t       cls;
+    struct hive__actor_cls  *next;       /* actors.classes, under actors.lock */
+    uint64_t                 refs;       /* actors holding it, under actors.lock */
+} cls_t;
+
+/*
+ * The record: 256 bytes (a pool block of that class) beyond the state, so
+ * that a million idle actors take a quarter of a GB, not a GB. The first
+ * line is what a call touches (mailboxes, sched, refs); no field has a line
+ * of its own (an idle actor's lines are cold anyway; a busy one's are
+ * shared by its callers and its turn whatever the layout).
+ */
+typedef struct hive__actor {
+    mail_t              mail;            /* 88 bytes */
+    _Atomic uint32_t    sched;           /* RUNNING | TOKEN(lane)... */
+    _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token
+                                            (+ 1 per dispatched call, concurrent actors) */
+    struct hive        *h;
+    const hive_actor_class_t *cls;       /* the engine's shared copy (cls_t) */
+    conc_t             *conc;            /* concurrent actors only; see the top */
+    int                 worker;          /* HIVE_PLACE_WORKER: turns go to this inbox; else -1 */
+    unsigned            node;
+    hive__job_t         token[HIVE_NPRIO];   /* each lane's turn job (token_job_of) */
+    _Atomic uint32_t    dead;
+    _Atomic uint8_t     restarting;      /* a rebuild runs now (a statistic: hive_actor_top) */
     /* owned by the running turn (one at a time) */
-    HIVE_ALIGNED bool   initialized;
+    bool                initialized;
     bool                finalized;
     unsigned            restarts;
     unsigned            max_restarts;
-    hive_actor_class_t  cls;
     void               *state;
-    hive__task_t       *ctor;            /* constructor arguments, kept for restarts */
+    hive__task_t       *ctor;            /* constructor arguments, NULL for none; kept only
+                                            while restarts may need them */
     hive__obj_t        *handle;
-    unsigned            node;
-    int                 worker;          /* HIVE_PLACE_WORKER: turns go to this inbox; else -1 */
-    struct hive        *h;
     struct rcu_head     rcu;
     struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
 } hive__actor_t;
@@ -135,6 +158,7 @@ void hive__actors_init(hive__actors_t *r)
     pthread_mutex_init(&r->lock, NULL);
     r->live = NULL;
     r->names = NULL;
+    r->classes = NULL;
     atomic_init(&r->next, 0);
     atomic_init(&r->dying, 0);
     atomic_init(&r->restarts, 0);
@@ -166,9 +190,9 @@ static void kick(hive__actor_t *a, unsigned lane)
      * living one, or an RCU read-side section that keeps the living one) */
     atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
     if (a->worker >= 0)                  /* placed on a worker: its inbox, never stolen */
-        hive__sched_post(&a->h->sched, (unsigned)a->worker, &a->token[lane].job);
+        hive__sched_post(&a->h->sched, (unsigned)a->worker, &a->token[lane]);
     else
-        hive__sched_spawn(&a->h->sched, &a->token[lane].job, lane, (int)a->node);
+        hive__sched_spawn(&a->h->sched, &a->token[lane], lane, (int)a->node);
 }
 
 /* Which lanes of a mailbox triple still hold calls the turn has not taken
@@ -176,29 +200,29 @@ static void kick(hive__actor_t *a, unsigned lane)
  * the stub. This catches what the heads alone cannot, a call whose
  * producer had exchanged the head but not yet linked it when pop pushed
  * the stub behind it (chain: tail -> X -> stub with head == stub). */
-static inline unsigned unfinished_of(hive__mpsc_t *lanes)
+static inline unsigned unfinished_of(mail_t *m)
 {
     unsigned mask = 0;
     for (unsigned l = 0; l < HIVE_NPRIO; l++)
-        if (lanes[l].tail != &lanes[l].stub)
+        if (m->lane[l].tail != &m->lane[l].stub)
             mask |= 1u << l;
     return mask;
 }
 
 static unsigned lanes_unfinished(hive__actor_t *a)
 {
-    return unfinished_of(a->lane);
+    return unfinished_of(&a->mail);
 }
 
 /* May a mailbox triple hold a call (-1: none, else its most urgent lane)?
  * After the turn gave up the actor it reads only the producers' ends
  * (heads), plus what unfinished_of saw before: head off the stub means a
  * push since the last stub re-push. */
-static inline int pending_of(hive__mpsc_t *lanes, unsigned unfinished)
+static inline int pending_of(mail_t *m, unsigned unfinished)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        uintptr_t head = atomic_load_explicit(&lanes[l].head, memory_order_seq_cst);
-        if ((unfinished & (1u << l)) || (head & ~HIVE__MPSC_MARK) != (uintptr_t)&lanes[l].stub)
+        uintptr_t head = atomic_load_explicit(&m->lane[l].head, memory_order_seq_cst);
+        if ((unfinished & (1u << l)) || (head & ~HIVE__MPSC_MARK) != (uintptr_t)&m->lane[l].stub)
             return (int)l;                  /* the most urgent lane with mail */
     }
     return -1;
@@ -206,46 +230,43 @@ static inline int pending_of(hive__mpsc_t *lanes, unsigned unfinished)
 
 static int mail_pending(hive__actor_t *a, unsigned unfinished)
 {
-    return pending_of(a->lane, unfinished);
+    return pending_of(&a->mail, unfinished);
 }
 
 /* Mailbox depth counting (hive_actor_top): callers bump `pushes` after
- * their push (relaxed RMW on head's line, which the push has just written:
- * no other line); the consumer bumps `pops` with a load and a store
- * (relaxed: one consumer at a time, and turns are ordered by the RUNNING
- * handshake, so no bump is lost). Readers subtract: a statistic. */
-static inline void count_push(hive__mpsc_t *q)
+ * their push (relaxed RMW on the heads' line, which the push has just
+ * written: no other line); the consumer bumps `pops` with a load and a
+ * store (relaxed: one consumer at a time, and turns are ordered by the
+ * RUNNING handshake, so no bump is lost). Readers subtract: a statistic. */
+static inline void count_push(mail_t *m)
 {
-    atomic_fetch_add_explicit(&q->pushes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->pushes, 1, memory_order_relaxed);
 }
 
-static inline void count_pop(hive__mpsc_t *q)
+static inline void count_pop(mail_t *m)
 {
-    atomic_store_explicit(&q->pops, atomic_load_explicit(&q->pops, memory_order_relaxed) + 1,
+    atomic_store_explicit(&m->pops, atomic_load_explicit(&m->pops, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
-static uint64_t lanes_depth(hive__mpsc_t *lanes)
+static uint64_t lanes_depth(mail_t *m)
 {
-    uint64_t n = 0;
-    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        /* pops first: a call popped after this read was pushed before the
-         * pushes read, so depth never goes below 0 for long (clamped) */
-        uint64_t out = atomic_load_explicit(&lanes[l].pops, memory_order_relaxed);
-        uint64_t in = atomic_load_explicit(&lanes[l].pushes, memory_order_relaxed);
-        n += in > out ? in - out : 0;
-    }
-    return n;
+    /* pops first: a call popped after this read was pushed before the
+     * pushes read, so depth never goes below 0 for long (clamped).
+     * relaxed, both: a statistic */
+    uint64_t out = atomic_load_explicit(&m->pops, memory_order_relaxed);
+    uint64_t in = atomic_load_explicit(&m->pushes, memory_order_relaxed);
+    return in > out ? in - out : 0;
 }
 
 /* Consumer only: the next call of a mailbox triple, HIGH before NORMAL
  * before LOW. */
-static inline hive__task_t *pop_of(hive__mpsc_t *lanes)
+static inline hive__task_t *pop_of(mail_t *m)
 {
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        hive__mpsc_node_t *n = hive__mpsc_pop(&lanes[l]);
+        hive__mpsc_node_t *n = hive__mbox_pop(&m->lane[l]);
         if (n != NULL) {
-            count_pop(&lanes[l]);
+            count_pop(m);
             return HIVE_CONTAINER_OF(n, hive__task_t, job.node);
         }
     }
@@ -254,7 +275,7 @@ static inline hive__task_t *pop_of(hive__mpsc_t *lanes)
 
 static hive__task_t *next_call(hive__actor_t *a)
 {
-    return pop_of(a->lane);
+    return pop_of(&a->mail);
 }
 
 /* Consumer only: fail every queued call, of every group. */
@@ -263,8 +284,8 @@ static void fail_queued(hive__actor_t *a, int code)
     hive__task_t *t;
     while ((t = next_call(a)) != NULL)
         hive__task_fail_unrun(t, code);
-    for (unsigned g = 0; g < a->ngroups; g++)
-        while ((t = pop_of(a->groups[g].lane)) != NULL)
+    for (unsigned g = 0; a->conc != NULL && g < a->conc->ngroups; g++)
+        while ((t = pop_of(&a->conc->groups[g].mail)) != NULL)
             hive__task_fail_unrun(t, code);
 }
 
@@ -282,7 +303,7 @@ static bool is_dead(hive__actor_t *a)
 static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
 {
     struct hive *h = a->h;
-    for (size_t i = 0; i < t->nargs; i++) {
+    for (size_t i = 0; t != NULL && i < t->nargs; i++) {
         hive__obj_t *o = t->args[i].obj;
         if (o == NULL)
             continue;
@@ -303,8 +324,8 @@ static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
 
 static void finalize(hive__actor_t *a)
 {
-    if (a->initialized && !a->finalized && a->cls.fini != NULL)
-        a->cls.fini(a->state);
+    if (a->initialized && !a->finalized && a->cls->fini != NULL)
+        a->cls->fini(a->state);
     a->finalized = true;
 }
 
@@ -314,6 +335,16 @@ static void die(hive__actor_t *a)
     if (atomic_exchange_explicit(&a->dead, 1, memory_order_acq_rel) == 0)
         atomic_fetch_add_explicit(&a->h->actors.dying, 1, memory_order_relaxed);
     finalize(a);
+}
+
+/* The constructor's arguments are kept only for rebuilds: an actor that
+ * may never restart gives them back once its constructor ran. */
+static void drop_ctor_unless_restartable(hive__actor_t *a)
+{
+    if (a->ctor != NULL && a->restarts >= a->max_restarts) {
+        hive__task_cleanup(a->ctor);
+        a->ctor = NULL;
+    }
 }
 
 static void construct(hive__actor_t *a, hive__worker_t *w)
@@ -327,15 +358,16 @@ static void construct(hive__actor_t *a, hive__worker_t *w)
         return;
     }
     int rc = 0;
-    if (a->cls.init != NULL) {
+    if (a->cls->init != NULL) {
         struct hive_ctx ctx = { .h = h, .w = w, .task = a->ctor, .result = NULL, .depth = w->depth,
                                 .seq = ++w->task_seq };
-        rc = a->cls.init(a->state, &ctx);
+        rc = a->cls->init(a->state, &ctx);
     }
     if (rc != 0) {
         a->finalized = true;             /* a failed constructor gets no fini */
         die(a);
     }
+    drop_ctor_unless_restartable(a);
 }
 
 static void restart(hive__actor_t *a, hive__worker_t *w)
@@ -352,8 +384,8 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
     atomic_fetch_add_explicit(&a->h->actors.restarts, 1, memory_order_relaxed);
     atomic_store_explicit(&a->restarting, 1, memory_order_relaxed);
     finalize(a);
-    if (a->cls.size)
-        memset(a->state, 0, a->cls.size);
+    if (a->cls->size)
+        memset(a->state, 0, a->cls->size);
     construct(a, w);
     atomic_store_explicit(&a->restarting, 0, memory_order_relaxed);
 }
@@ -375,11 +407,11 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
     struct hive_ctx ctx = { .h = h, .w = w, .task = t, .result = t->result, .depth = w->depth,
                             .seq = ++w->task_seq };
     uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
-    rc = a->cls.methods[t->method].fn(a->state, &ctx);
+    rc = a->cls->methods[t->method].fn(a->state, &ctx);
     hive__count(&w->methods, 1);
     if (unlikely(w->tring != NULL))
-        hive__trace_span(w->tring, HIVE__TEV_METHOD, t0, t->result->id, a->cls.name,
-                         a->cls.methods[t->method].name, w->depth);
+        hive__trace_span(w->tring, HIVE__TEV_METHOD, t0, t->result->id, a->cls->name,
+                         a->cls->methods[t->method].name, w->depth);
     hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
     hive__task_cleanup(t);
     return rc;
@@ -387,18 +419,75 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 
 /* ------------------------------------------------------------ retiring */
 
-_Static_assert(sizeof(hive__actor_t) <= HIVE_POOL_MAX, "an actor record is a pool block");
-/* a pool block is aligned to its class's size (pool.h), at least HIVE_PAD here */
-_Static_assert(sizeof(hive__actor_t) > HIVE_PAD / 2, "the record's class is aligned to HIVE_PAD");
+/* a pool block of the 256-byte class (pool.h): the per-actor budget */
+_Static_assert(sizeof(hive__actor_t) <= 256, "an actor record fits a 256-byte pool block");
+
+/* ------------------------------------------------------------ classes */
+
+/* The engine's copy of *cls, shared by every actor of the same class
+ * content (registry lock held): found (most recently used first) or
+ * made. NULL without memory. */
+static cls_t *get_class(hive__actors_t *r, const hive_actor_class_t *cls)
+{
+    cls_t **at = &r->classes;
+    while (*at != NULL && memcmp(&(*at)->cls, cls, sizeof *cls) != 0)
+        at = &(*at)->next;
+    cls_t *c = *at;
+    if (c != NULL)
+        *at = c->next;                   /* unlinked: goes to the front below */
+    else if ((c = hive__malloc(sizeof *c)) != NULL) {
+        c->cls = *cls;
+        c->refs = 0;
+    } else
+        return NULL;
+    c->next = r->classes;
+    r->classes = c;
+    c->refs++;
+    return c;
+}
+
+/* An actor is done with its class (takes the registry lock). */
+static void put_class(hive_t *h, const hive_actor_class_t *cls)
+{
+    cls_t *c = HIVE_CONTAINER_OF(cls, cls_t, cls);
+    hive__actors_t *r = &h->actors;
+    pthread_mutex_lock(&r->lock);
+    if (--c->refs == 0) {
+        cls_t **at = &r->classes;
+        while (*at != c)
+            at = &(*at)->next;
+        *at = c->next;
+        free(c);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ------------------------------------------------------------ records */
+
+/* What a record holds besides itself and its class. */
+static void free_parts(hive__actor_t *a, size_t state_size)
+{
+    if (a->conc != NULL) {
+        free(a->conc->groups);
+        free(a->conc);
+    }
+    if (a->state != NULL)
+        hive__arena_free(&a->h->arena, a->state, state_size);
+    if (a->ctor != NULL)
+        hive__task_cleanup(a->ctor);
+}
+
+/* A record that never got its class (hive_actor_new failed). */
+static void free_unborn(hive__actor_t *a, size_t state_size)
+{
+    free_parts(a, state_size);
+    hive__pool_free(a, sizeof *a);
+}
 
 static void free_record(hive__actor_t *a)
 {
-    free(a->groups);
-    free(a->method_group);
-    if (a->state != NULL)
-        hive__arena_free(&a->h->arena, a->state, a->cls.size);
-    if (a->ctor != NULL)
-        hive__task_cleanup(a->ctor);
+    free_parts(a, a->cls->size);
+    put_class(a->h, a->cls);
     hive__pool_free(a, sizeof *a);
 }
 
@@ -437,7 +526,7 @@ static void retire(hive__actor_t *a)
     fail_queued(a, HIVE_EDEAD);
     finalize(a);
     if (a->state != NULL) {
-        hive__arena_free(&h->arena, a->state, a->cls.size);
+        hive__arena_free(&h->arena, a->state, a->cls->size);
         a->state = NULL;
     }
     if (a->ctor != NULL) {
@@ -503,7 +592,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w);
  * decrements), ordered against the store in call_done. */
 static bool restart_wanted(hive__actor_t *a)
 {
-    return atomic_load_explicit(&a->restart_req, memory_order_seq_cst) != 0;
+    return atomic_load_explicit(&a->conc->restart_req, memory_order_seq_cst) != 0;
 }
 
 /* Dispatcher only: spawn queued calls as jobs, HIGH before NORMAL before
@@ -512,8 +601,8 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
 {
     int budget = ACTOR_BATCH;
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        for (unsigned g = 0; g < a->ngroups; g++) {
-            group_t *gr = &a->groups[g];
+        for (unsigned g = 0; g < a->conc->ngroups; g++) {
+            group_t *gr = &a->conc->groups[g];
             /* acquire: a slot freed by a call that asked for a restart
              * comes with its restart_req (stored before the decrement), so
              * restart_wanted, read after it, stops the dispatch. Only the
@@ -524,15 +613,15 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
                    !restart_wanted(a)) {
                 if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
                     return;              /* queued calls fail with HIVE_ESHUTDOWN */
-                hive__mpsc_node_t *n = hive__mpsc_pop(&gr->lane[l]);
+                hive__mpsc_node_t *n = hive__mbox_pop(&gr->mail.lane[l]);
                 if (n == NULL)
                     break;
-                count_pop(&gr->lane[l]);
+                count_pop(&gr->mail);
                 hive__task_t *t = HIVE_CONTAINER_OF(n, hive__task_t, job.node);
                 /* relaxed, all three: RMWs (no increment is lost), and the
                  * spawn below publishes the record to the call's job */
                 atomic_fetch_add_explicit(&gr->inflight, 1, memory_order_relaxed);
-                atomic_fetch_add_explicit(&a->active, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&a->conc->active, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
                 t->job.fn = call_job;
                 hive__sched_spawn(&a->h->sched, &t->job, l, (int)a->node);
@@ -548,7 +637,7 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
 static void give_up(hive__actor_t *a)
 {
     fail_queued(a, HIVE_EDEAD);
-    if (atomic_fetch_sub_explicit(&a->active, 1, memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_acq_rel) == 1)
         retire(a);
 }
 
@@ -560,14 +649,14 @@ static int dispatch_pending(hive__actor_t *a, const unsigned char *unfinished)
     if (atomic_load_explicit(&a->dead, memory_order_seq_cst))
         return 0;                        /* killed meanwhile: retire it */
     if (restart_wanted(a))               /* seq_cst: see restart_wanted */
-        return atomic_load_explicit(&a->active, memory_order_seq_cst) == 1 ? 0 : -1;
+        return atomic_load_explicit(&a->conc->active, memory_order_seq_cst) == 1 ? 0 : -1;
     int best = -1;
-    for (unsigned g = 0; g < a->ngroups; g++) {
-        group_t *gr = &a->groups[g];
+    for (unsigned g = 0; g < a->conc->ngroups; g++) {
+        group_t *gr = &a->conc->groups[g];
         /* seq_cst: the dispatcher's half of the slot handshake (top) */
         if (atomic_load_explicit(&gr->inflight, memory_order_seq_cst) >= gr->limit)
             continue;
-        int l = pending_of(gr->lane, unfinished[g]);
+        int l = pending_of(&gr->mail, unfinished[g]);
         if (l >= 0 && (best < 0 || l < best))
             best = l;
     }
@@ -580,10 +669,10 @@ static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
     if (!a->initialized && !is_dead(a))
         construct(a, w);                 /* nothing is dispatched before it */
     /* seq_cst: with call_done's decrements; active == 1 means no call runs */
-    if (restart_wanted(a) && atomic_load_explicit(&a->active, memory_order_seq_cst) == 1) {
+    if (restart_wanted(a) && atomic_load_explicit(&a->conc->active, memory_order_seq_cst) == 1) {
         /* relaxed: only the dispatcher clears it, calls set it (seq_cst)
          * only while they run, and none does now */
-        atomic_store_explicit(&a->restart_req, 0, memory_order_relaxed);
+        atomic_store_explicit(&a->conc->restart_req, 0, memory_order_relaxed);
         restart(a, w);
     }
     if (is_dead(a)) {
@@ -593,8 +682,8 @@ static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
     if (!restart_wanted(a))
         dispatch(a, w);
     unsigned char unfinished[HIVE_MAX_GROUPS + 1];
-    for (unsigned g = 0; g < a->ngroups; g++)
-        unfinished[g] = (unsigned char)unfinished_of(a->groups[g].lane);
+    for (unsigned g = 0; g < a->conc->ngroups; g++)
+        unfinished[g] = (unsigned char)unfinished_of(&a->conc->groups[g].mail);
     /* seq_cst RMW, then seq_cst reads: the dispatcher's half of both
      * handshakes (see top) */
     atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
@@ -612,9 +701,9 @@ static void call_done(hive__actor_t *a, group_t *gr, unsigned lane, bool restart
                       hive__worker_t *w)
 {
     if (restart_asked)
-        atomic_store_explicit(&a->restart_req, 1, memory_order_seq_cst);
+        atomic_store_explicit(&a->conc->restart_req, 1, memory_order_seq_cst);
     uint32_t before = atomic_fetch_sub_explicit(&gr->inflight, 1, memory_order_seq_cst);
-    uint32_t left = atomic_fetch_sub_explicit(&a->active, 1, memory_order_seq_cst) - 1;
+    uint32_t left = atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_seq_cst) - 1;
     if (w != NULL) {
         if (left == 0)
             retire(a);                   /* dead, given up, and we were the last call out */
@@ -628,7 +717,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
 {
     hive__task_t *t = HIVE_CONTAINER_OF(job, hive__task_t, job);
     hive__actor_t *a = t->actor;
-    group_t *gr = &a->groups[a->method_group[t->method]];
+    group_t *gr = &a->conc->groups[a->conc->method_group[t->method]];
     unsigned lane = t->lane;             /* the record is gone after the call */
     int rc = 0;
     if (w == NULL)
@@ -640,16 +729,16 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
     call_done(a, gr, lane, rc == HIVE_RESTART, w);
 }
 
-static void token_job(hive__job_t *job, hive__worker_t *w)
+/* A turn job of lane `lane` (job is &a->token[lane]). */
+static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
 {
-    token_t *tok = HIVE_CONTAINER_OF(job, token_t, job);
-    hive__actor_t *a = tok->actor;
+    hive__actor_t *a = (hive__actor_t *)((char *)(job - lane) - offsetof(hive__actor_t, token));
     /* Clear this token's bit and take RUNNING unless a turn holds it.
      * acq_rel: acquire the previous turn's writes to the actor; release
      * our bit's clearing to kickers. */
     uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed), ns;
     do {
-        ns = s & ~TOKEN(tok->lane);
+        ns = s & ~TOKEN(lane);
         if (w != NULL && !(s & RUNNING))
             ns |= RUNNING;
     } while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, ns, memory_order_seq_cst,
@@ -659,13 +748,34 @@ static void token_job(hive__job_t *job, hive__worker_t *w)
          * consumer */
         fail_queued(a, HIVE_ESHUTDOWN);
     } else if (!(s & RUNNING)) {
-        if (a->groups == NULL)
+        if (a->conc == NULL)
             turn(a, w);
         else
             dispatch_turn(a, w);
     }
     unref(a);                            /* this token's reference */
 }
+
+/* One job function per lane, so that a token is a bare job: the lane is
+ * which function runs, the actor where its job sits in the record. */
+static void token_job_high(hive__job_t *job, hive__worker_t *w)
+{
+    token_run(job, 0, w);
+}
+
+static void token_job_normal(hive__job_t *job, hive__worker_t *w)
+{
+    token_run(job, 1, w);
+}
+
+static void token_job_low(hive__job_t *job, hive__worker_t *w)
+{
+    token_run(job, 2, w);
+}
+
+static const hive__job_fn token_fn[HIVE_NPRIO] = { token_job_high, token_job_normal,
+                                                   token_job_low };
+_Static_assert(HIVE_NPRIO == 3, "one token function per lane");
 
 /* ------------------------------------------------------------ API */
 
@@ -801,38 +911,46 @@ static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigne
 {
     if (cls->ngroups == 0 && max_concurrency <= 1)
         return HIVE_OK;                  /* one at a time: the plain path */
+    size_t nm = cls->nmethods ? cls->nmethods : 1, bytes;
+    if (__builtin_mul_overflow(nm, sizeof(unsigned), &bytes) ||
+        __builtin_add_overflow(bytes, sizeof(conc_t), &bytes))
+        return hive__fail(HIVE_EINVAL, "hive_actor_new: a table of %zu methods of class %s "
+                          "overflows a size", cls->nmethods, class_name(cls));
+    conc_t *c = hive__malloc(bytes);
+    if (c == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
+                          cls->nmethods);
+    memset(c, 0, bytes);                 /* every method in the default group */
+    a->conc = c;
     unsigned n = (unsigned)cls->ngroups + 1;
-    if (hive__posix_memalign((void **)&a->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {
-        a->groups = NULL;
+    if (hive__posix_memalign((void **)&c->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {
+        c->groups = NULL;
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate %u concurrency groups", n);
     }
-    a->ngroups = n;
+    c->ngroups = n;
     for (unsigned g = 0; g < n; g++) {
-        group_t *gr = &a->groups[g];
+        group_t *gr = &c->groups[g];
         for (unsigned l = 0; l < HIVE_NPRIO; l++)
-            hive__mpsc_init(&gr->lane[l], false);
+            hive__mbox_init(&gr->mail.lane[l]);
+        atomic_init(&gr->mail.pushes, 0);
+        atomic_init(&gr->mail.pops, 0);
         atomic_init(&gr->inflight, 0);
         gr->limit = g == 0 ? (max_concurrency > 1 ? max_concurrency : 1)
                            : cls->groups[g - 1].max_concurrency;
     }
-    size_t bytes = (cls->nmethods ? cls->nmethods : 1) * sizeof(unsigned);   /* nmethods: a table in memory */
-    if ((a->method_group = hive__malloc(bytes)) == NULL)
-        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
-                          cls->nmethods);
-    memset(a->method_group, 0, bytes);   /* the default group */
     for (size_t g = 0; g < cls->ngroups; g++) {
         const hive_concurrency_group_t *gr = &cls->groups[g];
         for (size_t i = 0; i < gr->nmethods; i++) {
             unsigned m = gr->methods[i];  /* < nmethods: check_groups */
-            if (a->method_group[m] != 0 && a->method_group[m] != g + 1)
+            if (c->method_group[m] != 0 && c->method_group[m] != g + 1)
                 return hive__fail(HIVE_EINVAL, "hive_actor_new: method %u of class %s is in two "
                                   "concurrency groups, %s and %s", m, class_name(cls),
-                                  cls->groups[a->method_group[m] - 1].name, gr->name);
-            a->method_group[m] = (unsigned)g + 1;
+                                  cls->groups[c->method_group[m] - 1].name, gr->name);
+            c->method_group[m] = (unsigned)g + 1;
         }
     }
-    atomic_init(&a->active, 1);
-    atomic_init(&a->restarting, 0);
+    atomic_init(&c->active, 1);
+    atomic_init(&c->restart_req, 0);
     return HIVE_OK;
 }
 
@@ -867,6 +985,70 @@ static void *alloc_state(hive_t *h, size_t size, unsigned node, int *err)
     return p;
 }
 
+/* A fresh record for class cls (not yet the engine's copy: a->cls is set
+ * under the registry lock), or NULL. */
+static hive__actor_t *new_record(hive_t *h, unsigned max_restarts, unsigned node, int worker)
+{
+    hive__actor_t *a;
+    /* from the block pool, not malloc: glibc's aligned allocations leave
+     * fragments that later mallocs scan, which made actor_new grow with
+     * the number of actors (perf: _int_malloc 39% at 200k actors) */
+    if ((a = hive__pool_alloc(sizeof *a)) == NULL)
+        return NULL;
+    memset(a, 0, sizeof *a);
+    a->h = h;
+    a->max_restarts = max_restarts;
+    a->node = node;
+    a->worker = worker;
+    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
+        a->token[l].fn = token_fn[l];
+        hive__mbox_init(&a->mail.lane[l]);
+    }
+    atomic_init(&a->mail.pushes, 0);
+    atomic_init(&a->mail.pops, 0);
+    atomic_init(&a->sched, 0);
+    atomic_init(&a->dead, 0);
+    atomic_init(&a->restarting, 0);
+    atomic_init(&a->refs, 1);
+    return a;
+}
+
+/* The actor's name as the registry keeps it (NULL and HIVE_OK for none). */
+static int copy_actor_name(const hive_actor_opts_t *opts, name_t **out)
+{
+    *out = NULL;
+    if (opts == NULL || opts->name == NULL)
+        return HIVE_OK;
+    size_t nlen = strlen(opts->name);
+    name_t *nm = hive__malloc(sizeof *nm + nlen + 1);
+    if (nm == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy the name of %zu bytes", nlen);
+    memcpy(nm->name, opts->name, nlen + 1);
+    *out = nm;
+    return HIVE_OK;
+}
+
+/* The record's parts made outside the registry lock: concurrency groups,
+ * constructor arguments (none kept for none), state, handle. */
+static int build_parts(hive_t *h, hive__actor_t *a, const hive_actor_class_t *cls,
+                       const hive_arg_t *args, size_t nargs, unsigned max_concurrency)
+{
+    int rc = setup_groups(a, cls, max_concurrency);
+    if (rc == HIVE_OK && nargs > 0)
+        rc = hive__task_new(h, args, nargs, false, "hive_actor_new", &a->ctor);
+    if (rc == HIVE_OK && cls->size != 0) {
+        a->state = alloc_state(h, cls->size, a->node, &rc);
+        if (a->state != NULL)
+            memset(a->state, 0, cls->size);
+    }
+    if (rc == HIVE_OK && (rc = hive__obj_new(h, HIVE__ACTOR, 0, false, &a->handle)) == HIVE_OK) {
+        a->handle->u.actor.actor = a;
+        atomic_store_explicit(&a->handle->state, HIVE__SEALED, memory_order_relaxed);
+        atomic_store_explicit(&a->handle->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
+    }
+    return rc;
+}
+
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out)
 {
@@ -885,74 +1067,40 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         return rc;
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "hive_actor_new: the engine is shutting down");
-    hive__actor_t *a;
-    /* from the block pool, not malloc: glibc's aligned allocations leave
-     * fragments that later mallocs scan, which made actor_new grow with
-     * the number of actors (perf: _int_malloc 39% at 200k actors) */
-    if ((a = hive__pool_alloc(sizeof *a)) == NULL)
+    hive__actor_t *a = new_record(h, opts ? opts->max_restarts : 0, node, worker);
+    if (a == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate an actor record of %zu "
                           "bytes", sizeof *a);
-    memset(a, 0, sizeof *a);
-    a->h = h;
-    a->cls = *cls;
-    a->max_restarts = opts ? opts->max_restarts : 0;
-    a->node = node;
-    a->worker = worker;
-    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        a->token[l] = (token_t){ .job.fn = token_job, .actor = a, .lane = l };
-        hive__mpsc_init(&a->lane[l], false);
-    }
-    atomic_init(&a->sched, 0);
-    atomic_init(&a->dead, 0);
-    atomic_init(&a->restarting, 0);
-    atomic_init(&a->refs, 1);
-    if ((rc = setup_groups(a, cls, max_concurrency)) != HIVE_OK) {
-        free_record(a);
-        return rc;
-    }
     name_t *nm = NULL;
-    size_t nlen = opts != NULL && opts->name != NULL ? strlen(opts->name) : 0;
-    if (opts != NULL && opts->name != NULL && (nm = hive__malloc(sizeof *nm + nlen + 1)) == NULL) {
-        free_record(a);
-        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy the name");
-    }
-    if (nm != NULL)
-        memcpy(nm->name, opts->name, nlen + 1);
-    if ((rc = hive__task_new(h, args, nargs, false, "hive_actor_new", &a->ctor)) != HIVE_OK) {
+    if ((rc = copy_actor_name(opts, &nm)) != HIVE_OK ||
+        (rc = build_parts(h, a, cls, args, nargs, max_concurrency)) != HIVE_OK) {
+        if (a->handle != NULL)
+            hive__obj_discard(h, a->handle);
         free(nm);
-        free_record(a);
+        free_unborn(a, cls->size);
         return rc;
     }
-    if (cls->size != 0) {
-        a->state = alloc_state(h, cls->size, a->node, &rc);
-        if (a->state == NULL) {
-            free(nm);
-            free_record(a);
-            return rc;
-        }
-        memset(a->state, 0, cls->size);
-    }
-    if ((rc = hive__obj_new(h, HIVE__ACTOR, 0, false, &a->handle)) != HIVE_OK) {
-        free(nm);
-        free_record(a);
-        return rc;
-    }
-    a->handle->u.actor.actor = a;
-    atomic_store_explicit(&a->handle->state, HIVE__SEALED, memory_order_relaxed);
-    atomic_store_explicit(&a->handle->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
 
     hive__actors_t *r = &h->actors;
     pthread_mutex_lock(&r->lock);
     name_t *old = nm != NULL ? by_name(r, nm->name) : NULL;
-    if (old != NULL && alive(h, old->id)) {
+    bool taken = old != NULL && alive(h, old->id);
+    cls_t *c = taken ? NULL : get_class(r, cls);
+    if (c == NULL) {
+        uint64_t holder = taken ? old->id : 0;
         pthread_mutex_unlock(&r->lock);
-        hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken by live actor %llu",
-                   nm->name, (unsigned long long)old->id);
+        if (taken)
+            rc = hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken by live "
+                            "actor %llu", nm->name, (unsigned long long)holder);
+        else
+            rc = hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy class %s (%zu bytes)",
+                            class_name(cls), sizeof(cls_t));
         free(nm);
         hive__obj_discard(h, a->handle);
-        free_record(a);
-        return HIVE_EINVAL;
+        free_unborn(a, cls->size);
+        return rc;
     }
+    a->cls = &c->cls;
     /* the id: the handle's store id, marked as an actor's */
     a->handle->id |= HIVE__ACTOR_TAG;
     /* relaxed: a count of actors created (a statistic) */
@@ -967,6 +1115,11 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
             r->names = nm;
         }
     }
+    /* nothing to construct (no init, no arguments): built already, so no
+     * turn runs until the first call (a million idle actors cost no job
+     * each); set before the publish, which hands the record to callers */
+    bool built = cls->init == NULL && nargs == 0;
+    a->initialized = built;
     hive__obj_publish(h, a->handle);     /* findable from now on (release) */
     a->prev = NULL;
     a->next = r->live;
@@ -974,6 +1127,10 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         r->live->prev = a;
     r->live = a;
     out->id = a->handle->id;
+    if (built) {                         /* no constructor turn: see build_parts */
+        pthread_mutex_unlock(&r->lock);
+        return HIVE_OK;
+    }
     hive__rcu_lock();                    /* as callers: the actor may die at once */
     pthread_mutex_unlock(&r->lock);
     kick(a, 1);                          /* the constructor's turn */
@@ -995,9 +1152,10 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     int rc = find_actor(h, actor, "hive_call", &a);
     if (unlikely(rc != HIVE_OK))
         goto out;
-    if (unlikely(method >= a->cls.nmethods)) {
+    const hive_actor_class_t *cls = a->cls;
+    if (unlikely(method >= cls->nmethods)) {
         rc = hive__fail(HIVE_EINVAL, "hive_call: method %u out of range, class %s has %zu", method,
-                        a->cls.name ? a->cls.name : "(unnamed)", a->cls.nmethods);
+                        class_name(cls), cls->nmethods);
         goto out;
     }
     if (unlikely(atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))) {
@@ -1010,15 +1168,15 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
         goto out;
     t->actor = a;
     t->method = method;
-    t->lane = hive__prio_lane(opts ? opts->priority : a->cls.methods[method].priority);
+    t->lane = hive__prio_lane(opts ? opts->priority : cls->methods[method].priority);
     result->id = t->result->id;
     unsigned lane = t->lane;             /* t belongs to the actor once pushed */
-    hive__mpsc_t *box = likely(a->groups == NULL) ? a->lane
-                                                  : a->groups[a->method_group[method]].lane;
+    mail_t *box = likely(a->conc == NULL) ? &a->mail
+                                          : &a->conc->groups[a->conc->method_group[method]].mail;
     if (unlikely(h->trace.on))           /* before the push: the run comes after */
-        hive__trace_submit(h, t0, result->id, a->cls.name, a->cls.methods[method].name, true);
-    hive__mpsc_push(&box[lane], &t->job.node);
-    count_push(&box[lane]);
+        hive__trace_submit(h, t0, result->id, cls->name, cls->methods[method].name, true);
+    hive__mbox_push(&box->lane[lane], &t->job.node);
+    count_push(box);
     kick(a, lane);
 out:
     hive__rcu_unlock();
@@ -1083,14 +1241,27 @@ void hive__actors_shutdown(struct hive *h)
         n = next;
     }
     /* no worker runs and every token was dropped: only the living
-     * reference is left on each of these (their handles go with the store) */
+     * reference is left on each of these (their handles go with the store;
+     * their classes with hive__actors_close) */
     while (a != NULL) {
         hive__actor_t *next = a->next;
+        __builtin_prefetch(next);        /* a list of cold records: fetch ahead */
         fail_queued(a, HIVE_ESHUTDOWN);
         finalize(a);
-        free_record(a);
+        free_parts(a, a->cls->size);
+        hive__pool_free(a, sizeof *a);
         a = next;
     }
+}
+
+void hive__actors_close(struct hive *h)
+{
+    hive__actors_t *r = &h->actors;
+    for (cls_t *c = r->classes, *next; c != NULL; c = next) {
+        next = c->next;
+        free(c);
+    }
+    r->classes = NULL;
     pthread_mutex_destroy(&r->lock);
 }
 
@@ -1114,16 +1285,16 @@ static int actor_state(hive__actor_t *a)
         return HIVE_ACTOR_DEAD;
     /* relaxed: statistics; restart_req: a concurrent actor's wanted rebuild */
     if (atomic_load_explicit(&a->restarting, memory_order_relaxed) != 0 ||
-        atomic_load_explicit(&a->restart_req, memory_order_relaxed) != 0)
+        (a->conc != NULL && atomic_load_explicit(&a->conc->restart_req, memory_order_relaxed) != 0))
         return HIVE_ACTOR_RESTARTING;
     return HIVE_ACTOR_ALIVE;
 }
 
 static uint64_t actor_depth(hive__actor_t *a)
 {
-    uint64_t n = lanes_depth(a->lane);
-    for (unsigned g = 0; g < a->ngroups; g++)
-        n += lanes_depth(a->groups[g].lane);
+    uint64_t n = lanes_depth(&a->mail);
+    for (unsigned g = 0; a->conc != NULL && g < a->conc->ngroups; g++)
+        n += lanes_depth(&a->conc->groups[g].mail);
     return n;
 }
 
@@ -1156,7 +1327,7 @@ static void fill_info(hive__actors_t *r, hive__actor_t *a, uint64_t depth, hive_
     o->id = a->handle->id;
     o->mailbox = depth;
     o->state = actor_state(a);
-    copy_name(o->class_name, sizeof o->class_name, a->cls.name);
+    copy_name(o->class_name, sizeof o->class_name, a->cls->name);
     for (name_t *nm = r->names; nm != NULL; nm = nm->next)
         if (nm->id == o->id) {
             copy_name(o->name, sizeof o->name, nm->name);

@@ -11,11 +11,13 @@
 struct hive;
 struct hive__actor;
 struct hive__actor_name;
+struct hive__actor_cls;
 
 typedef struct hive__actors {
     pthread_mutex_t     lock;       /* create, death, lookup by name, shutdown: never on a call */
     struct hive__actor *live;       /* every actor not yet dead and retired (doubly linked) */
     struct hive__actor_name *names; /* name -> handle id, for hive_actor_lookup */
+    struct hive__actor_cls *classes; /* one shared copy per distinct class (actor.c) */
     _Atomic uint64_t    next;       /* actors created so far (a statistic) */
     _Atomic uint64_t    dying;      /* killed or failed, state not yet given back */
     _Atomic uint64_t    restarts;   /* rebuilds after HIVE_RESTART (a statistic) */
@@ -34,6 +36,9 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);
+/* After the store closed (no retire callback is left): the classes and
+ * the lock go. */
+void hive__actors_close(struct hive *h);
 /* Actors created so far and those not dead now (stats.c). */
 void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive);
 /* Actors being rebuilt now, or waiting to be (stats.c). */

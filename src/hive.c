@@ -133,6 +133,7 @@ int hive_shutdown(hive_t *h)
     hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     hive__store_wait_sleepers(h);
     hive__store_close(h);
+    hive__actors_close(h);               /* after the store: its last callbacks free actors */
     hive__obslist_destroy(&h->listed);
     hive__locals_destroy(&h->locals);
     hive__arena_close(&h->arena);

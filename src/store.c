@@ -579,9 +579,16 @@ static bool obj_done(void *arg)
  * (workers = 1 included), and nap at most HELP_NAP_NS before looking for
  * work again. */
 #define HELP_NAP_NS 50000
+/* A worker with nothing to help with spins this long before its first
+ * sleep: the awaited call often runs on another worker that stole it and
+ * answers within a microsecond, while a futex sleep and wake cost both
+ * sides system calls (an actor ping-pong on an idle machine: 3.5 us a
+ * round trip). It keeps looking for work to help with meanwhile. */
+#define HELP_SPIN_NS 10000
 static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t timeout_ns,
                       const char *fn, bool helping)
 {
+    uint64_t spin_until = helping ? hive__now_ns() + HELP_SPIN_NS : 0;
     for (;;) {
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
@@ -592,6 +599,11 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
                               (unsigned long long)o->id, (long long)timeout_ns);
         if (helping && h->store.help(h, obj_done, o))
             continue;
+        if (now < spin_until) {          /* helping: see HELP_SPIN_NS */
+            for (int i = 0; i < 64; i++)
+                hive__cpu_relax();
+            continue;
+        }
         /* seq_cst: the waiter's half of the handshake with finish() */
         if (!(v & HIVE__WAITERS) &&
             !atomic_compare_exchange_strong_explicit(&o->state, &v, v | HIVE__WAITERS,

@@ -27,6 +27,11 @@
  *
  * Thread roles: any thread may push; one thread at a time may pop or mark
  * (the owner of the queue, e.g. the worker that runs an actor).
+ *
+ * Two layouts share the algorithm (the *_at functions take the fields):
+ * hive__mpsc_t keeps the producers' and the consumer's ends on lines of
+ * their own (busy queues: worker inboxes), hive__mbox_t packs them into 24
+ * bytes (many mostly idle queues: actor mailboxes).
  */
 #ifndef HIVE_DS_MPSC_H
 #define HIVE_DS_MPSC_H
@@ -44,31 +49,36 @@ typedef struct hive__mpsc_node {
 typedef struct hive__mpsc {
     /* Producers' end; every push exchanges it. Its own line so that
      * producers hammering it never evict the consumer's fields. One line
-     * (not the adjacent-line pair HIVE_PAD keeps apart elsewhere): every
-     * actor has three of these, and with 128-byte pairs its record took the
-     * pool's 2048-byte class instead of 1024. */
+     * (not the adjacent-line pair HIVE_PAD keeps apart elsewhere). */
     _Alignas(HIVE_CACHELINE) _Atomic uintptr_t head;
-    /* Nodes pushed, for users that count (actor mailboxes do, for
-     * statistics): on head's line, which every push writes anyway. The
-     * queue's own functions never touch it. */
-    _Atomic uint64_t pushes;
     /* Consumer's end: touched only by the one consumer. */
     _Alignas(HIVE_CACHELINE) hive__mpsc_node_t *tail;
     hive__mpsc_node_t stub;
-    _Atomic uint64_t pops;       /* nodes popped, if the user counts: the consumer's line */
 } hive__mpsc_t;
+
+/*
+ * The same queue packed into 24 bytes, head, tail and stub side by side:
+ * for queues that are mostly idle and many (actor mailboxes: an actor has
+ * one per priority lane, and a million idle actors must not each pay a
+ * line per end). Producers and the consumer then share a line, which costs
+ * only while the queue is busy.
+ */
+typedef struct hive__mbox {
+    _Atomic uintptr_t head;
+    hive__mpsc_node_t *tail;
+    hive__mpsc_node_t stub;
+} hive__mbox_t;
 
 #define HIVE__MPSC_MARK ((uintptr_t)1)
 
-/* Initialise an empty queue, optionally already marked empty (an actor
- * mailbox starts marked: its first push must schedule the actor). */
-static inline void hive__mpsc_init(hive__mpsc_t *q, bool marked)
+/* ---- the algorithm, on the three fields wherever they live ---- */
+
+static inline void hive__mpsc_init_at(_Atomic uintptr_t *head, hive__mpsc_node_t **tail,
+                                      hive__mpsc_node_t *stub, bool marked)
 {
-    atomic_init(&q->stub.next, NULL);
-    atomic_init(&q->pushes, 0);
-    atomic_init(&q->pops, 0);
-    q->tail = &q->stub;
-    atomic_init(&q->head, (uintptr_t)&q->stub | (marked ? HIVE__MPSC_MARK : 0));
+    atomic_init(&stub->next, NULL);
+    *tail = stub;
+    atomic_init(head, (uintptr_t)stub | (marked ? HIVE__MPSC_MARK : 0));
 }
 
 /*
@@ -89,51 +99,48 @@ static inline void hive__mpsc_init(hive__mpsc_t *q, bool marked)
  *  - prev->next = first is a release store: the consumer acquires it in pop,
  *    and from it everything written to the chain before the exchange.
  */
-static inline bool hive__mpsc_push_chain(hive__mpsc_t *q, hive__mpsc_node_t *first,
-                                         hive__mpsc_node_t *last)
+static inline bool hive__mpsc_push_at(_Atomic uintptr_t *head, hive__mpsc_node_t *first,
+                                      hive__mpsc_node_t *last)
 {
     atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-    uintptr_t prev = atomic_exchange_explicit(&q->head, (uintptr_t)last, memory_order_seq_cst);
+    uintptr_t prev = atomic_exchange_explicit(head, (uintptr_t)last, memory_order_seq_cst);
     hive__mpsc_node_t *p = (hive__mpsc_node_t *)(prev & ~HIVE__MPSC_MARK);
     atomic_store_explicit(&p->next, first, memory_order_release);
     return (prev & HIVE__MPSC_MARK) != 0;
 }
 
-static inline bool hive__mpsc_push(hive__mpsc_t *q, hive__mpsc_node_t *n)
-{
-    return hive__mpsc_push_chain(q, n, n);
-}
-
 /* Consumer only: the oldest node, or NULL if none is linked yet. */
-static inline hive__mpsc_node_t *hive__mpsc_pop(hive__mpsc_t *q)
+static inline hive__mpsc_node_t *hive__mpsc_pop_at(_Atomic uintptr_t *head,
+                                                   hive__mpsc_node_t **tailp,
+                                                   hive__mpsc_node_t *stub)
 {
-    hive__mpsc_node_t *tail = q->tail;
+    hive__mpsc_node_t *tail = *tailp;
     /* acquire: pairs with the release link store in push, so the node's
      * payload written before the push is visible to us. */
     hive__mpsc_node_t *next = atomic_load_explicit(&tail->next, memory_order_acquire);
 
-    if (tail == &q->stub) {
+    if (tail == stub) {
         if (next == NULL)
             return NULL;
-        q->tail = next;          /* step over the stub */
+        *tailp = next;           /* step over the stub */
         tail = next;
         next = atomic_load_explicit(&tail->next, memory_order_acquire);
     }
     if (next != NULL) {
-        q->tail = next;
+        *tailp = next;
         return tail;
     }
     /* tail is the newest linked node. If a producer has already exchanged
      * head past it but not linked yet, wait for a later pop. relaxed: only the
      * identity of head matters here, nothing is read through it. */
-    uintptr_t head = atomic_load_explicit(&q->head, memory_order_relaxed) & ~HIVE__MPSC_MARK;
-    if ((hive__mpsc_node_t *)head != tail)
+    uintptr_t h = atomic_load_explicit(head, memory_order_relaxed) & ~HIVE__MPSC_MARK;
+    if ((hive__mpsc_node_t *)h != tail)
         return NULL;
     /* tail is the last node: put the stub behind it so that it can leave. */
-    hive__mpsc_push(q, &q->stub);
+    hive__mpsc_push_at(head, stub, stub);
     next = atomic_load_explicit(&tail->next, memory_order_acquire);
     if (next != NULL) {
-        q->tail = next;
+        *tailp = next;
         return tail;
     }
     return NULL;                 /* a producer slipped in before the stub: later */
@@ -143,10 +150,11 @@ static inline hive__mpsc_node_t *hive__mpsc_pop(hive__mpsc_t *q)
  * Consumer only: true if no node is queued and no push is in flight.
  * seq_cst load of head: the consumer's half of the park handshake (push).
  */
-static inline bool hive__mpsc_empty(hive__mpsc_t *q)
+static inline bool hive__mpsc_empty_at(_Atomic uintptr_t *head, hive__mpsc_node_t *tail,
+                                       hive__mpsc_node_t *stub)
 {
-    uintptr_t head = atomic_load_explicit(&q->head, memory_order_seq_cst) & ~HIVE__MPSC_MARK;
-    return q->tail == &q->stub && (hive__mpsc_node_t *)head == &q->stub;
+    uintptr_t h = atomic_load_explicit(head, memory_order_seq_cst) & ~HIVE__MPSC_MARK;
+    return tail == stub && (hive__mpsc_node_t *)h == stub;
 }
 
 /*
@@ -156,13 +164,74 @@ static inline bool hive__mpsc_empty(hive__mpsc_t *q)
  * producers' exchange in the single total order, so exactly one of them sees
  * the mark; on failure nothing was written.
  */
+static inline bool hive__mpsc_mark_empty_at(_Atomic uintptr_t *head, hive__mpsc_node_t *tail,
+                                            hive__mpsc_node_t *stub)
+{
+    if (tail != stub)
+        return false;
+    uintptr_t expect = (uintptr_t)stub;
+    return atomic_compare_exchange_strong_explicit(head, &expect, expect | HIVE__MPSC_MARK,
+                                                   memory_order_seq_cst, memory_order_relaxed);
+}
+
+/* ---- the padded queue ---- */
+
+/* Initialise an empty queue, optionally already marked empty (its first
+ * push must then schedule the consumer). */
+static inline void hive__mpsc_init(hive__mpsc_t *q, bool marked)
+{
+    hive__mpsc_init_at(&q->head, &q->tail, &q->stub, marked);
+}
+
+static inline bool hive__mpsc_push_chain(hive__mpsc_t *q, hive__mpsc_node_t *first,
+                                         hive__mpsc_node_t *last)
+{
+    return hive__mpsc_push_at(&q->head, first, last);
+}
+
+static inline bool hive__mpsc_push(hive__mpsc_t *q, hive__mpsc_node_t *n)
+{
+    return hive__mpsc_push_at(&q->head, n, n);
+}
+
+static inline hive__mpsc_node_t *hive__mpsc_pop(hive__mpsc_t *q)
+{
+    return hive__mpsc_pop_at(&q->head, &q->tail, &q->stub);
+}
+
+static inline bool hive__mpsc_empty(hive__mpsc_t *q)
+{
+    return hive__mpsc_empty_at(&q->head, q->tail, &q->stub);
+}
+
 static inline bool hive__mpsc_mark_empty(hive__mpsc_t *q)
 {
-    if (q->tail != &q->stub)
-        return false;
-    uintptr_t expect = (uintptr_t)&q->stub;
-    return atomic_compare_exchange_strong_explicit(&q->head, &expect, expect | HIVE__MPSC_MARK,
-                                                   memory_order_seq_cst, memory_order_relaxed);
+    return hive__mpsc_mark_empty_at(&q->head, q->tail, &q->stub);
+}
+
+/* ---- the packed mailbox: the same operations ---- */
+
+static inline void hive__mbox_init(hive__mbox_t *q)
+{
+    hive__mpsc_init_at(&q->head, &q->tail, &q->stub, false);
+}
+
+static inline bool hive__mbox_push(hive__mbox_t *q, hive__mpsc_node_t *n)
+{
+    return hive__mpsc_push_at(&q->head, n, n);
+}
+
+static inline hive__mpsc_node_t *hive__mbox_pop(hive__mbox_t *q)
+{
+    return hive__mpsc_pop_at(&q->head, &q->tail, &q->stub);
+}
+
+/* Consumer only: has a push begun that pop has not returned yet? (tail
+ * off the stub, or head off it.) seq_cst load of head: callers use it as
+ * their half of a store-load handshake with pushers. */
+static inline bool hive__mbox_busy(hive__mbox_t *q)
+{
+    return !hive__mpsc_empty_at(&q->head, q->tail, &q->stub);
 }
 
 #endif

@@ -7,7 +7,9 @@
  * single pushes and chain pushes. The second test runs the empty-mark
  * protocol as an actor mailbox would: the consumer drains, marks the queue
  * empty and sleeps; the one producer that learns it was empty hands it the
- * "scheduled" token; two tokens at once would be a bug.
+ * "scheduled" token; two tokens at once would be a bug. The third runs the
+ * first one's contract on the packed layout (hive__mbox_t, the actor
+ * mailbox: head, tail and stub on one line, next to other hot words).
  */
 #include "testutil.h"
 #include "ds/mpsc.h"
@@ -23,6 +25,8 @@ typedef struct item {
 
 typedef struct run {
     hive__mpsc_t     q;
+    hive__mbox_t     box;             /* packed: used instead of q when `packed` */
+    bool             packed;
     unsigned         producers;
     uint32_t         per_producer;
     _Atomic unsigned go;
@@ -36,6 +40,18 @@ typedef struct prod_arg {
     run_t   *run;
     uint32_t id;
 } prod_arg_t;
+
+static bool push_chain(run_t *r, hive__mpsc_node_t *first, hive__mpsc_node_t *last)
+{
+    if (r->packed)
+        return hive__mpsc_push_at(&r->box.head, first, last);
+    return hive__mpsc_push_chain(&r->q, first, last);
+}
+
+static hive__mpsc_node_t *pop(run_t *r)
+{
+    return r->packed ? hive__mbox_pop(&r->box) : hive__mpsc_pop(&r->q);
+}
 
 static void give_token(run_t *r)
 {
@@ -68,7 +84,7 @@ static void *producer(void *arg)
                 first = it;
             last = it;
         }
-        if (hive__mpsc_push_chain(&r->q, &first->node, &last->node)) {
+        if (push_chain(r, &first->node, &last->node)) {
             if (!r->use_mark)
                 fail_msg("push reported an empty mark on a queue that is never marked");
             give_token(r);
@@ -78,11 +94,13 @@ static void *producer(void *arg)
     return NULL;
 }
 
-static void run_one(unsigned producers, uint32_t per_producer, bool use_mark)
+static void run_one(unsigned producers, uint32_t per_producer, bool use_mark, bool packed)
 {
     run_t *r = aligned_alloc(HIVE_PAD, (sizeof *r + HIVE_PAD - 1) / HIVE_PAD * HIVE_PAD);
     memset(r, 0, sizeof *r);
     hive__mpsc_init(&r->q, use_mark);
+    hive__mbox_init(&r->box);
+    r->packed = packed;
     r->producers = producers;
     r->per_producer = per_producer;
     r->use_mark = use_mark;
@@ -114,7 +132,7 @@ static void run_one(unsigned producers, uint32_t per_producer, bool use_mark)
             }
             scheduled = true;
         }
-        hive__mpsc_node_t *n = hive__mpsc_pop(&r->q);
+        hive__mpsc_node_t *n = pop(r);
         if (n == NULL) {
             if (use_mark) {
                 /* The turn ends at the mark: give the token back first, so
@@ -144,7 +162,9 @@ static void run_one(unsigned producers, uint32_t per_producer, bool use_mark)
     }
     for (unsigned i = 0; i < producers; i++)
         pthread_join(th[i], NULL);
-    assert_null(hive__mpsc_pop(&r->q));              /* nothing extra */
+    assert_null(pop(r));                             /* nothing extra */
+    if (packed)
+        assert_false(hive__mbox_busy(&r->box));      /* drained: back on its stub */
     for (unsigned i = 0; i < producers; i++)
         assert_int_equal(next_seq[i], per_producer);
     assert_int_equal(atomic_load(&r->bad_tokens), 0);
@@ -158,7 +178,7 @@ static void test_producers_1_2_4_8(void **state)
     const uint32_t total = 4000000 / TEST_SCALE;
     for (unsigned p = 1; p <= 8; p *= 2) {
         uint64_t t0 = test_now_ns();
-        run_one(p, total / p, false);
+        run_one(p, total / p, false, false);
         printf("mpsc stress: %u producer(s), %u items, %.2f s\n", p, total,
                (double)(test_now_ns() - t0) / 1e9);
     }
@@ -169,7 +189,15 @@ static void test_empty_mark_protocol(void **state)
     (void)state;
     const uint32_t total = 2000000 / TEST_SCALE;
     for (unsigned p = 1; p <= 8; p *= 2)
-        run_one(p, total / p, true);
+        run_one(p, total / p, true, false);
+}
+
+static void test_packed_mailbox(void **state)
+{
+    (void)state;
+    const uint32_t total = 2000000 / TEST_SCALE;
+    for (unsigned p = 1; p <= 8; p *= 2)
+        run_one(p, total / p, false, true);
 }
 
 int main(void)
@@ -177,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_producers_1_2_4_8),
         cmocka_unit_test(test_empty_mark_protocol),
+        cmocka_unit_test(test_packed_mailbox),
     };
     return cmocka_run_group_tests_name("stress_mpsc", tests, NULL, NULL);
 }
