@@ -107,7 +107,14 @@ static hive__job_t *find_job(hive__worker_t *w)
     if (n != NULL)
         return HIVE_CONTAINER_OF(n, hive__job_t, node);
     unsigned home = w->slot->node;
+    /* relaxed: the bit is set before the job is pushed (program order) and
+     * the push is a release; a worker that saw the job (has_work's acquire
+     * loads) sees the bit, and one that has not yet misses only a job it
+     * would not have found anyway */
+    unsigned used = atomic_load_explicit(&s->lanes_used, memory_order_relaxed);
     for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
+        if (!(used & (1u << lane)))
+            continue;
         void *x = hive__deque_take(w->deque[lane]);
         if (x == NULL)
             x = hive__ring_take(&s->nodes[home].ring[lane]);
@@ -441,6 +448,10 @@ static void wake_one(hive__sched_t *s, unsigned node)
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
     hive__worker_t *self = hive__self_in(s);
+    /* relaxed: see find_job; the load first keeps the line shared (no
+     * write) once the bit is set, which is every spawn after the first */
+    if (unlikely(!(atomic_load_explicit(&s->lanes_used, memory_order_relaxed) & (1u << lane))))
+        atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
     unsigned target = node >= 0 && (unsigned)node < s->nnodes ? (unsigned)node
                     : self != NULL ? self->slot->node : 0;
     if (self == NULL || self->slot->node != target || !hive__deque_push(self->deque[lane], job)) {

@@ -112,6 +112,10 @@ typedef struct hive__sched {
     unsigned          nnodes;
     hive__nodeq_t    *nodes;
     bool              pin;
+    /* Lanes that ever held a spawned job (bit per lane, set once, never
+     * cleared): find_job skips the others, so the empty HIGH lane of a
+     * program that never uses priorities costs no look at every deque. */
+    HIVE_ALIGNED _Atomic unsigned lanes_used;
     HIVE_ALIGNED _Atomic unsigned nparked;    /* workers parked now: one load tells if any sleeps */
     HIVE_ALIGNED _Atomic int stopping;        /* read before every job: its own line */
     HIVE_ALIGNED _Atomic uint64_t wakes;      /* futex wakes issued (slow path only) */

@@ -593,7 +593,8 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return HIVE_OK;
-        uint64_t now = hive__now_ns();
+        /* no deadline: no clock read (a helping get loops here per job) */
+        uint64_t now = deadline == UINT64_MAX ? 0 : hive__now_ns();
         if (now >= deadline)
             return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
                               (unsigned long long)o->id, (long long)timeout_ns);
@@ -621,12 +622,13 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
 
 static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const char *fn)
 {
-    uint64_t start = hive__now_ns();
-    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     /* on a worker: help at once (the awaited job is often in our own deque,
      * and spinning would only delay it); traced, the wait is a span around
-     * the jobs it helped with */
+     * the jobs it helped with. A helping wait without a deadline reads no
+     * clock: fork-join waits once per task. */
     hive__worker_t *w = timeout_ns != 0 && h->store.help != NULL ? hive__self_in(&h->sched) : NULL;
+    uint64_t start = w != NULL && timeout_ns < 0 ? 0 : hive__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     if (w != NULL) {
         uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
         int rc = sleep_wait(h, o, deadline, timeout_ns, fn, true);
@@ -847,10 +849,12 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
         }
     hive__store_t *s = &h->store;
     sleeper_enter(h);
-    uint64_t start = hive__now_ns();
-    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     hive__worker_t *w = s->help != NULL ? hive__self_in(&h->sched) : NULL;
     bool on_worker = w != NULL;
+    /* a helping wait without a deadline reads no clock (see wait_state) */
+    bool clockless = on_worker && timeout_ns < 0;
+    uint64_t start = clockless ? 0 : hive__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     uint64_t t0 = unlikely(on_worker && w->tring != NULL) ? hive__trace_clock() : 0;
     bool registered = false;
     for (;;) {
@@ -867,7 +871,7 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             rc = (int)(count > INT_MAX ? INT_MAX : count);
             break;
         }
-        uint64_t now = hive__now_ns();
+        uint64_t now = clockless ? 0 : hive__now_ns();
         if (now >= deadline) {
             rc = hive__fail(HIVE_ETIMEDOUT, "hive_wait: %zu of %zu ready, %zu wanted, after %lld ns",
                             count, n, num_ready, (long long)timeout_ns);
