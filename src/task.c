@@ -245,10 +245,12 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
         hive__trace_submit(h, t0, result->id, t->name, (const void *)(uintptr_t)fn, false);
 
     /* dependencies: count first, then hang the dep (it may fire at once) */
+    bool refs = false;
     for (size_t i = 0; i < nargs; i++) {
         hive__obj_t *o = t->args[i].obj;
         if (o == NULL)
             continue;
+        refs = true;
         atomic_fetch_add_explicit(&t->pending, 1, memory_order_relaxed);
         if (!hive__obj_add_dep(o, &t->args[i].dep)) {
             if (hive__obj_state(o) == HIVE__FAILED)
@@ -256,7 +258,10 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
             atomic_fetch_sub_explicit(&t->pending, 1, memory_order_relaxed);
         }
     }
-    drop_pending(t);                  /* submit's guard */
+    if (refs)
+        drop_pending(t);              /* submit's guard */
+    else
+        task_ready(t);                /* no dep was hung: nobody else counts */
     return HIVE_OK;
 }
 

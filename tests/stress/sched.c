@@ -3,6 +3,12 @@
  * and wake. Every job must run exactly once, on the worker it was posted to;
  * a lost wake-up shows as jobs that never run (the deadline fails the test).
  * Posters pause now and then so that workers really park between bursts.
+ *
+ * A lane's first job: find_job skips priority lanes that never held a job
+ * (sched.h, lanes_used). In fresh engines, the first HIGH and LOW jobs are
+ * spawned from inside a task (own deque) and from a client (node ring)
+ * while the workers scan and park; every one must run exactly once (a job
+ * in a lane the workers keep skipping never runs: the deadline fails).
  */
 #include "testutil.h"
 #include "ds/pool.h"
@@ -101,10 +107,80 @@ static void test_post_park_wake(void **state)
     free((void *)ran);
 }
 
+/* ------------------------------------------------------- a lane's first job */
+
+#define LANE_ROUNDS (400 / TEST_SCALE)
+#define LANE_KIDS   8
+#define LANE_WAIT_NS ((int64_t)60 * 1000000000)   /* against hangs only */
+
+static _Atomic uint32_t lane_runs[3];
+
+/* Bump the count of the lane its one argument names. */
+static int lane_leaf(hive_ctx_t *ctx)
+{
+    unsigned lane = *(const unsigned *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&lane_runs[lane], 1, memory_order_relaxed);
+    return 0;
+}
+
+static int prio_of_lane(unsigned lane)
+{
+    return lane == 0 ? HIVE_PRIO_HIGH : lane == 2 ? HIVE_PRIO_LOW : HIVE_PRIO_NORMAL;
+}
+
+/* From a worker: LANE_KIDS leaves in the HIGH and LOW lanes (their first
+ * jobs in this engine), then wait for all of them. */
+static int lane_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    hive_ref_t r[LANE_KIDS];
+    for (unsigned k = 0; k < LANE_KIDS; k++) {
+        unsigned lane = k % 2 ? 2u : 0u;
+        hive_opts_t o = { .priority = prio_of_lane(lane) };
+        if (hive_submit(e, lane_leaf, &HIVE_VAL(lane), 1, &o, &r[k]) != HIVE_OK)
+            return 1;
+    }
+    int bad = hive_wait(e, r, LANE_KIDS, LANE_KIDS, LANE_WAIT_NS, NULL) != LANE_KIDS;
+    for (unsigned k = 0; k < LANE_KIDS; k++)
+        hive_release(e, r[k]);
+    return bad;
+}
+
+static void test_first_job_of_a_lane(void **state)
+{
+    (void)state;
+    for (unsigned round = 0; round < LANE_ROUNDS; round++) {
+        for (unsigned l = 0; l < 3; l++)
+            atomic_store(&lane_runs[l], 0);
+        hive_config_t cfg = { .workers = 2, .no_pin = 1 };
+        hive_t *h;
+        assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+        unsigned normal = 1, client_lane = round % 2 ? 2u : 0u;
+        hive_opts_t co = { .priority = prio_of_lane(client_lane) };
+        hive_ref_t p, c;
+        if (round % 3 == 0)
+            test_sleep_ms(1);                 /* now and then: workers parked first */
+        assert_int_equal(hive_submit(h, lane_parent, &HIVE_VAL(normal), 1, NULL, &p), HIVE_OK);
+        assert_int_equal(hive_submit(h, lane_leaf, &HIVE_VAL(client_lane), 1, &co, &c), HIVE_OK);
+        const void *d;
+        assert_int_equal(hive_get(h, c, LANE_WAIT_NS, &d, NULL), HIVE_OK);
+        assert_int_equal(hive_get(h, p, LANE_WAIT_NS, &d, NULL), HIVE_OK);
+        hive_release(h, p);
+        hive_release(h, c);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);
+        /* each leaf ran exactly once: HIGH and LOW got LANE_KIDS / 2 each
+         * from the parent, and the client's one */
+        assert_int_equal(atomic_load(&lane_runs[0]), LANE_KIDS / 2 + (client_lane == 0));
+        assert_int_equal(atomic_load(&lane_runs[2]), LANE_KIDS / 2 + (client_lane == 2));
+        assert_int_equal(atomic_load(&lane_runs[1]), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_post_park_wake),
+        cmocka_unit_test(test_first_job_of_a_lane),
     };
     return cmocka_run_group_tests_name("stress_sched", tests, NULL, NULL);
 }
