@@ -662,14 +662,20 @@ int hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const cha
  * or we see stopping (in the loops above) and leave. */
 static inline void sleeper_enter(struct hive *h)
 {
-    atomic_fetch_add_explicit(&h->store.sleepers, 1, memory_order_seq_cst);
+    /* The engine's own workers (and spares standing in for them) need no
+     * count: shutdown joins them before it frees a record. A fork-join
+     * get would otherwise write this engine-wide line twice per task. */
+    if (hive__self_in(&h->sched) == NULL)
+        atomic_fetch_add_explicit(&h->store.sleepers, 1, memory_order_seq_cst);
 }
 
 /* The last touch of the engine by a sleeper. release: every read of a record
- * before it happens-before shutdown's acquire load that sees the count 0. */
+ * before it happens-before shutdown's acquire load that sees the count 0.
+ * On the same thread as its sleeper_enter, so the same test skips both. */
 static inline void sleeper_leave(struct hive *h)
 {
-    atomic_fetch_sub_explicit(&h->store.sleepers, 1, memory_order_release);
+    if (hive__self_in(&h->sched) == NULL)
+        atomic_fetch_sub_explicit(&h->store.sleepers, 1, memory_order_release);
 }
 
 void hive__store_wait_sleepers(struct hive *h)
