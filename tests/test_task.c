@@ -1597,9 +1597,46 @@ static void test_cancelled_task_is_not_retried(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------------- a worker's wait is not counted */
+
+/* Get the object whose ref is the one inline argument (not a dependency:
+ * the task runs at once and waits inside). */
+static int get_the_ref(hive_ctx_t *ctx)
+{
+    hive_ref_t r = *(const hive_ref_t *)hive_arg(ctx, 0, NULL);
+    const void *p;
+    return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL) != HIVE_OK;
+}
+
+/* A task blocked in hive_get does not count itself in the store's sleepers:
+ * that engine-wide count (two RMWs on one line per waiting get, from every
+ * worker) protects user threads from shutdown's frees, and shutdown joins
+ * the engine's workers before it frees anything. Once the waiting task has
+ * set the object's WAITERS bit it is past where it would have counted. */
+static void test_worker_wait_is_not_a_sleeper(void **state)
+{
+    (void)state;
+    hive_t *h = engine(16 * MiB, 1, NULL);
+    void *data;
+    hive_ref_t obj, r;
+    assert_int_equal(hive_create(h, 8, &data, &obj), HIVE_OK);
+    assert_int_equal(hive_submit(h, get_the_ref, &HIVE_VAL(obj), 1, NULL, &r), HIVE_OK);
+    hive__obj_t *o = hive__obj_find(h, obj, "test");
+    assert_non_null(o);
+    WAIT_UNTIL(atomic_load(&o->state) & HIVE__WAITERS, DEADLINE_MS);
+    assert_int_equal(atomic_load(&h->store.sleepers), 0);
+    assert_int_equal(hive_seal(h, obj), HIVE_OK);
+    const void *p;
+    get_ok(h, r, &p, NULL);
+    hive_release(h, r);
+    hive_release(h, obj);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_wait_is_not_a_sleeper),
         cmocka_unit_test(test_retries_count_runs),
         cmocka_unit_test(test_cancelled_task_is_not_retried),
         cmocka_unit_test(test_inline_args_copied_at_submit),
