@@ -588,18 +588,23 @@ static bool obj_done(void *arg)
 static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t timeout_ns,
                       const char *fn, bool helping)
 {
-    uint64_t spin_until = helping ? hive__now_ns() + HELP_SPIN_NS : 0;
+    uint64_t spin_until = 0;             /* helping: set when there is first nothing to help with */
     for (;;) {
         uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire);
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return HIVE_OK;
-        /* no deadline: no clock read (a helping get loops here per job) */
-        uint64_t now = deadline == UINT64_MAX ? 0 : hive__now_ns();
+        /* no deadline: help before any clock read (a fork-join get loops
+         * here once per job it runs); the clock only once there is no job */
+        if (helping && deadline == UINT64_MAX && h->store.help(h, obj_done, o))
+            continue;
+        uint64_t now = hive__now_ns();
         if (now >= deadline)
             return hive__fail(HIVE_ETIMEDOUT, "%s: object %llu still pending after %lld ns", fn,
                               (unsigned long long)o->id, (long long)timeout_ns);
-        if (helping && h->store.help(h, obj_done, o))
+        if (helping && deadline != UINT64_MAX && h->store.help(h, obj_done, o))
             continue;
+        if (helping && spin_until == 0)
+            spin_until = now + HELP_SPIN_NS;
         if (now < spin_until) {          /* helping: see HELP_SPIN_NS */
             for (int i = 0; i < 64; i++)
                 hive__cpu_relax();
