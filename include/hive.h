@@ -681,7 +681,10 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
 
 /*
  * hive_actor_new - create an actor; its constructor runs on a worker before
- * any call (arguments as in tasks; ref arguments are waited for). A
+ * any call (arguments as in tasks; ref arguments are waited for, as for
+ * calls: by a turn on a worker that is not itself waiting inside another
+ * job - such a worker leaves the call to a later turn, since the argument
+ * may be the result of the very job it waits in). A
  * constructor that returns nonzero leaves the actor dead: calls fail with
  * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
  * nmethods > 0, a NULL method fn), a name a live actor has, or a bad

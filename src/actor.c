@@ -148,6 +148,8 @@ typedef struct hive__actor {
     void               *state;
     hive__task_t       *ctor;            /* constructor arguments, NULL for none; kept only
                                             while restarts may need them */
+    hive__task_t       *held;            /* a call taken from the mail but deferred (see
+                                            must_defer): the next turn runs it first */
     hive__obj_t        *handle;
     struct rcu_head     rcu;
     struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
@@ -281,7 +283,10 @@ static hive__task_t *next_call(hive__actor_t *a)
 /* Consumer only: fail every queued call, of every group. */
 static void fail_queued(hive__actor_t *a, int code)
 {
-    hive__task_t *t;
+    hive__task_t *t = a->held;
+    a->held = NULL;
+    if (t != NULL)
+        hive__task_fail_unrun(t, code);
     while ((t = next_call(a)) != NULL)
         hive__task_fail_unrun(t, code);
     for (unsigned g = 0; a->conc != NULL && g < a->conc->ngroups; g++)
@@ -293,6 +298,25 @@ static bool is_dead(hive__actor_t *a)
 {
     /* acquire: pairs with kill's and die's stores */
     return atomic_load_explicit(&a->dead, memory_order_acquire) != 0;
+}
+
+/* May a turn or call run by worker w start a record whose ref arguments
+ * are not all sealed yet? Not when w is nested (depth > 0): it runs this
+ * job while a job below it on its stack waits, and the argument may be that
+ * job's own result (a task that submitted a child and waits for it; the
+ * helping wait took this call). Waiting here would keep that job from ever
+ * resuming: a deadlock no user wrote. So a nested worker defers the record
+ * instead (the turn holds it back for its next turn, a concurrent call
+ * queues its job again), and a worker that is not inside another job's
+ * wait runs it, waiting there as before. */
+static bool must_defer(const hive__worker_t *w, const hive__task_t *t)
+{
+    if (w->depth == 0 || t == NULL)
+        return false;
+    for (size_t i = 0; i < t->nargs; i++)
+        if (t->args[i].obj != NULL && hive__obj_state(t->args[i].obj) == HIVE__PENDING)
+            return true;
+    return false;
 }
 
 /* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
@@ -548,19 +572,33 @@ static void retire(hive__actor_t *a)
     hive__call_rcu(&a->rcu, retire_cb);
 }
 
-/* A turn: the caller owns RUNNING. */
+/* A turn: the caller owns RUNNING. A deferred constructor (must_defer)
+ * leaves the actor unbuilt and its turn due again; a deferred call waits in
+ * a->held for the next turn, ahead of the mail. */
 static void turn(hive__actor_t *a, hive__worker_t *w)
 {
-    if (!a->initialized && !is_dead(a))
-        construct(a, w);
-    for (int n = 0; n < ACTOR_BATCH; n++) {
+    bool defer = false;
+    if (!a->initialized && !is_dead(a)) {
+        defer = must_defer(w, a->ctor);
+        if (!defer)
+            construct(a, w);
+    }
+    for (int n = 0; n < ACTOR_BATCH && !defer; n++) {
         /* stopping: queued calls never run; this turn ends and the next one
          * is dropped by the scheduler, failing them with HIVE_ESHUTDOWN */
         if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
             break;
-        hive__task_t *t = next_call(a);
+        hive__task_t *t = a->held;
+        a->held = NULL;
+        if (t == NULL)
+            t = next_call(a);
         if (t == NULL)
             break;
+        if (!is_dead(a) && must_defer(w, t)) {
+            a->held = t;
+            defer = true;
+            break;
+        }
         if (is_dead(a))
             hive__task_fail_unrun(t, HIVE_EDEAD);
         else if (run_call(a, t, w) == HIVE_RESTART)
@@ -571,12 +609,15 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
         return;
     }
     /* read before giving the actor up: once RUNNING is clear another turn
-     * may own the mailboxes' consumer side */
+     * may own the mailboxes' consumer side (and a->held) */
     unsigned unfinished = lanes_unfinished(a);
+    int deferred = !defer ? -1 : a->held != NULL ? (int)a->held->lane : (int)hive__prio_lane(HIVE_PRIO_NORMAL);
     /* seq_cst RMW, then seq_cst reads of the heads and of dead: the turn's
      * half of the handshake (see top) */
     atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
     int lane = mail_pending(a, unfinished);
+    if (deferred >= 0 && (lane < 0 || deferred < lane))
+        lane = deferred;                 /* the deferred record needs a turn of its own */
     if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst))
         lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
@@ -720,12 +761,18 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
     group_t *gr = &a->conc->groups[a->conc->method_group[t->method]];
     unsigned lane = t->lane;             /* the record is gone after the call */
     int rc = 0;
-    if (w == NULL)
+    if (w == NULL) {
         hive__task_fail_unrun(t, HIVE_ESHUTDOWN);
-    else if (is_dead(a))
+    } else if (is_dead(a)) {
         hive__task_fail_unrun(t, HIVE_EDEAD);
-    else
+    } else if (must_defer(w, t)) {
+        /* still in flight (its slot and references stay): queued again for
+         * a worker that can wait for its arguments */
+        hive__sched_spawn(&a->h->sched, &t->job, lane, (int)a->node);
+        return;
+    } else {
         rc = run_call(a, t, w);
+    }
     call_done(a, gr, lane, rc == HIVE_RESTART, w);
 }
 

@@ -10,6 +10,8 @@
  *   7  a HIGH call while the actor's turn waits in a lower lane
  *   8  actor churn through a small store; dead handles say HIVE_EDEAD
  *   9  cancel / kill of an actor stuck on a call's unsealed argument
+ *  10  a worker waiting inside a job took a call on that job's result
+ *      and waited for it above the job (found by fuzz_api)
  *
  * A watchdog turns a hang into a failure with a message: a test that hangs
  * must never wedge CI. */
@@ -586,6 +588,69 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     disarm();
 }
 
+/* ------------------------------------------------------------ defect 10 */
+
+/* A worker waiting inside a job runs other jobs meanwhile. It once took an
+ * actor call whose ref argument was the waiting job's own result and
+ * waited for that argument right there, above the job on its stack: the
+ * job could never resume, and the call never ran (found by fuzz_api: a
+ * task that submits a child and waits for it, and a call given the task's
+ * result). A nested worker now defers such a call; a worker that is not
+ * inside another wait runs it. One worker, so the nesting is certain. */
+
+static _Atomic int waiter_running;
+
+static int wait_then_return(hive_ctx_t *ctx)
+{
+    hive_ref_t r;
+    memcpy(&r, hive_arg(ctx, 0, NULL), sizeof r);
+    atomic_store(&waiter_running, 1);
+    const void *p;
+    int rc = hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL);
+    return rc == HIVE_OK ? 0 : 1;
+}
+
+static void call_on_waiting_tasks_result(unsigned max_concurrency, bool as_ctor_arg)
+{
+    hive_t *h = test_engine(16 * MiB, 1, NULL);
+    hive_actor_opts_t o = { .max_concurrency = max_concurrency };
+    void *d;
+    hive_ref_t gate, task, call;
+    assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+    atomic_store(&waiter_running, 0);
+    hive_arg_t by_bytes = HIVE_BYTES(&gate, sizeof gate);
+    assert_int_equal(hive_submit(h, wait_then_return, &by_bytes, 1, NULL, &task), HIVE_OK);
+    while (!atomic_load(&waiter_running))
+        test_sleep_ms(1);
+    /* the only worker waits inside the task: whatever it runs now is nested */
+    hive_arg_t on_task = HIVE_REF(task);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &nop_class, as_ctor_arg ? &on_task : NULL, as_ctor_arg,
+                                    &o, &a), HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, as_ctor_arg ? NULL : &on_task, !as_ctor_arg, NULL, &call),
+                     HIVE_OK);
+    test_sleep_ms(50);                   /* the waiting worker has met the call by now */
+    assert_int_equal(hive_seal(h, gate), HIVE_OK);
+    const void *p;
+    test_get_ok(h, task, DEADLINE_NS, &p, NULL);
+    test_get_ok(h, call, DEADLINE_NS, &p, NULL);
+    hive_release(h, call);
+    hive_release(h, task);
+    hive_release(h, gate);
+    assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_nested_worker_defers_call_on_its_waiter(void **state)
+{
+    (void)state;
+    arm("a call on the result of the job its worker waits in", 60);
+    call_on_waiting_tasks_result(0, false);     /* a sequential actor's turn */
+    call_on_waiting_tasks_result(2, false);     /* a concurrent actor's call job */
+    call_on_waiting_tasks_result(0, true);      /* a constructor's argument */
+    disarm();
+}
+
 /* Shutdown with the store full of live objects (nobody released them):
  * the close frees every record while walking the table. */
 static void test_shutdown_full_store_unreleased(void **state)
@@ -618,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_dead_actor_name_reused),
         cmocka_unit_test(test_cancel_and_kill_free_stuck_actor),
         cmocka_unit_test(test_shutdown_full_store_unreleased),
+        cmocka_unit_test(test_nested_worker_defers_call_on_its_waiter),
     };
     return cmocka_run_group_tests_name("reliability", tests, start_watchdog, NULL);
 }
