@@ -309,6 +309,8 @@ static bool is_dead(hive__actor_t *a)
  * instead (the turn holds it back for its next turn, a concurrent call
  * queues its job again), and a worker that is not inside another job's
  * wait runs it, waiting there as before. */
+#define DEFER_NAP_NS 20000u   /* after a deferral: the same nested worker would take it again */
+
 static bool must_defer(const hive__worker_t *w, const hive__task_t *t)
 {
     if (w->depth == 0 || t == NULL)
@@ -622,6 +624,8 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
         lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
         kick(a, (unsigned)lane);
+    if (deferred >= 0)
+        hive__sleep_ns(DEFER_NAP_NS);    /* not a busy loop of deferrals until it is ready */
 }
 
 /* ------------------------------------------------------------ concurrent actors */
@@ -769,6 +773,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
         /* still in flight (its slot and references stay): queued again for
          * a worker that can wait for its arguments */
         hive__sched_spawn(&a->h->sched, &t->job, lane, (int)a->node);
+        hive__sleep_ns(DEFER_NAP_NS);
         return;
     } else {
         rc = run_call(a, t, w);
