@@ -3,7 +3,8 @@
  * queries, statistics, and the functions the core diverts remote ids to
  * (hive_call, hive_get, hive_release, hive_actor_kill, hive_actor_lookup).
  * They run on the caller's thread: build the message, make the local
- * future, queue both for the progress thread (progress.c).
+ * future, send it (progress.c), and, where the caller waits for the
+ * answer right away (get, cell acquire, kill, lookup), drive it.
  */
 #include "mpi/world.h"
 #include "util/error.h"
@@ -56,18 +57,9 @@ static int refuse_closing(world_t *w, const char *fn)
     return HIVE_OK;
 }
 
-/* Queue a request with its pending record; the caller's future is p->obj. */
-static int send_request(world_t *w, int kind, int dest, void *msg, size_t len, pend_t *p)
-{
-    lreq_t *r = calloc(1, sizeof *r);
-    if (r == NULL) {
-        free(msg);
-        return hive__fail(HIVE_ENOMEM, "hive mpi: cannot allocate a request");
-    }
-    *r = (lreq_t){ .kind = kind, .dest = dest, .msg = msg, .len = len, .pend = p };
-    hive__mpi_push(w, r);
-    return HIVE_OK;
-}
+/* How long a caller that waits for its own answer drives it before
+ * leaving it to the progress thread and sleeping in the core's wait. */
+#define DRIVE_NS 2000000
 
 static pend_t *new_pend(world_t *w, int kind, hive__obj_t *obj, wire_hdr_t *hdr)
 {
@@ -125,14 +117,6 @@ static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *ms
     return HIVE_OK;
 }
 
-static void drop_pend(world_t *w, pend_t *p)
-{
-    for (size_t i = 0; i < p->nkeep; i++)
-        hive_release(w->h, (hive_ref_t){ p->keep[i] });
-    free(p->keep);
-    free(p);
-}
-
 static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hive_arg_t *args,
                        size_t nargs, const hive_opts_t *opts, hive_ref_t *result)
 {
@@ -165,11 +149,11 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     memcpy(msg, &hdr, sizeof hdr);
     result->id = fut->id;
     hive__mpi_count(&w->st_calls_sent, 1);
-    return send_request(w, M_CALL, dest, msg, len, p);
+    return hive__mpi_request(w, dest, msg, len, p);
 fail:
     free(msg);
     if (p != NULL)
-        drop_pend(w, p);
+        hive__mpi_pend_free(w, p);
     if (fut != NULL) {
         hive__obj_fail(w->h, fut, rc);
         hive__obj_release(w->h, fut);
@@ -228,7 +212,9 @@ static int local_copy(world_t *w, uint64_t rid, int dest, hive__obj_t **out)
     *msg = hdr;
     *out = o;
     hive__mpi_count(&w->st_fetches, 1);
-    return send_request(w, M_GET, dest, msg, sizeof *msg, p);
+    hive__mpi_request(w, dest, msg, sizeof *msg, p);
+    hive__mpi_drive(w, o, DRIVE_NS);     /* the first get receives it itself */
+    return HIVE_OK;
 }
 
 static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
@@ -355,8 +341,8 @@ static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, 
     p->cell = ans;
     *msg = hdr;
     hive_ref_t local = { o->id };
-    if ((rc = send_request(w, M_CELL, dest, msg, sizeof *msg, p)) != HIVE_OK)
-        return rc;
+    hive__mpi_request(w, dest, msg, sizeof *msg, p);
+    hive__mpi_drive(w, o, DRIVE_NS);
     const void *data;
     rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
     uint64_t got = ans->seq;
@@ -420,8 +406,8 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char 
     if (nlen)
         memcpy(msg + sizeof hdr, name, nlen);
     hive_ref_t ref = { o->id };
-    if ((rc = send_request(w, kind, dest, msg, sizeof hdr + nlen, p)) != HIVE_OK)
-        return rc;
+    hive__mpi_request(w, dest, msg, sizeof hdr + nlen, p);
+    hive__mpi_drive(w, o, DRIVE_NS);
     const void *data;
     size_t size;
     rc = hive_get(w->h, ref, HIVE_FOREVER, &data, &size);
@@ -446,13 +432,11 @@ static int remote_kill(void *ctx, hive_actor_t actor)
                                            (unsigned long long)actor.id, dest, hive_strerror(rc));
 }
 
-static __thread bool on_progress_thread;
-
 static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
 {
     world_t *w = ctx;
     int rc;
-    if (on_progress_thread || w->size == 1)   /* serving another rank's lookup: ours only */
+    if (hive__mpi_serving() || w->size == 1)   /* serving another rank's lookup: ours only */
         return hive__fail(HIVE_ENOENT, "hive_actor_lookup: no actor is named \"%s\"", name);
     if ((rc = refuse_closing(w, "hive_actor_lookup")) != HIVE_OK)
         return rc;
@@ -463,11 +447,6 @@ static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
                           name, w->size);
     out->id = id;
     return HIVE_OK;
-}
-
-void hive__mpi_mark_progress_thread(void)
-{
-    on_progress_thread = true;
 }
 
 /* ------------------------------------------------------------------ attach */
@@ -488,6 +467,10 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     if (w == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the world (%zu bytes)", sizeof *w);
     MPI_Comm_dup(comm, &w->comm);
+    MPI_Comm_dup(comm, &w->dcomm);
+    int *ub = NULL, has_ub = 0;
+    MPI_Comm_get_attr(w->comm, MPI_TAG_UB, &ub, &has_ub);
+    w->tag_ub = has_ub && ub ? *ub : 32767;   /* the standard's minimum */
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
     int rc = w->size > 4095 ? hive__fail(HIVE_EINVAL, "hive_mpi_attach: %d ranks, at most 4095 "
@@ -497,6 +480,7 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, w->comm);
     if (all != HIVE_OK) {
         MPI_Comm_free(&w->comm);
+        MPI_Comm_free(&w->dcomm);
         free(w);
         return rc != HIVE_OK ? rc : hive__fail(all, "hive_mpi_attach: another rank could not attach "
                                                "(%s)", hive_strerror(all));
@@ -507,8 +491,11 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
                                    .lookup = remote_lookup, .cell_acquire = remote_cell_acquire };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
+    pthread_mutex_init(&w->plock, NULL);
+    pthread_mutex_init(&w->poll_lock, NULL);
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
         MPI_Comm_free(&w->comm);
+        MPI_Comm_free(&w->dcomm);
         free(w);
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot start the progress thread");
     }
@@ -526,19 +513,23 @@ int hive_mpi_detach(hive_t *h)
      * detach through */
     if (atomic_exchange_explicit(&w->closing, 1, memory_order_release) != 0)
         return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is detaching already");
-    lreq_t *r = calloc(1, sizeof *r);    /* kind 0: detach */
-    if (r == NULL)
-        return hive__fail(HIVE_ENOMEM, "hive_mpi_detach: cannot allocate the request");
-    hive__mpi_push(w, r);
+    pthread_mutex_lock(&w->qlock);
+    w->detach_asked = true;
+    pthread_mutex_unlock(&w->qlock);
+    hive__mpi_wake(w);
     pthread_join(w->thread, NULL);       /* it ends after the world's barrier */
+    hive__mpi_drain(w);
     hive__remote_set(h, NULL);
     drop_cache(w);
     drop_cells(w);
     MPI_Comm_free(&w->comm);
+    MPI_Comm_free(&w->dcomm);
     free(w->reqs);
     free(w->xfers);
     pthread_mutex_destroy(&w->qlock);
     pthread_mutex_destroy(&w->clock);
+    pthread_mutex_destroy(&w->plock);
+    pthread_mutex_destroy(&w->poll_lock);
     hive__rcu_thread();
     hive__rcu_barrier();                 /* frees queued through our records' releases */
     free(w);

@@ -1,10 +1,10 @@
 /*
- * progress.c - the MPI layer's progress thread: the only thread that makes
- * MPI calls for an attached engine (see world.h for the design). It sends
- * what user threads queue, receives and serves other ranks' requests
- * (calls, fetches, kills, name lookups), answers them when their objects
- * finish, fills the local futures when answers arrive, and sleeps when
- * nothing happens.
+ * progress.c - the MPI layer's message paths (see world.h for the design):
+ * sending on the caller's thread, the pending table, driving one's own
+ * answer, serving other ranks' requests (calls, fetches, kills, name
+ * lookups, cells), and the progress thread, which serves, answers what
+ * nobody drives, finishes handed-over transfers and sleeps when nothing
+ * is in flight.
  */
 #include "mpi/world.h"
 #include "arena.h"
@@ -19,14 +19,23 @@
 
 #define HOT_NS        1000000    /* poll this long after the last activity */
 #define SLEEP_MIN_NS  16000
-#define SLEEP_MAX_NS  1000000    /* nothing in flight at all */
-#define SLEEP_WAIT_NS 128000     /* only answers to wait for (a long remote call) */
+#define SLEEP_MAX_NS  1000000    /* nothing in flight, idle for less than COLD_NS */
+#define COLD_NS       100000000  /* idle this long: sleep up to IDLE_MAX_NS */
+#define IDLE_MAX_NS   10000000
+#define SLEEP_WAIT_NS 128000     /* answers to wait for or calls served (a long method) */
+#define SMALL_MSG     1024       /* sent with MPI_Send from the stack (eager: never waits) */
 
-void hive__mpi_mark_progress_thread(void);
+/* True while this thread serves other ranks' requests (the progress
+ * thread, or a caller driving progress): a name lookup served then answers
+ * from this rank only. */
+static __thread bool serving;
 
-/* ------------------------------------------------------------ the queues */
+bool hive__mpi_serving(void)
+{
+    return serving;
+}
 
-static void wake(world_t *w)
+void hive__mpi_wake(world_t *w)
 {
     /* seq_cst: the bump is ordered before the read of sleeping, against the
      * thread's "set sleeping, then futex_wait on the old kick" (a Dekker
@@ -36,25 +45,9 @@ static void wake(world_t *w)
         hive__futex_wake(&w->kick, 1);
 }
 
-void hive__mpi_push(world_t *w, lreq_t *r)
+int hive__mpi_reply_tag(const world_t *w, uint64_t req)
 {
-    pthread_mutex_lock(&w->qlock);
-    if (w->q_tail)
-        w->q_tail->next = r;
-    else
-        w->q_head = r;
-    w->q_tail = r;
-    pthread_mutex_unlock(&w->qlock);
-    wake(w);
-}
-
-void hive__mpi_ready(world_t *w, served_t *s)
-{
-    pthread_mutex_lock(&w->qlock);
-    s->next = w->ready;
-    w->ready = s;
-    pthread_mutex_unlock(&w->qlock);
-    wake(w);
+    return HIVE__MPI_TAG_REPLY0 + (int)(req % (uint64_t)(w->tag_ub - HIVE__MPI_TAG_REPLY0));
 }
 
 /* ------------------------------------------------------- MPI requests */
@@ -78,19 +71,6 @@ static int track(world_t *w, xfer_t x, MPI_Request **req)
     return HIVE_OK;
 }
 
-static void isend(world_t *w, const void *buf, size_t len, int dest, int tag, xfer_t x)
-{
-    MPI_Request *r;
-    if (track(w, x, &r) != HIVE_OK) {   /* out of memory: send blocking */
-        MPI_Send(buf, (int)len, MPI_BYTE, dest, tag, w->comm);
-        free(x.free_buf);
-        if (x.release)
-            hive__obj_release(w->h, x.release);
-        return;
-    }
-    MPI_Isend(buf, (int)len, MPI_BYTE, dest, tag, w->comm, r);
-}
-
 static void finish_xfer(world_t *w, xfer_t *x)
 {
     free(x->free_buf);
@@ -104,15 +84,72 @@ static void finish_xfer(world_t *w, xfer_t *x)
     }
 }
 
-static void irecv(world_t *w, void *buf, size_t len, int src, xfer_t x)
+/* A request that did not complete at once goes to the progress thread. */
+static void hand_over(world_t *w, MPI_Request r, xfer_t x)
 {
-    MPI_Request *r;
-    if (track(w, x, &r) != HIVE_OK) {   /* out of memory: receive blocking */
-        MPI_Recv(buf, (int)len, MPI_BYTE, src, HIVE__MPI_TAG_DATA, w->comm, MPI_STATUS_IGNORE);
+    handed_t *hd = malloc(sizeof *hd);
+    if (hd == NULL) {                    /* out of memory: finish it here */
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
         finish_xfer(w, &x);
         return;
     }
-    MPI_Irecv(buf, (int)len, MPI_BYTE, src, HIVE__MPI_TAG_DATA, w->comm, r);
+    *hd = (handed_t){ .req = r, .x = x };
+    pthread_mutex_lock(&w->qlock);
+    hd->next = w->handed;
+    w->handed = hd;
+    pthread_mutex_unlock(&w->qlock);
+    hive__mpi_wake(w);
+}
+
+/* Send buf (any thread); x says what to do once it is out. */
+static void send_msg(world_t *w, MPI_Comm comm, const void *buf, size_t len, int dest, int tag, xfer_t x)
+{
+    MPI_Request r;
+    int done = 0;
+    MPI_Isend(buf, (int)len, MPI_BYTE, dest, tag, comm, &r);
+    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (done)
+        finish_xfer(w, &x);
+    else
+        hand_over(w, r, x);
+}
+
+/* A control message the caller keeps: small ones go from its buffer with
+ * MPI_Send (below every transport's eager limit, so it returns at once),
+ * larger ones from a copy. */
+static void send_copy(world_t *w, int dest, int tag, const void *msg, size_t len)
+{
+    if (len <= SMALL_MSG) {
+        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, w->comm);
+        return;
+    }
+    void *buf = malloc(len);
+    if (buf == NULL) {
+        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, w->comm);
+        return;
+    }
+    memcpy(buf, msg, len);
+    send_msg(w, w->comm, buf, len, dest, tag, (xfer_t){ .free_buf = buf });
+}
+
+static void reply_small(world_t *w, int dest, uint64_t req, int status, uint64_t id)
+{
+    wire_hdr_t h = { .type = M_REPLY, .status = status, .req = req, .id = id };
+    send_copy(w, dest, hive__mpi_reply_tag(w, req), &h, sizeof h);
+}
+
+/* Receive a payload part: on a thread driving its own answer, right here
+ * (the header is in, so the data is on its way); on the progress thread,
+ * tracked. */
+static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_t x, bool own)
+{
+    MPI_Request *r;
+    if (own || track(w, x, &r) != HIVE_OK) {
+        MPI_Recv(buf, (int)len, MPI_BYTE, src, tag, w->dcomm, MPI_STATUS_IGNORE);
+        finish_xfer(w, &x);
+        return;
+    }
+    MPI_Irecv(buf, (int)len, MPI_BYTE, src, tag, w->dcomm, r);
 }
 
 static bool test_xfers(world_t *w)
@@ -134,21 +171,30 @@ static bool test_xfers(world_t *w)
     return any;
 }
 
-static void send_copy(world_t *w, int dest, const void *msg, size_t len)
+/* Handed-over sends join the tracked ones; a detach request is noted. */
+static bool take_handed(world_t *w)
 {
-    void *buf = malloc(len);
-    if (buf == NULL) {
-        MPI_Send(msg, (int)len, MPI_BYTE, dest, HIVE__MPI_TAG_CTRL, w->comm);
-        return;
+    pthread_mutex_lock(&w->qlock);
+    handed_t *hd = w->handed;
+    w->handed = NULL;
+    bool detach = w->detach_asked;
+    pthread_mutex_unlock(&w->qlock);
+    if (detach && atomic_load_explicit(&w->phase, memory_order_relaxed) == 0)
+        atomic_store_explicit(&w->phase, 1, memory_order_relaxed);   /* relaxed: only this thread
+                                                    moves the phase before the barrier */
+    bool did = hd != NULL;
+    while (hd != NULL) {
+        handed_t *next = hd->next;
+        MPI_Request *r;
+        if (track(w, hd->x, &r) != HIVE_OK) {
+            MPI_Wait(&hd->req, MPI_STATUS_IGNORE);
+            finish_xfer(w, &hd->x);
+        } else
+            *r = hd->req;
+        free(hd);
+        hd = next;
     }
-    memcpy(buf, msg, len);
-    isend(w, buf, len, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = buf });
-}
-
-static void reply_small(world_t *w, int dest, uint64_t req, int status, uint64_t id)
-{
-    wire_hdr_t h = { .type = M_REPLY, .status = status, .req = req, .id = id };
-    send_copy(w, dest, &h, sizeof h);
+    return did;
 }
 
 /* ---------------------------------------------------------- pending */
@@ -169,45 +215,69 @@ static void pend_add(world_t *w, pend_t *p)
     w->npend++;
 }
 
-static void pend_free(world_t *w, pend_t *p)
+void hive__mpi_pend_free(world_t *w, pend_t *p)
 {
     for (size_t i = 0; i < p->nkeep; i++)
         hive_release(w->h, (hive_ref_t){ p->keep[i] });
     free(p->keep);
-    free(p);
+    free(p);                             /* p->cell is the requester's */
 }
 
-/* Queued local requests go out, in queue order. */
-static bool take_local(world_t *w)
+/* The pending request an answer is for, taken out of the table once its
+ * last answer is in (a lookup waits for every rank's); NULL otherwise. */
+static pend_t *pend_take(world_t *w, int src, const wire_hdr_t *hdr)
 {
-    pthread_mutex_lock(&w->qlock);
-    lreq_t *r = w->q_head;
-    w->q_head = w->q_tail = NULL;
-    pthread_mutex_unlock(&w->qlock);
-    bool did = r != NULL;
-    while (r != NULL) {
-        lreq_t *next = r->next;
-        if (r->kind == 0) {
-            w->phase = w->phase ? w->phase : 1;
-        } else if (w->phase >= 2) {      /* raced with detach past the barrier: refuse */
-            hive__obj_fail(w->h, r->pend->obj, HIVE_ESHUTDOWN);
-            hive__obj_release(w->h, r->pend->obj);
-            pend_free(w, r->pend);
-            free(r->msg);
-        } else if (r->dest >= 0) {
-            pend_add(w, r->pend);
-            isend(w, r->msg, r->len, r->dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = r->msg });
-        } else {                         /* every other rank */
-            pend_add(w, r->pend);
-            for (int d = 0; d < w->size; d++)
-                if (d != w->rank)
-                    send_copy(w, d, r->msg, r->len);
-            free(r->msg);
+    pthread_mutex_lock(&w->plock);
+    pend_t **pp = pend_slot(w, hdr->req), *p = *pp;
+    if (p != NULL && p->kind == M_LOOKUP) {
+        if (hdr->status == HIVE_OK && src < p->found_rank) {
+            p->found = hdr->id;
+            p->found_rank = src;
         }
-        free(r);
-        r = next;
+        if (--p->waiting > 0)
+            p = NULL;
     }
-    return did;
+    if (p != NULL) {
+        *pp = p->next;
+        w->npend--;
+    }
+    pthread_mutex_unlock(&w->plock);
+    return p;
+}
+
+static void refuse(world_t *w, pend_t *p)
+{
+    hive__obj_fail(w->h, p->obj, HIVE_ESHUTDOWN);
+    hive__obj_release(w->h, p->obj);
+    hive__mpi_pend_free(w, p);
+}
+
+int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p)
+{
+    pthread_mutex_lock(&w->plock);
+    /* acquire: pairs with step_detach's store under the same lock (the lock
+     * orders it already; the atomic is for the progress loop's reads) */
+    bool late = atomic_load_explicit(&w->phase, memory_order_acquire) >= 2;
+    if (!late) {
+        p->dest = dest;
+        pend_add(w, p);
+    }
+    pthread_mutex_unlock(&w->plock);
+    if (late) {                          /* raced with detach past the barrier */
+        free(msg);
+        refuse(w, p);
+        return HIVE_OK;                  /* the future says HIVE_ESHUTDOWN */
+    }
+    if (dest >= 0)
+        send_msg(w, w->comm, msg, len, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = msg });
+    else {                               /* every other rank */
+        for (int d = 0; d < w->size; d++)
+            if (d != w->rank)
+                send_copy(w, d, HIVE__MPI_TAG_CTRL, msg, len);
+        free(msg);
+    }
+    hive__mpi_wake(w);                   /* answers nobody drives are the progress thread's */
+    return HIVE_OK;
 }
 
 /* ---------------------------------------------------------- serving */
@@ -218,31 +288,50 @@ static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint
         reply_small(w, dest, req, hive__obj_fail_code(o), 0);
         return;
     }
+    int tag = hive__mpi_reply_tag(w, req);
     size_t size = o->size, inl = size <= HIVE__MPI_INLINE ? size : 0;
     wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id };
-    char *buf = malloc(sizeof h + inl);
-    if (buf == NULL) {
-        reply_small(w, dest, req, HIVE_ENOMEM, 0);
-        return;
-    }
-    memcpy(buf, &h, sizeof h);
-    if (inl)
+    if (sizeof h + inl <= SMALL_MSG) {
+        char buf[SMALL_MSG];
+        memcpy(buf, &h, sizeof h);
+        if (inl)
+            memcpy(buf + sizeof h, o->data, inl);
+        MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->comm);
+    } else {
+        char *buf = malloc(sizeof h + inl);
+        if (buf == NULL) {
+            reply_small(w, dest, req, HIVE_ENOMEM, 0);
+            return;
+        }
+        memcpy(buf, &h, sizeof h);
         memcpy(buf + sizeof h, o->data, inl);
-    isend(w, buf, sizeof h + inl, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = buf });
+        send_msg(w, w->comm, buf, sizeof h + inl, dest, tag, (xfer_t){ .free_buf = buf });
+    }
     if (inl == size)
         return;
     for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {   /* straight out of the arena */
         size_t n = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
         atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* relaxed: we hold one */
-        isend(w, (char *)o->data + off, n, dest, HIVE__MPI_TAG_DATA, (xfer_t){ .release = o });
+        send_msg(w, w->dcomm, (char *)o->data + off, n, dest, tag, (xfer_t){ .release = o });
     }
 }
 
+/* A served object finished: the thread that finished it (the worker that
+ * ran the method, usually) sends the answer; the record is freed later by
+ * the progress thread, outside the store's finish path. */
 static void on_served_ready(hive__dep_t *dep, bool failed)
 {
     (void)failed;
     served_t *s = (served_t *)dep;
-    hive__mpi_ready(s->w, s);
+    world_t *w = s->w;
+    send_object(w, s->src, s->req, s->obj, 0);
+    pthread_mutex_lock(&w->qlock);
+    s->next = w->ready;
+    w->ready = s;
+    pthread_mutex_unlock(&w->qlock);
+    /* release: the sends above (handed over first) before the count that
+     * lets detach finish (step_detach's acquire) */
+    atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
 }
 
 static void served_free(world_t *w, served_t *s)
@@ -255,31 +344,29 @@ static void served_free(world_t *w, served_t *s)
     free(s);
 }
 
-static bool take_ready(world_t *w)
+static void take_ready(world_t *w)
 {
     pthread_mutex_lock(&w->qlock);
     served_t *s = w->ready;
     w->ready = NULL;
     pthread_mutex_unlock(&w->qlock);
-    bool did = s != NULL;
     while (s != NULL) {
         served_t *next = s->next;
-        send_object(w, s->src, s->req, s->obj, 0);
         served_free(w, s);
-        w->nserving--;
         s = next;
     }
-    return did;
 }
 
 /* Answer when s->obj finishes (now, if it has). */
 static void serve_when_done(world_t *w, served_t *s)
 {
-    w->nserving++;
+    /* relaxed: the progress thread's own count; on_served_ready's release
+     * decrement is what detach waits for */
+    atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
     s->w = w;
     s->dep.ready = on_served_ready;
     if (!hive__obj_add_dep(s->obj, &s->dep))
-        hive__mpi_ready(w, s);
+        on_served_ready(&s->dep, false);
 }
 
 static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
@@ -310,7 +397,10 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     if (rc != HIVE_OK)
         return rc;
     pend_t *p = calloc(1, sizeof *p);
-    if (p == NULL) {
+    wire_hdr_t *h = malloc(sizeof *h);
+    if (p == NULL || h == NULL) {
+        free(p);
+        free(h);
         hive__obj_fail(w->h, o, HIVE_ENOMEM);
         hive__obj_release(w->h, o);
         *out = o;                        /* the call sees a failed argument */
@@ -320,12 +410,10 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     p->req = atomic_fetch_add_explicit(&w->next_req, 1, memory_order_relaxed) + 1;
     p->kind = M_GET;
     p->obj = o;
-    pend_add(w, p);
-    wire_hdr_t h = { .type = M_GET, .req = p->req, .id = rid };
-    send_copy(w, (int)hive__id_tag(rid) - 1, &h, sizeof h);
+    *h = (wire_hdr_t){ .type = M_GET, .req = p->req, .id = rid };
     hive__mpi_count(&w->st_fetches, 1);
     *out = o;
-    return HIVE_OK;
+    return hive__mpi_request(w, (int)hive__id_tag(rid) - 1, h, sizeof *h, p);
 }
 
 /* Parse a call's arguments; remote refs become local placeholders. */
@@ -408,7 +496,7 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
     }
     if (seq == hdr->size) {
         wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = hdr->req, .id = seq, .method = 1 };
-        send_copy(w, src, &h, sizeof h);
+        send_copy(w, src, hive__mpi_reply_tag(w, hdr->req), &h, sizeof h);
     } else {
         hive__rcu_lock();
         hive__obj_t *o = hive__obj_lookup(w->h, v.id);   /* our count keeps it */
@@ -445,7 +533,8 @@ static void seal_bytes(world_t *w, hive__obj_t *o, const void *data, size_t size
 }
 
 /* A payload reply: inline bytes, or receives posted into a new payload. */
-static void take_payload(world_t *w, int src, pend_t *p, const wire_hdr_t *hdr, const char *buf, size_t n)
+static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr_t *hdr, const char *buf,
+                         size_t n, bool own)
 {
     hive__obj_t *o = p->obj;
     size_t size = hdr->size;
@@ -471,7 +560,7 @@ static void take_payload(world_t *w, int src, pend_t *p, const wire_hdr_t *hdr, 
         for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
             size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
             void *scratch = malloc(len);
-            irecv(w, scratch, len, src, (xfer_t){ .free_buf = scratch });
+            recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
         }
         return;
     }
@@ -480,25 +569,15 @@ static void take_payload(world_t *w, int src, pend_t *p, const wire_hdr_t *hdr, 
     atomic_init(parts, (int)nparts);
     for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {   /* straight into the arena */
         size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-        irecv(w, (char *)data + off, len, src, (xfer_t){ .seal = o, .parts = parts });
+        recv_data(w, (char *)data + off, len, src, tag, (xfer_t){ .seal = o, .parts = parts }, own);
     }
 }
 
-static void on_reply(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n, bool own)
 {
-    pend_t **pp = pend_slot(w, hdr->req), *p = *pp;
+    pend_t *p = pend_take(w, src, hdr);
     if (p == NULL)
-        return;                          /* nobody asked: ignore */
-    if (p->kind == M_LOOKUP) {
-        if (hdr->status == HIVE_OK && src < p->found_rank) {
-            p->found = hdr->id;
-            p->found_rank = src;
-        }
-        if (--p->waiting > 0)
-            return;
-    }
-    *pp = p->next;
-    w->npend--;
+        return;                          /* nobody asked, or more answers to come */
     hive__obj_t *o = p->obj;
     if (p->kind == M_LOOKUP) {
         if (p->found)
@@ -512,80 +591,127 @@ static void on_reply(world_t *w, int src, const wire_hdr_t *hdr, const char *buf
     } else if (p->kind == M_CELL) {
         p->cell->seq = hdr->id;              /* read by the requester after the seal */
         p->cell->unchanged = hdr->method == 1;
-        if (p->cell->unchanged) {
+        if (hdr->method == 1) {
             seal_bytes(w, o, NULL, 0);
             hive__obj_release(w->h, o);
         } else
-            take_payload(w, src, p, hdr, buf, n);
+            take_payload(w, src, tag, p, hdr, buf, n, own);
     } else if (p->kind == M_KILL) {
         uint64_t zero = 0;
         seal_bytes(w, o, &zero, sizeof zero);
         hive__obj_release(w->h, o);
     } else
-        take_payload(w, src, p, hdr, buf, n);
-    pend_free(w, p);
+        take_payload(w, src, tag, p, hdr, buf, n, own);
+    hive__mpi_pend_free(w, p);
 }
 
 /* ---------------------------------------------------------- receiving */
 
-static void handle(world_t *w, int src, const char *buf, size_t n)
+static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
 {
     wire_hdr_t hdr;
     if (n < sizeof hdr)
         return;                          /* not ours: ignore */
     memcpy(&hdr, buf, sizeof hdr);
+    if (tag != HIVE__MPI_TAG_CTRL) {
+        if (hdr.type == M_REPLY)
+            on_reply(w, src, tag, &hdr, buf, n, own);
+        return;
+    }
     switch (hdr.type) {
     case M_CALL:   serve_call(w, src, &hdr, buf, n); break;
     case M_GET:    serve_get(w, src, &hdr); break;
     case M_LOOKUP: serve_lookup(w, src, &hdr, buf, n); break;
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
-    case M_REPLY:  on_reply(w, src, &hdr, buf, n); break;
     case M_CELL:   serve_cell(w, src, &hdr); break;
     default:       break;
     }
 }
 
-static bool poll_incoming(world_t *w)
+/* Receive a matched message and handle it; small ones land on the stack. */
+static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own)
+{
+    int count = 0;
+    MPI_Get_count(st, MPI_BYTE, &count);
+    uint64_t stack[512];                 /* 4 KiB, 8-aligned */
+    char *buf = count <= (int)sizeof stack ? (char *)stack : malloc((size_t)count);
+    if (buf == NULL)
+        abort();                         /* a message we cannot take would wedge the world */
+    MPI_Mrecv(buf, count, MPI_BYTE, m, MPI_STATUS_IGNORE);
+    handle(w, st->MPI_SOURCE, st->MPI_TAG, buf, (size_t)count, own);
+    if (buf != (char *)stack)
+        free(buf);
+}
+
+/* Receive what has arrived (the caller holds poll_lock). */
+static bool poll_incoming(world_t *w, bool own)
 {
     bool did = false;
     for (int i = 0; i < 64; i++) {
-        int flag = 0, count = 0;
+        int flag = 0;
         MPI_Message m;
         MPI_Status st;
-        MPI_Improbe(MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm, &flag, &m, &st);
+        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, &m, &st);
         if (!flag)
             break;
-        MPI_Get_count(&st, MPI_BYTE, &count);
-        char *buf = malloc(count > 0 ? (size_t)count : 1);
-        if (buf == NULL)
-            abort();                     /* a message we cannot take would wedge the world */
-        MPI_Mrecv(buf, count, MPI_BYTE, &m, MPI_STATUS_IGNORE);
-        handle(w, st.MPI_SOURCE, buf, (size_t)count);
-        free(buf);
+        take_matched(w, &m, &st, own);
         did = true;
     }
     return did;
+}
+
+void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
+{
+    uint64_t t0 = hive__now_ns();
+    bool was = serving;
+    serving = true;
+    /* relaxed: a hint that lets the progress thread sleep meanwhile */
+    atomic_fetch_add_explicit(&w->drivers, 1, memory_order_relaxed);
+    while (hive__obj_state(obj) == HIVE__PENDING && hive__now_ns() - t0 < (uint64_t)budget_ns) {
+        bool did = false;
+        if (pthread_mutex_trylock(&w->poll_lock) == 0) {   /* else another thread polls */
+            did = poll_incoming(w, true);
+            pthread_mutex_unlock(&w->poll_lock);
+        }
+        if (!did)
+            sched_yield();               /* ranks may share cores */
+    }
+    atomic_fetch_sub_explicit(&w->drivers, 1, memory_order_relaxed);   /* relaxed: as above */
+    hive__mpi_wake(w);                   /* the progress thread polls again */
+    serving = was;
 }
 
 /* ---------------------------------------------------------- detach */
 
 static bool step_detach(world_t *w)
 {
-    if (w->phase == 1 && w->npend == 0) {    /* our answers are in: tell the world */
-        MPI_Ibarrier(w->comm, &w->barrier);
-        w->phase = 2;
-        return true;
+    int phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
+    if (phase == 1) {
+        pthread_mutex_lock(&w->plock);
+        bool ours_in = w->npend == 0;
+        if (ours_in)   /* release: requests made from now on see it under plock and are refused */
+            atomic_store_explicit(&w->phase, 2, memory_order_release);
+        pthread_mutex_unlock(&w->plock);
+        if (ours_in)                         /* our answers are in: tell the world */
+            MPI_Ibarrier(w->comm, &w->barrier);
+        return ours_in;
     }
-    if (w->phase == 2) {
+    if (phase == 2) {
         int done = 0;
         MPI_Test(&w->barrier, &done, MPI_STATUS_IGNORE);
-        if (done) {
-            w->phase = 4;                /* everyone's answers are in */
-            return true;
-        }
+        if (done)                            /* everyone's answers are in */
+            atomic_store_explicit(&w->phase, 4, memory_order_relaxed);   /* relaxed: >= 2 already */
+        return done;
     }
-    if (w->phase == 4 && w->nreqs == 0 && w->nserving == 0)
-        w->phase = 3;
+    if (phase == 4) {
+        /* acquire: pairs with on_served_ready's release; its sends were
+         * handed over before, so take_handed below sees them */
+        size_t serving = atomic_load_explicit(&w->nserving, memory_order_acquire);
+        take_handed(w);
+        test_xfers(w);
+        if (serving == 0 && w->nreqs == 0)
+            atomic_store_explicit(&w->phase, 3, memory_order_relaxed);   /* relaxed: this thread's */
+    }
     return false;
 }
 
@@ -593,7 +719,7 @@ static bool step_detach(world_t *w)
 
 static void idle_wait(world_t *w, uint32_t kick, int64_t ns)
 {
-    /* seq_cst: see wake() */
+    /* seq_cst: see hive__mpi_wake() */
     atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&w->kick, memory_order_seq_cst) == kick)
         hive__futex_wait(&w->kick, kick, ns);
@@ -601,32 +727,57 @@ static void idle_wait(world_t *w, uint32_t kick, int64_t ns)
     hive__mpi_count(&w->st_sleeps, 1);
 }
 
+/* Something this rank waits on or owes: answers, transfers, served calls. */
+static bool in_flight(world_t *w)
+{
+    pthread_mutex_lock(&w->plock);
+    size_t npend = w->npend;
+    pthread_mutex_unlock(&w->plock);
+    /* relaxed: a hint for how long to sleep; a wake comes with new work */
+    return npend > 0 || w->nreqs > 0 || atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0;
+}
+
 void *hive__mpi_progress(void *arg)
 {
     world_t *w = arg;
-    hive__mpi_mark_progress_thread();
+    serving = true;
     uint64_t last = hive__now_ns();
     int64_t sleep_ns = SLEEP_MIN_NS;
-    while (w->phase != 3) {
-        /* acquire: the queue's contents come with the mutex; this only
+    while (atomic_load_explicit(&w->phase, memory_order_relaxed) != 3) {   /* relaxed: ours */
+        /* acquire: the queues' contents come with their mutex; this only
          * decides whether a sleep may start */
         uint32_t kick = atomic_load_explicit(&w->kick, memory_order_acquire);
-        bool did = take_local(w);
-        did |= take_ready(w);
-        did |= poll_incoming(w);
+        bool did = take_handed(w);
+        take_ready(w);
+        if (pthread_mutex_trylock(&w->poll_lock) == 0) {   /* else a waiting caller polls */
+            did |= poll_incoming(w, false);
+            pthread_mutex_unlock(&w->poll_lock);
+        }
         did |= test_xfers(w);
         did |= step_detach(w);
         uint64_t now = hive__now_ns();
+        int phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
         if (did) {
             last = now;
             sleep_ns = SLEEP_MIN_NS;
-        } else if (now - last < HOT_NS || w->phase == 4 || w->nreqs > 0) {
+        } else if (atomic_load_explicit(&w->drivers, memory_order_relaxed) > 0 && w->nreqs == 0 &&
+                   phase != 4) {
+            idle_wait(w, kick, SLEEP_WAIT_NS);   /* a waiting caller polls; relaxed: a hint */
+        } else if (now - last < HOT_NS || phase == 4 || w->nreqs > 0) {
             sched_yield();               /* MPI moves big payloads only while polled */
         } else {
             idle_wait(w, kick, sleep_ns);
-            int64_t cap = w->npend > 0 ? SLEEP_WAIT_NS : SLEEP_MAX_NS;
+            int64_t cap = in_flight(w) ? SLEEP_WAIT_NS : now - last < COLD_NS ? SLEEP_MAX_NS : IDLE_MAX_NS;
             sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
         }
     }
     return NULL;
+}
+
+void hive__mpi_drain(world_t *w)
+{
+    take_ready(w);
+    take_handed(w);
+    while (w->nreqs > 0)
+        test_xfers(w);
 }

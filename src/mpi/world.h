@@ -1,38 +1,42 @@
 /*
  * world.h - the MPI layer's state for one attached engine (src/mpi/): the
- * progress thread, its request queue, the table of requests waiting for an
+ * progress thread, the sends handed to it, the table of requests waiting for an
  * answer, the cache of fetched remote objects, and the wire format.
  *
  * Design (the argument for it):
- *  - One progress thread per attached engine makes every MPI call hive
- *    makes, on a duplicate of the user's communicator. User threads and
- *    workers never enter libmpi: they build a message, push it on `q`
- *    (a mutex-protected list: one short critical section per request,
- *    cheaper than the message itself) and wake the thread if it sleeps.
- *    So hive's side needs nothing of MPI's thread support but that the
- *    application may use MPI on its own threads at the same time, which is
- *    MPI_THREAD_MULTIPLE.
- *  - Sleeping when idle: Open MPI's blocking calls busy-poll, so the thread
- *    never blocks in MPI. It polls (MPI_Improbe, MPI_Test) while there was
- *    activity in the last millisecond or an MPI transfer is in flight
- *    (Open MPI moves large messages only while polled), yielding the CPU
- *    between polls; then it sleeps on a futex with a timeout that doubles
- *    from 16 us up to 1 ms (128 us while it waits for answers from other
- *    ranks). A local request wakes it at once; a message from another rank
- *    waits at most that long.
- *  - Served work completes through the store's dependency hook: the result
- *    of a served call (or a fetched object still pending) gets a
- *    hive__dep_t whose callback queues the reply for the thread; nothing
- *    polls objects.
- *  - Ordering: one thread sends in queue order, and MPI does not let two
- *    messages between the same pair of ranks on one tag overtake each
- *    other, so a caller's calls reach the callee's actor queues in the
- *    order they were made; the actor keeps that order per lane.
- *  - Payloads above HIVE__MPI_INLINE bytes travel as a second message on
- *    TAG_DATA, Isent from the owner's arena and Irecv'd into the record's
- *    freshly allocated arena payload (chunks of at most 1 GiB); the
- *    receiver posts its receives in the order the headers arrive, which is
- *    the order the owner sent the payloads in.
+ *  - Whichever thread makes a request sends it: hive_call, hive_get, ...
+ *    on another rank's id do their MPI_Isend on the caller's thread, and
+ *    a served call's reply is sent by the thread that finished the result
+ *    (the worker that ran the method), through the store's dependency hook.
+ *    Hence MPI_THREAD_MULTIPLE. A send that does not complete at once
+ *    (a large payload) is handed to the progress thread to finish; that
+ *    handoff is off the critical path (the message is already out).
+ *  - Every request carries its own reply tag (reply_tag(req)); requests go
+ *    on TAG_CTRL of `comm`, their answers on the reply tag of `comm`, and
+ *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a second
+ *    duplicate that only explicit receives read.
+ *  - A thread that waits for an answer (hive_get of a remote ref, a cell
+ *    acquire, a lookup, a kill) drives progress itself for up to DRIVE_NS: it
+ *    takes poll_lock (the progress thread then skips its probes), probes
+ *    `comm`, handles whatever came (serving other ranks' requests too) and
+ *    receives its payload straight into the local copy's arena payload, so
+ *    no other thread is on the answer's path and no wake-up is needed.
+ *  - The progress thread serves other ranks' requests (a hive_call into the
+ *    actor, an object to send), answers the replies nobody waits for, and
+ *    finishes handed-over transfers. It polls while anything is in flight
+ *    (pending answers, transfers, served calls) and for 1 ms after the
+ *    last activity, yielding the CPU between polls; with nothing in
+ *    flight it sleeps on a futex with a timeout that doubles from 16 us to
+ *    1 ms, and to IDLE_MAX once the rank has been idle for 100 ms. A local
+ *    request wakes it at once; a request from another rank waits at most
+ *    that timeout. Open MPI has no blocking wait that does not busy-poll
+ *    (MPI_Recv, MPI_Wait spin; the "blocking receive on a wake-up tag"
+ *    technique would burn a core per idle rank), so the timeout is the price
+ *    of an idle rank using ~0 CPU (docs/scale-out.md).
+ *  - Ordering: a thread's sends to one rank on one tag do not overtake each
+ *    other (MPI), so a caller's calls reach the callee's actor queues in the
+ *    order they were made; the callee's progress thread receives them in
+ *    that order and the actor keeps it per lane.
  */
 #ifndef HIVE_MPI_WORLD_H
 #define HIVE_MPI_WORLD_H
@@ -52,7 +56,7 @@
 #define HIVE__MPI_CHUNK    (1u << 30)    /* largest single data message */
 #define HIVE__MPI_BUCKETS  4096u
 #define HIVE__MPI_TAG_CTRL 1
-#define HIVE__MPI_TAG_DATA 2
+#define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
 
 enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL };
 
@@ -74,12 +78,13 @@ typedef struct wire_arg {
     uint64_t size;
 } wire_arg_t;
 
-/* A request this rank made and waits for the answer to (progress thread only). */
+/* A request this rank made and waits for the answer to (in w->pend, under plock). */
 typedef struct pend {
     struct pend  *next;      /* bucket chain */
     uint64_t      req;
     int           kind;      /* M_CALL, M_GET, M_LOOKUP, M_KILL */
     hive__obj_t  *obj;       /* where the answer goes (a count held) */
+    int           dest;      /* where the request went (-1: every other rank) */
     int           waiting;   /* M_LOOKUP: answers still to come */
     uint64_t      found;     /* M_LOOKUP: best actor id so far */
     int           found_rank;
@@ -101,16 +106,6 @@ typedef struct cell_copy {
     hive__obj_t      *obj;   /* a count held */
 } cell_copy_t;
 
-/* A local request on its way to the progress thread. */
-typedef struct lreq {
-    struct lreq *next;
-    int          kind;       /* M_CALL / M_GET / M_LOOKUP / M_KILL, or 0: detach */
-    int          dest;       /* -1: every other rank */
-    void        *msg;        /* the message (malloc'd) */
-    size_t       len;
-    pend_t      *pend;
-} lreq_t;
-
 /* An MPI request in flight and what to do when it completes. */
 typedef struct xfer {
     void        *free_buf;   /* free() on completion */
@@ -118,6 +113,13 @@ typedef struct xfer {
     hive__obj_t *seal;       /* seal on completion, once all its parts are in */
     _Atomic int *parts;      /* parts of that payload still in flight (shared, malloc'd) */
 } xfer_t;
+
+/* A send that did not complete at once, handed to the progress thread. */
+typedef struct handed {
+    struct handed *next;
+    MPI_Request    req;
+    xfer_t         x;
+} handed_t;
 
 /* Work done here for another rank: a call's result or an object to send. */
 typedef struct served {
@@ -145,22 +147,30 @@ typedef struct world {
     int           rank, size;
     pthread_t     thread;
 
-    pthread_mutex_t qlock;   /* q, ready, detach_asked */
-    lreq_t       *q_head, *q_tail;
-    served_t     *ready;
+    MPI_Comm      dcomm;     /* payloads above HIVE__MPI_INLINE, on the reply's tag */
+    int           tag_ub;
+
+    pthread_mutex_t qlock;   /* handed, ready, detach_asked */
+    handed_t     *handed;
+    served_t     *ready;     /* served records answered, to free */
+    bool          detach_asked;
     _Atomic uint32_t kick;   /* futex word: bumped by every push */
     _Atomic uint32_t sleeping;
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
-    /* progress thread only */
+    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` (progress or a driver) */
+    _Atomic int   drivers;   /* callers driving progress (the progress thread sleeps meanwhile) */
+    pthread_mutex_t plock;   /* pend, npend, phase changes */
     pend_t       *pend[HIVE__MPI_BUCKETS];
     size_t        npend;
+    _Atomic int   phase;     /* 0 run, 1 detach asked, 2 in the barrier, 4 barrier done, 3 stop */
+    _Atomic size_t nserving; /* served records not yet answered */
+
+    /* progress thread only */
     MPI_Request  *reqs;
     xfer_t       *xfers;
     size_t        nreqs, capreqs;
-    size_t        nserving;  /* served records not yet answered */
-    int           phase;     /* 0 run, 1 detach asked, 2 in the barrier, 3 done */
     MPI_Request   barrier;
 
     pthread_mutex_t clock;   /* the cache */
@@ -173,9 +183,19 @@ typedef struct world {
 
 /* progress.c */
 void *hive__mpi_progress(void *arg);
-void  hive__mpi_push(world_t *w, lreq_t *r);
-void  hive__mpi_ready(world_t *w, served_t *s);
+void  hive__mpi_wake(world_t *w);
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
+void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
+int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
+/* Send a request on the caller's thread: p goes into the pending table
+ * first (HIVE_ESHUTDOWN if detach passed its barrier; msg freed either way). */
+int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p);
+/* Receive and handle this rank's messages on the calling thread (one
+ * thread at a time probes: poll_lock) until obj finishes or budget_ns
+ * passed; the progress thread takes over after. */
+void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns);
+bool  hive__mpi_serving(void);
+void  hive__mpi_pend_free(world_t *w, pend_t *p);
 
 /* A pending record with no payload yet: the future a remote answer fills. */
 int   hive__mpi_placeholder(world_t *w, hive__obj_t **out);
