@@ -32,6 +32,12 @@ typedef struct hive__remote_ops {
     int (*cell_acquire)(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
     /* a name not registered here: ask the others (HIVE_ENOENT if none has it) */
     int (*lookup)(void *ctx, const char *name, hive_actor_t *out);
+    /* another rank's ref where the core needs a record (hive_wait,
+     * hive_get_many, a task's or a local call's argument): this rank's copy,
+     * its fetch started if it is not here yet; the layer holds it until
+     * hive_release of ref here. NULL with the failure set. */
+    struct hive__obj *(*localize)(void *ctx, hive_ref_t ref);
+    int (*retain)(void *ctx, hive_ref_t ref);
 } hive__remote_ops_t;
 
 /* Install (ops) or remove (NULL) the hook; the layer calls this while no

@@ -244,6 +244,9 @@ hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
         hive__fail(HIVE_ENOENT, "%s: ref {0} never names an object", fn);
         return NULL;
     }
+    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+    if (unlikely(r != NULL))
+        return r->localize(r->ctx, ref);   /* another rank's: this rank's copy */
     hive__rcu_lock();
     hive__obj_t *o = hive__obj_lookup(h, ref.id);
     hive__rcu_unlock();
@@ -787,6 +790,9 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
 int hive_retain(hive_t *h, hive_ref_t ref)
 {
     CHECK_ENGINE(h, "hive_retain");
+    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+    if (unlikely(r != NULL))
+        return r->retain(r->ctx, ref);
     hive__rcu_lock();                 /* the record must not go while we look */
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
     bool actor = o != NULL && o->kind == HIVE__ACTOR;

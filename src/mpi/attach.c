@@ -171,13 +171,14 @@ static cached_t **bucket(world_t *w, uint64_t rid)
 
 /* The local copy of rid, fetching it if this is the first get; a count on
  * it for the caller. */
-static int local_copy(world_t *w, uint64_t rid, int dest, hive__obj_t **out)
+static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds, hive__obj_t **out)
 {
     pthread_mutex_lock(&w->clock);
     for (cached_t *c = *bucket(w, rid); c != NULL; c = c->next)
         if (c->rid == rid) {
             atomic_fetch_add_explicit(&c->obj->refs, 1, memory_order_relaxed);   /* relaxed: the
                                                     cache's own count keeps it alive meanwhile */
+            c->holds += (uint64_t)holds;
             *out = c->obj;
             pthread_mutex_unlock(&w->clock);
             hive__mpi_count(&w->st_cache_hits, 1);
@@ -205,6 +206,7 @@ static int local_copy(world_t *w, uint64_t rid, int dest, hive__obj_t **out)
     }
     c->rid = rid;
     c->obj = o;
+    c->holds = 1;
     c->next = *bucket(w, rid);
     *bucket(w, rid) = c;
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the caller's; relaxed: as above */
@@ -213,7 +215,8 @@ static int local_copy(world_t *w, uint64_t rid, int dest, hive__obj_t **out)
     *out = o;
     hive__mpi_count(&w->st_fetches, 1);
     hive__mpi_request(w, dest, msg, sizeof *msg, p);
-    hive__mpi_drive(w, o, DRIVE_NS);     /* the first get receives it itself */
+    if (drive)
+        hive__mpi_drive(w, o, DRIVE_NS);     /* the first get receives it itself */
     return HIVE_OK;
 }
 
@@ -227,7 +230,7 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     if ((rc = refuse_closing(w, "hive_get")) != HIVE_OK)
         return rc;
     hive__obj_t *o = NULL;
-    if ((rc = local_copy(w, ref.id, dest, &o)) != HIVE_OK)
+    if ((rc = local_copy(w, ref.id, dest, true, 0, &o)) != HIVE_OK)
         return rc;
     /* the copy is a local object: the core's own get waits for it */
     rc = hive_get(w->h, (hive_ref_t){ o->id }, timeout_ns, data, size);
@@ -242,8 +245,10 @@ static int remote_release(void *ctx, hive_ref_t ref)
     cached_t **pp = bucket(w, ref.id), *c;
     while ((c = *pp) != NULL && c->rid != ref.id)
         pp = &c->next;
-    if (c != NULL)
+    if (c != NULL && --c->holds == 0)
         *pp = c->next;
+    else if (c != NULL)
+        c = NULL;                        /* held still: hive_retain'ed here */
     pthread_mutex_unlock(&w->clock);
     if (c == NULL)                       /* nothing held here for it */
         return owner(w, ref.id) >= 0 ? HIVE_OK
@@ -251,6 +256,41 @@ static int remote_release(void *ctx, hive_ref_t ref)
                             "world", (unsigned long long)ref.id);
     hive__obj_release(w->h, c->obj);
     free(c);
+    return HIVE_OK;
+}
+
+/* Another rank's ref used as an argument or waited for: the local copy,
+ * fetching it in the background (the caller does not wait here). */
+static hive__obj_t *remote_localize(void *ctx, hive_ref_t ref)
+{
+    world_t *w = ctx;
+    int dest = owner(w, ref.id);
+    if (dest < 0) {
+        hive__fail(HIVE_ENOENT, "object %llu belongs to no rank of this world (%d ranks)",
+                   (unsigned long long)ref.id, w->size);
+        return NULL;
+    }
+    hive__obj_t *o = NULL;
+    if (refuse_closing(w, "hive mpi") != HIVE_OK || local_copy(w, ref.id, dest, false, 0, &o) != HIVE_OK)
+        return NULL;
+    hive__obj_release(w->h, o);          /* the cache's count keeps the record */
+    return o;
+}
+
+/* A count on another rank's ref: one more hold on this rank's copy. */
+static int remote_retain(void *ctx, hive_ref_t ref)
+{
+    world_t *w = ctx;
+    int dest = owner(w, ref.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_retain: object %llu belongs to no rank of this world "
+                          "(%d ranks)", (unsigned long long)ref.id, w->size);
+    if ((rc = refuse_closing(w, "hive_retain")) != HIVE_OK)
+        return rc;
+    hive__obj_t *o = NULL;
+    if ((rc = local_copy(w, ref.id, dest, false, 1, &o)) != HIVE_OK)
+        return rc;
+    hive__obj_release(w->h, o);          /* the cache's count keeps the record */
     return HIVE_OK;
 }
 
@@ -488,7 +528,8 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     w->h = h;
     w->ops = (hive__remote_ops_t){ .ctx = w, .call = remote_call, .get = remote_get,
                                    .release = remote_release, .kill = remote_kill,
-                                   .lookup = remote_lookup, .cell_acquire = remote_cell_acquire };
+                                   .lookup = remote_lookup, .cell_acquire = remote_cell_acquire,
+                                   .localize = remote_localize, .retain = remote_retain };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);

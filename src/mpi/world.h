@@ -138,6 +138,7 @@ typedef struct cached {
     struct cached *next;
     uint64_t       rid;
     hive__obj_t   *obj;      /* a count held */
+    uint64_t       holds;    /* the first use's, plus one per hive_retain; hive_release drops one */
 } cached_t;
 
 typedef struct world {

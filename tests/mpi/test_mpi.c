@@ -277,6 +277,90 @@ static void test_refs_through_ranks(void **state)
         assert_int_equal(hive_release(h, ref), HIVE_OK);
 }
 
+
+/* A task: the byte sum of its ref argument and its size (as m_sum). */
+static int t_sum(hive_ctx_t *ctx)
+{
+    return m_sum(NULL, ctx);
+}
+
+/* Another rank's ref works wherever a local one does: hive_wait,
+ * hive_get_many, a task's argument (hive_submit), a local actor call's
+ * argument, hive_retain (one more hold on this rank's copy, which a
+ * hive_release then drops). */
+static void test_remote_refs_everywhere(void **state)
+{
+    (void)state;
+    enum { BYTES = 70000 };              /* above the inline limit: a data message */
+    hive_ref_t ref = { 0 };
+    uint64_t want = 0;
+    if (rank == 0) {
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BYTES, (void **)&d, &ref), HIVE_OK);
+        for (size_t i = 0; i < BYTES; i++) {
+            d[i] = (unsigned char)(i * 13 + 5);
+            want += d[i];
+        }
+        assert_int_equal(hive_seal(h, ref), HIVE_OK);
+    }
+    MPI_Bcast(&ref.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&want, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0) {
+        hive_mpi_stats_t st0, st1;
+        assert_int_equal(hive_mpi_stats(h, &st0), HIVE_OK);
+        /* a task with the remote ref as its argument, before anything fetched it */
+        hive_ref_t t;
+        assert_int_equal(hive_submit(h, t_sum, &HIVE_REF(ref), 1, NULL, &t), HIVE_OK);
+        const uint64_t *sum;
+        assert_int_equal(hive_get(h, t, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+        assert_int_equal(sum[0], want);
+        assert_int_equal(sum[1], BYTES);
+        hive_release(h, t);
+        /* a local actor's call with it */
+        hive_actor_t mine;
+        assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, NULL, &mine), HIVE_OK);
+        assert_int_equal(hive_call(h, mine, SUM, &HIVE_REF(ref), 1, NULL, &t), HIVE_OK);
+        assert_int_equal(hive_get(h, t, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+        assert_int_equal(sum[0], want);
+        hive_release(h, t);
+        assert_int_equal(hive_actor_kill(h, mine), HIVE_OK);
+        /* waits */
+        hive_ref_t local;
+        int64_t seven = 7;
+        assert_int_equal(hive_put(h, &seven, sizeof seven, &local), HIVE_OK);
+        hive_ref_t both[2] = { ref, local };
+        unsigned char ready[2] = { 0, 0 };
+        assert_int_equal(hive_wait(h, both, 2, 2, HIVE_FOREVER, ready), 2);
+        assert_true(ready[0] && ready[1]);
+        const void *datas[2];
+        size_t sizes[2];
+        int status[2];
+        assert_int_equal(hive_get_many(h, both, 2, HIVE_FOREVER, datas, sizes, status), HIVE_OK);
+        assert_int_equal(sizes[0], BYTES);
+        assert_int_equal(((const unsigned char *)datas[0])[BYTES - 1], (unsigned char)((BYTES - 1) * 13 + 5));
+        assert_int_equal(*(const int64_t *)datas[1], 7);
+        hive_release(h, local);
+        /* fetched once for all of the above */
+        assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+        assert_int_equal(st1.fetches - st0.fetches, 1);
+        /* a retained copy outlives one release; the second drops it */
+        assert_int_equal(hive_retain(h, ref), HIVE_OK);
+        assert_int_equal(hive_release(h, ref), HIVE_OK);
+        const void *p;
+        assert_int_equal(hive_get(h, ref, HIVE_FOREVER, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+        assert_int_equal(st1.fetches - st0.fetches, 1);   /* still the copy */
+        assert_int_equal(hive_release(h, ref), HIVE_OK);
+        assert_int_equal(hive_get(h, ref, HIVE_FOREVER, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+        assert_int_equal(st1.fetches - st0.fetches, 2);   /* dropped: fetched again */
+        assert_int_equal(hive_release(h, ref), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);                 /* the owner keeps it until all are done */
+    if (rank == 0)
+        assert_int_equal(hive_release(h, ref), HIVE_OK);
+}
+
 /* The bytes of test object k of n bytes: a byte pattern over 64 KiB,
  * repeated with memcpy (fast under the sanitizers too), with each 64 KiB
  * block's index written at its start so that moved blocks show. */
@@ -591,6 +675,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_remote_calls_once_in_order),
         cmocka_unit_test(test_priorities_across_ranks),
         cmocka_unit_test(test_refs_through_ranks),
+        cmocka_unit_test(test_remote_refs_everywhere),
         cmocka_unit_test(test_remote_get_sizes),
         cmocka_unit_test(test_failure_and_kill),
         cmocka_unit_test(test_name_lookup),
