@@ -25,7 +25,12 @@
  *       destination's.
  *   hive_actor_kill on another rank's actor  kills it there.
  *   hive_actor_lookup  finds a name registered on any rank (this rank
- *       first, then the lowest rank that has it).
+ *       first, then the lowest rank that has it). An answer from another
+ *       rank is cached here: later lookups of the name cost no message
+ *       until a call or kill from this rank finds that actor dead
+ *       (HIVE_EDEAD; the next lookup asks again and finds the name's new
+ *       actor) or this rank kills it. A name registered later on a lower
+ *       rank is not noticed while the cached actor lives.
  *   hive_cell_acquire on another rank's cell  asks the owner for the current
  *       version and returns a local copy of it (a count for the caller);
  *       the copy is kept, so the payload travels only when the version
@@ -83,6 +88,7 @@ typedef struct hive_mpi_stats {
     uint64_t gets_served;                  /* payloads sent to other ranks */
     uint64_t cache_hits;                   /* remote gets answered from the local copy */
     uint64_t sleeps;                       /* times the progress thread went to sleep */
+    uint64_t lookups, lookup_hits;         /* names asked of the other ranks / answered from the cache */
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
 

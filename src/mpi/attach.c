@@ -144,6 +144,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
                                                      "remote call of %zu bytes", len) : rc;
         goto fail;
     }
+    p->actor = actor.id;
     if ((rc = write_args(w, args, nargs, msg, p)) != HIVE_OK)
         goto fail;
     memcpy(msg, &hdr, sizeof hdr);
@@ -441,6 +442,7 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char 
         return hive__fail(rc, "hive mpi: cannot allocate a request");
     }
     p->waiting = dest < 0 ? w->size - 1 : 1;
+    p->actor = kind == M_KILL ? id : 0;
     p->found_rank = INT_MAX;
     memcpy(msg, &hdr, sizeof hdr);
     if (nlen)
@@ -468,8 +470,67 @@ static int remote_kill(void *ctx, hive_actor_t actor)
         return rc;
     uint64_t unused;
     rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, &unused);
+    hive__mpi_forget_actor(w, actor.id); /* dead now, or it was already */
     return rc == HIVE_OK ? rc : hive__fail(rc, "hive_actor_kill: actor %llu on rank %d: %s",
                                            (unsigned long long)actor.id, dest, hive_strerror(rc));
+}
+
+/* A name another rank answered for. Names are per rank and a dead
+ * actor's name passes to the next actor made with it, so an entry lives
+ * until this rank learns that its actor is dead. */
+typedef struct name_hit {
+    struct name_hit *next;
+    uint64_t         actor;
+    char             name[];
+} name_hit_t;
+
+static bool cached_name(world_t *w, const char *name, uint64_t *actor)
+{
+    pthread_mutex_lock(&w->clock);
+    name_hit_t *n = w->names;
+    while (n != NULL && strcmp(n->name, name) != 0)
+        n = n->next;
+    if (n != NULL)
+        *actor = n->actor;
+    pthread_mutex_unlock(&w->clock);
+    return n != NULL;
+}
+
+static void cache_name(world_t *w, const char *name, uint64_t actor)
+{
+    size_t len = strlen(name) + 1;
+    name_hit_t *n = malloc(sizeof *n + len);
+    if (n == NULL)
+        return;                          /* no cache: the next lookup asks again */
+    n->actor = actor;
+    memcpy(n->name, name, len);
+    pthread_mutex_lock(&w->clock);
+    n->next = w->names;
+    w->names = n;
+    pthread_mutex_unlock(&w->clock);
+}
+
+void hive__mpi_forget_actor(world_t *w, uint64_t actor)
+{
+    pthread_mutex_lock(&w->clock);
+    for (name_hit_t **pp = &w->names; *pp != NULL;) {
+        name_hit_t *n = *pp;
+        if (n->actor == actor) {
+            *pp = n->next;
+            free(n);
+        } else
+            pp = &n->next;
+    }
+    pthread_mutex_unlock(&w->clock);
+}
+
+static void drop_names(world_t *w)
+{
+    while (w->names != NULL) {
+        name_hit_t *n = w->names;
+        w->names = n->next;
+        free(n);
+    }
 }
 
 static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
@@ -481,10 +542,17 @@ static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
     if ((rc = refuse_closing(w, "hive_actor_lookup")) != HIVE_OK)
         return rc;
     uint64_t id = 0;
+    if (cached_name(w, name, &id)) {
+        hive__mpi_count(&w->st_lookup_hits, 1);
+        out->id = id;
+        return HIVE_OK;
+    }
+    hive__mpi_count(&w->st_lookups, 1);
     rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, &id);
     if (rc != HIVE_OK)
         return hive__fail(rc, "hive_actor_lookup: no actor is named \"%s\" on any of the %d ranks",
                           name, w->size);
+    cache_name(w, name, id);
     out->id = id;
     return HIVE_OK;
 }
@@ -563,6 +631,7 @@ int hive_mpi_detach(hive_t *h)
     hive__remote_set(h, NULL);
     drop_cache(w);
     drop_cells(w);
+    drop_names(w);
     MPI_Comm_free(&w->comm);
     MPI_Comm_free(&w->dcomm);
     free(w->reqs);
@@ -611,7 +680,8 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
     *out = (hive_mpi_stats_t){ .calls_sent = LD(st_calls_sent), .calls_served = LD(st_calls_served),
                                .fetches = LD(st_fetches), .fetch_bytes = LD(st_fetch_bytes),
                                .gets_served = LD(st_gets_served), .cache_hits = LD(st_cache_hits),
-                               .sleeps = LD(st_sleeps) };
+                               .sleeps = LD(st_sleeps), .lookups = LD(st_lookups),
+                               .lookup_hits = LD(st_lookup_hits) };
 #undef LD
     return HIVE_OK;
 }

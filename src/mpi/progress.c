@@ -586,6 +586,8 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
             hive__obj_fail(w->h, o, HIVE_ENOENT);
         hive__obj_release(w->h, o);
     } else if (hdr->status != HIVE_OK) {
+        if (hdr->status == HIVE_EDEAD && p->actor != 0)
+            hive__mpi_forget_actor(w, p->actor);
         hive__obj_fail(w->h, o, hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL);
         hive__obj_release(w->h, o);
     } else if (p->kind == M_CELL) {

@@ -87,6 +87,7 @@ typedef struct pend {
     int           dest;      /* where the request went (-1: every other rank) */
     int           waiting;   /* M_LOOKUP: answers still to come */
     uint64_t      found;     /* M_LOOKUP: best actor id so far */
+    uint64_t      actor;     /* M_CALL, M_KILL: the actor (a dead one leaves the name cache) */
     int           found_rank;
     uint64_t     *keep;      /* M_CALL: local refs retained until the reply */
     size_t        nkeep;
@@ -177,10 +178,14 @@ typedef struct world {
     pthread_mutex_t clock;   /* the cache */
     cached_t     *cache[HIVE__MPI_BUCKETS];
     cell_copy_t  *cells;     /* remote cells read here (a short list: few cells per program) */
+    struct name_hit *names;  /* names found on other ranks (a short list: a program's services) */
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
-                     st_gets_served, st_cache_hits, st_sleeps;
+                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits;
 } world_t;
+
+/* attach.c: an actor reported dead leaves the name cache */
+void  hive__mpi_forget_actor(world_t *w, uint64_t actor);
 
 /* progress.c */
 void *hive__mpi_progress(void *arg);

@@ -485,6 +485,53 @@ static void test_name_lookup(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A name found on another rank is asked for once; when the actor behind
+ * it dies and the name passes to a new actor, a call to the cached one
+ * fails with HIVE_EDEAD and the next lookup finds the new actor. */
+static void test_name_lookup_cached(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, "cached");
+    MPI_Barrier(MPI_COMM_WORLD);
+    int other = (rank + 1) % size;
+    char name[64];
+    snprintf(name, sizeof name, "cached.%d", other);
+    hive_mpi_stats_t st0, st1;
+    assert_int_equal(hive_mpi_stats(h, &st0), HIVE_OK);
+    hive_actor_t a, b;
+    assert_int_equal(hive_actor_lookup(h, name, &a), HIVE_OK);
+    assert_int_equal(hive_actor_lookup(h, name, &b), HIVE_OK);
+    assert_int_equal(a.id, all[other].id);
+    assert_int_equal(b.id, a.id);
+    assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+    assert_int_equal(st1.lookups - st0.lookups, 1);          /* the second came from the cache */
+    assert_int_equal(st1.lookup_hits - st0.lookup_hits, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* each rank replaces its actor under the same name */
+    char mine[64];
+    snprintf(mine, sizeof mine, "cached.%d", rank);
+    assert_int_equal(hive_actor_kill(h, all[rank]), HIVE_OK);
+    hive_actor_t fresh;
+    hive_actor_opts_t opts = { .name = mine };
+    assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, &opts, &fresh), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, a, RANK, NULL, 0, NULL, &r), HIVE_OK);
+    const void *p;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EDEAD);
+    hive_release(h, r);
+    assert_int_equal(hive_actor_lookup(h, name, &b), HIVE_OK);
+    assert_int_not_equal(b.id, a.id);                        /* asked again: the new actor */
+    assert_int_equal(hive_mpi_owner(h, b.id), other);
+    assert_int_equal(hive_call(h, b, RANK, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(*(const int *)p, other);
+    hive_release(h, r);
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(hive_actor_kill(h, fresh), HIVE_OK);
+}
+
 /* A version published on the cell's owner reaches every rank's acquire;
  * a rank keeps its copy until the version changes. */
 static void test_cell_across_ranks(void **state)
@@ -679,6 +726,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_remote_get_sizes),
         cmocka_unit_test(test_failure_and_kill),
         cmocka_unit_test(test_name_lookup),
+        cmocka_unit_test(test_name_lookup_cached),
         cmocka_unit_test(test_cell_across_ranks),
         cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_detach_then_remote_fails),
