@@ -42,6 +42,11 @@ int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
     int rc = hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
     if (rc != HIVE_OK)
         return rc;
+    /* "a result whose producer is done": its size is not fixed until the
+     * seal (a task taking it as an argument does not read it before), the
+     * user cannot seal it, hive_cancel refuses it. relaxed: the publish
+     * below releases it */
+    atomic_store_explicit(&o->run, HIVE__RUN_DONE, memory_order_relaxed);
     hive__obj_publish(w->h, o);
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the request's count;
                                                     relaxed: nobody else knows o yet */
