@@ -116,15 +116,26 @@ int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
     }
     slot->version = v;
     slot->h = h;
+    /* acquire: as hive__remote_of. An attached layer pushes the version to
+     * the ranks that read this cell; the RCU section keeps v readable for it
+     * even if a concurrent publish replaces and releases it */
+    const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_acquire);
+    if (unlikely(r != NULL))
+        hive__rcu_lock();
     void *seen = atomic_load_explicit(&c->u.owned, memory_order_acquire);
     cell_slot_t *old;
+    uint64_t seq;
     do {
         old = seen;
-        slot->seq = old ? old->seq + 1 : 1;
+        slot->seq = seq = old ? old->seq + 1 : 1;
         /* release: readers that load the new slot (acquire) see its fields;
          * acquire on failure: we read old->seq of the slot we now see */
     } while (!atomic_compare_exchange_weak_explicit(&c->u.owned, &seen, slot, memory_order_acq_rel,
                                                     memory_order_acquire));
+    if (unlikely(r != NULL)) {
+        r->published(r->ctx, cell, v, seq);
+        hive__rcu_unlock();
+    }
     if (old != NULL) {
         hive__obj_release(h, old->version);
         atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);

@@ -38,6 +38,9 @@ typedef struct hive__remote_ops {
      * hive_release of ref here. NULL with the failure set. */
     struct hive__obj *(*localize)(void *ctx, hive_ref_t ref);
     int (*retain)(void *ctx, hive_ref_t ref);
+    /* a cell of this engine has a new version (called inside an RCU read
+     * section, version alive in it): the layer may push it to other ranks */
+    void (*published)(void *ctx, hive_ref_t cell, struct hive__obj *version, uint64_t seq);
 } hive__remote_ops_t;
 
 /* Install (ops) or remove (NULL) the hook; the layer calls this while no

@@ -180,7 +180,7 @@ static void bench_async(hive_actor_t echo, int n)
 
 /* Rank 0 publishes a version stamped with the clock; rank 1 acquires until
  * it sees it (one host: CLOCK_MONOTONIC is shared), then acknowledges. */
-static void bench_cell(int rounds)
+static void bench_cell(int rounds, int subscribe)
 {
     hive_ref_t cell = { 0 }, v;
     if (rank == 0) {
@@ -190,6 +190,9 @@ static void bench_cell(int rounds)
         hive_release(h, v);
     }
     MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank == 1 && subscribe && hive_mpi_cell_subscribe(h, cell) != HIVE_OK)
+        MPI_Abort(MPI_COMM_WORLD, 7);
+    quiet_barrier();
     double lat = 0;
     for (int i = 1; i <= rounds; i++) {
         if (rank == 0) {
@@ -219,10 +222,10 @@ static void bench_cell(int rounds)
     }
     MPI_Bcast(&lat, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("%-34s %.2f us (publish on rank 0 to acquire on rank 1, polling)\n",
-               "cell publish-to-visible", lat / rounds * 1e6);
+        const char *name = subscribe ? "cell publish-to-visible (pushed)" : "cell publish-to-visible (pulled)";
+        printf("%-34s %.2f us (publish on rank 0 to acquire on rank 1, polling)\n", name, lat / rounds * 1e6);
         if (json)
-            fprintf(json, "{\"name\": \"cell publish-to-visible\", \"hive\": %.3f, \"unit\": \"us\"}\n",
+            fprintf(json, "{\"name\": \"%s\", \"hive\": %.3f, \"unit\": \"us\"}\n", name,
                     lat / rounds * 1e6);
         hive_release(h, cell);
     }
@@ -284,7 +287,8 @@ int main(int argc, char **argv)
     bench_round_trip(all[1], 4096, 2000);
     bench_get((size_t)64 << 20, 5);
     bench_async(all[1], 20000);
-    bench_cell(500);
+    bench_cell(500, 0);
+    bench_cell(500, 1);
     bench_idle(3.0);
     hive_mpi_detach(h);
     hive_shutdown(h);

@@ -35,10 +35,13 @@
  *       version and returns a local copy of it (a count for the caller);
  *       the copy is kept, so the payload travels only when the version
  *       changed (2 small messages otherwise). A publish is visible to the
- *       next acquire anywhere.
- * Not remote: hive_submit / hive_call on this rank with another rank's ref
- * as an argument (hive_get it first), hive_get_many / hive_wait / retain on
- * remote refs, hive_cell_publish to another rank's cell, arrays.
+ *       next acquire anywhere. hive_mpi_cell_subscribe (below) makes the
+ *       owner push versions instead: acquires cost no message.
+ *   hive_wait, hive_get_many, hive_submit and hive_call on this rank with
+ *       another rank's ref (as a ref to wait for or an argument) use this
+ *       rank's copy, fetched once as by hive_get; hive_retain of such a ref
+ *       adds a hold on the copy, which one more hive_release drops.
+ * Not remote: hive_cell_publish to another rank's cell, arrays.
  *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): the application keeps using MPI on its own
@@ -81,6 +84,20 @@ int hive_mpi_size(hive_t *h);
  * belongs to no rank of h's world. */
 int hive_mpi_owner(hive_t *h, uint64_t id);
 
+/* hive_mpi_cell_subscribe - from now on the cell's owner pushes every new
+ * version to this rank, and hive_cell_acquire of it here is answered from
+ * the pushed copy without a message (it first takes in what has arrived).
+ * The acquire then sees a publish once its push arrived (eventual; the
+ * publish-to-visible latency is a message's, bench-mpi reports it), not at
+ * once as the unsubscribed acquire (which asks the owner every time) does.
+ * Versions that fit one small message (about 1 KiB) travel in the push;
+ * for a larger one the push says that it changed and the next acquire
+ * fetches it (2 messages + the payload). After the owner drops the cell,
+ * a subscribed rank keeps the last version it got. Collective: no. Also
+ * acquires the current version once. HIVE_ENOENT for a cell that is no
+ * rank's or gone, HIVE_ESTATE if h is not attached. */
+int hive_mpi_cell_subscribe(hive_t *h, hive_ref_t cell);
+
 /* What this rank's layer has done (counters since attach). */
 typedef struct hive_mpi_stats {
     uint64_t calls_sent, calls_served;     /* remote calls made / run here for others */
@@ -89,6 +106,8 @@ typedef struct hive_mpi_stats {
     uint64_t cache_hits;                   /* remote gets answered from the local copy */
     uint64_t sleeps;                       /* times the progress thread went to sleep */
     uint64_t lookups, lookup_hits;         /* names asked of the other ranks / answered from the cache */
+    uint64_t cell_pushes;                  /* versions of cells owned here pushed to subscribed ranks */
+    uint64_t cell_local;                   /* remote cell acquires answered from a pushed copy */
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
 

@@ -353,20 +353,69 @@ static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__o
     return keep;
 }
 
-static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
+void hive__mpi_cell_pushed(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o)
 {
-    world_t *w = ctx;
+    if (o == NULL) {                     /* announced only: the next acquire asks */
+        pthread_mutex_lock(&w->clock);
+        cell_copy_t *c = cell_copy(w, cell);
+        if (c != NULL && c->seq < seq)
+            c->pushed = false;
+        pthread_mutex_unlock(&w->clock);
+        return;
+    }
+    uint64_t got;
+    hive__obj_t *keep = keep_newest(w, cell, seq, o, &got);   /* takes o's count */
+    if (keep != NULL)
+        hive__obj_release(w->h, keep);
+}
+
+/* The pushed copy, if this rank is subscribed and has it: a count on it. */
+static hive__obj_t *pushed_copy(world_t *w, uint64_t cell, uint64_t *seq)
+{
+    hive__mpi_poll_once(w);              /* take in what has arrived */
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell);
+    hive__obj_t *o = c != NULL && c->pushed ? c->obj : NULL;
+    if (o != NULL) {
+        atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* relaxed: the list's
+                                                    count keeps it alive meanwhile */
+        *seq = c->seq;
+    }
+    pthread_mutex_unlock(&w->clock);
+    return o;
+}
+
+static void mark_pushed(world_t *w, uint64_t cell)
+{
+    pthread_mutex_lock(&w->clock);
+    cell_copy_t *c = cell_copy(w, cell);
+    if (c != NULL)
+        c->pushed = true;
+    pthread_mutex_unlock(&w->clock);
+}
+
+static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64_t *seq, bool subscribe)
+{
     int dest = owner(w, cell.id), rc;
     if (dest < 0)
         return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu belongs to no rank of this world",
                           (unsigned long long)cell.id);
     if ((rc = refuse_closing(w, "hive_cell_acquire")) != HIVE_OK)
         return rc;
+    uint64_t pseq = 0;
+    hive__obj_t *pushed = pushed_copy(w, cell.id, &pseq);
+    if (pushed != NULL) {                /* kept current by the owner's pushes: no message */
+        hive__mpi_count(&w->st_cell_local, 1);
+        version->id = pushed->id;
+        if (seq)
+            *seq = pseq;
+        return HIVE_OK;
+    }
     pthread_mutex_lock(&w->clock);
     cell_copy_t *c = cell_copy(w, cell.id);
     uint64_t have = c ? c->seq : UINT64_MAX;
     pthread_mutex_unlock(&w->clock);
-    wire_hdr_t hdr = { .id = cell.id, .size = have };
+    wire_hdr_t hdr = { .id = cell.id, .size = have, .nargs = subscribe };   /* 1: push to me */
     wire_hdr_t *msg = malloc(sizeof *msg);
     cell_answer_t *ans = calloc(1, sizeof *ans);
     hive__obj_t *o = NULL;
@@ -392,7 +441,7 @@ static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, 
     const void *data;
     rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
     uint64_t got = ans->seq;
-    int unchanged = ans->unchanged;
+    int unchanged = ans->unchanged, subscribed = ans->subscribed;
     free(ans);
     if (rc != HIVE_OK) {
         hive__obj_release(w->h, o);
@@ -404,6 +453,8 @@ static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, 
         o = NULL;
     }
     hive__obj_t *keep = keep_newest(w, cell.id, got, o, &got);
+    if (keep != NULL && subscribed)
+        mark_pushed(w, cell.id);         /* later publishes come to us */
     if (keep == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_cell_acquire: cannot keep the copy of cell %llu",
                           (unsigned long long)cell.id);
@@ -411,6 +462,36 @@ static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, 
     if (seq)
         *seq = got;
     return HIVE_OK;
+}
+
+static int remote_cell_acquire(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq)
+{
+    return cell_acquire(ctx, cell, version, seq, false);
+}
+
+int hive_mpi_cell_subscribe(hive_t *h, hive_ref_t cell)
+{
+    world_t *w = world_of(h);
+    if (w == NULL)
+        return hive__fail(HIVE_ESTATE, "hive_mpi_cell_subscribe: the engine is not attached");
+    int who = owner(w, cell.id);
+    if (who < 0)
+        return hive__fail(HIVE_ENOENT, "hive_mpi_cell_subscribe: cell %llu belongs to no rank of this "
+                          "world (%d ranks)", (unsigned long long)cell.id, w->size);
+    hive_ref_t v;
+    if (who == w->rank)                  /* this rank's own cell: acquires are local already */
+        return hive_cell_acquire(h, cell, &v, NULL) == HIVE_OK ? hive_release(h, v) : HIVE_ENOENT;
+    int rc = cell_acquire(w, cell, &v, NULL, true);
+    if (rc != HIVE_OK)
+        return rc;
+    hive_release(h, v);
+    return HIVE_OK;
+}
+
+/* A cell of this engine has a new version: push it to its subscribers. */
+static void remote_published(void *ctx, hive_ref_t cell, hive__obj_t *version, uint64_t seq)
+{
+    hive__mpi_push_version(ctx, cell.id, version, seq);
 }
 
 static void drop_cells(world_t *w)
@@ -602,7 +683,8 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     w->ops = (hive__remote_ops_t){ .ctx = w, .call = remote_call, .get = remote_get,
                                    .release = remote_release, .kill = remote_kill,
                                    .lookup = remote_lookup, .cell_acquire = remote_cell_acquire,
-                                   .localize = remote_localize, .retain = remote_retain };
+                                   .localize = remote_localize, .retain = remote_retain,
+                                   .published = remote_published };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
@@ -686,7 +768,8 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .fetches = LD(st_fetches), .fetch_bytes = LD(st_fetch_bytes),
                                .gets_served = LD(st_gets_served), .cache_hits = LD(st_cache_hits),
                                .sleeps = LD(st_sleeps), .lookups = LD(st_lookups),
-                               .lookup_hits = LD(st_lookup_hits) };
+                               .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
+                               .cell_local = LD(st_cell_local) };
 #undef LD
     return HIVE_OK;
 }

@@ -282,7 +282,7 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p)
 
 /* ---------------------------------------------------------- serving */
 
-static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint64_t id)
+static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint64_t id, uint32_t flags)
 {
     if (hive__obj_state(o) != HIVE__SEALED) {
         reply_small(w, dest, req, hive__obj_fail_code(o), 0);
@@ -290,7 +290,7 @@ static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint
     }
     int tag = hive__mpi_reply_tag(w, req);
     size_t size = o->size, inl = size <= HIVE__MPI_INLINE ? size : 0;
-    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id };
+    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
     if (sizeof h + inl <= SMALL_MSG) {
         char buf[SMALL_MSG];
         memcpy(buf, &h, sizeof h);
@@ -324,7 +324,7 @@ static void on_served_ready(hive__dep_t *dep, bool failed)
     (void)failed;
     served_t *s = (served_t *)dep;
     world_t *w = s->w;
-    send_object(w, s->src, s->req, s->obj, 0);
+    send_object(w, s->src, s->req, s->obj, 0, 0);
     pthread_mutex_lock(&w->qlock);
     s->next = w->ready;
     w->ready = s;
@@ -489,19 +489,23 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
 {
     hive_ref_t v;
     uint64_t seq = 0;
+    /* subscribe first: a publish after this is pushed, one before it is
+     * what the acquire below answers (the requester keeps the newest) */
+    uint32_t sub = hdr->nargs == 1 && hive__mpi_subscribe(w, hdr->id, src);
     int rc = hive_cell_acquire(w->h, (hive_ref_t){ hdr->id }, &v, &seq);
     if (rc != HIVE_OK) {
         reply_small(w, src, hdr->req, rc, 0);
         return;
     }
     if (seq == hdr->size) {
-        wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = hdr->req, .id = seq, .method = 1 };
+        wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = hdr->req, .id = seq, .method = 1,
+                         .nargs = sub };
         send_copy(w, src, hive__mpi_reply_tag(w, hdr->req), &h, sizeof h);
     } else {
         hive__rcu_lock();
         hive__obj_t *o = hive__obj_lookup(w->h, v.id);   /* our count keeps it */
         hive__rcu_unlock();
-        send_object(w, src, hdr->req, o, seq);
+        send_object(w, src, hdr->req, o, seq, sub);
     }
     hive_release(w->h, v);
 }
@@ -593,6 +597,7 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
     } else if (p->kind == M_CELL) {
         p->cell->seq = hdr->id;              /* read by the requester after the seal */
         p->cell->unchanged = hdr->method == 1;
+        p->cell->subscribed = hdr->nargs == 1;
         if (hdr->method == 1) {
             seal_bytes(w, o, NULL, 0);
             hive__obj_release(w->h, o);
@@ -605,6 +610,95 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
     } else
         take_payload(w, src, tag, p, hdr, buf, n, own);
     hive__mpi_pend_free(w, p);
+}
+
+/* ---------------------------------------------------------- cell pushes
+ * A cell owned here pushes each new version to the ranks that acquired it
+ * (subscribed by their first acquire): a version that fits SMALL_MSG
+ * with the header travels in the push; a larger one is announced, and the
+ * subscriber's next acquire fetches it. A push is one message below every
+ * transport's eager limit: MPI_Send returns at once, and a push that a
+ * detaching rank no longer reads leaves no transfer to wait for. */
+
+bool hive__mpi_subscribe(world_t *w, uint64_t cell, int src)
+{
+    pthread_mutex_lock(&w->clock);
+    cell_subs_t *s = w->subs;
+    while (s != NULL && s->cell != cell)
+        s = s->next;
+    if (s == NULL && (s = calloc(1, sizeof *s + (size_t)w->size * sizeof(int))) != NULL) {
+        s->cell = cell;
+        s->next = w->subs;
+        w->subs = s;
+    }
+    bool have = false;
+    for (int i = 0; s != NULL && i < s->n; i++)
+        have |= s->ranks[i] == src;
+    if (s != NULL && !have && s->n < w->size)
+        s->ranks[s->n++] = src;
+    pthread_mutex_unlock(&w->clock);
+    return s != NULL;
+}
+
+void hive__mpi_push_version(world_t *w, uint64_t cell, hive__obj_t *v, uint64_t seq)
+{
+    pthread_mutex_lock(&w->clock);
+    cell_subs_t *s = w->subs;
+    while (s != NULL && s->cell != cell)
+        s = s->next;
+    int n = s ? s->n : 0;
+    int *ranks = n ? malloc((size_t)n * sizeof *ranks) : NULL;
+    if (ranks != NULL)
+        memcpy(ranks, s->ranks, (size_t)n * sizeof *ranks);
+    pthread_mutex_unlock(&w->clock);
+    if (ranks == NULL)
+        return;
+    /* acquire: a rank past its barrier pushes no more (the others may be gone) */
+    bool open = atomic_load_explicit(&w->phase, memory_order_acquire) < 2;
+    bool whole = open && hive__obj_retain_live(v);
+    if (whole && (hive__obj_state(v) != HIVE__SEALED || v->size > SMALL_MSG - sizeof(wire_hdr_t))) {
+        hive__obj_release(w->h, v);
+        whole = false;                   /* announce only: the next acquire fetches it */
+    }
+    size_t size = whole ? v->size : 0;
+    char *buf = open ? malloc(sizeof(wire_hdr_t) + size) : NULL;
+    if (buf != NULL) {
+        wire_hdr_t h = { .type = M_PUSH, .status = whole ? HIVE_OK : HIVE_ESTATE, .id = cell,
+                         .size = size, .method = (uint32_t)seq, .nargs = (uint32_t)(seq >> 32) };
+        memcpy(buf, &h, sizeof h);
+        if (size)
+            memcpy(buf + sizeof h, v->data, size);
+        for (int i = 0; i < n; i++)
+            MPI_Send(buf, (int)(sizeof h + size), MPI_BYTE, ranks[i], HIVE__MPI_TAG_CTRL, w->comm);
+        hive__mpi_count(&w->st_pushes, (uint64_t)n);
+    }
+    free(buf);
+    if (whole)
+        hive__obj_release(w->h, v);
+    free(ranks);
+}
+
+static void on_push(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t n)
+{
+    uint64_t seq = (uint64_t)hdr->method | (uint64_t)hdr->nargs << 32;
+    hive__obj_t *o = NULL;
+    if (hdr->status != HIVE_OK || n - sizeof *hdr < hdr->size ||
+        hive__mpi_placeholder(w, &o) != HIVE_OK) {
+        hive__mpi_cell_pushed(w, hdr->id, seq, NULL);   /* stale: the next acquire asks */
+        return;
+    }
+    seal_bytes(w, o, buf + sizeof *hdr, hdr->size);
+    hive__obj_release(w->h, o);          /* the placeholder's request count */
+    hive__mpi_cell_pushed(w, hdr->id, seq, o);   /* takes the other */
+}
+
+static void drop_subs(world_t *w)
+{
+    while (w->subs != NULL) {
+        cell_subs_t *s = w->subs;
+        w->subs = s->next;
+        free(s);
+    }
 }
 
 /* ---------------------------------------------------------- receiving */
@@ -626,6 +720,7 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     case M_LOOKUP: serve_lookup(w, src, &hdr, buf, n); break;
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
     case M_CELL:   serve_cell(w, src, &hdr); break;
+    case M_PUSH:   on_push(w, &hdr, buf, n); break;
     default:       break;
     }
 }
@@ -660,6 +755,17 @@ static bool poll_incoming(world_t *w, bool own)
         did = true;
     }
     return did;
+}
+
+void hive__mpi_poll_once(world_t *w)
+{
+    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+        return;                          /* another thread receives */
+    bool was = serving;
+    serving = true;
+    poll_incoming(w, true);
+    serving = was;
+    pthread_mutex_unlock(&w->poll_lock);
 }
 
 void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
@@ -778,6 +884,7 @@ void *hive__mpi_progress(void *arg)
 
 void hive__mpi_drain(world_t *w)
 {
+    drop_subs(w);
     take_ready(w);
     take_handed(w);
     while (w->nreqs > 0)

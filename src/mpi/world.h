@@ -58,7 +58,7 @@
 #define HIVE__MPI_TAG_CTRL 1
 #define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -98,6 +98,7 @@ typedef struct pend {
 typedef struct cell_answer {
     uint64_t seq;
     int      unchanged;      /* the requester's copy is current: no payload came */
+    int      subscribed;     /* the owner pushes new versions here from now on */
 } cell_answer_t;
 
 /* The latest version of a remote cell copied here. */
@@ -105,7 +106,16 @@ typedef struct cell_copy {
     struct cell_copy *next;
     uint64_t          cell, seq;
     hive__obj_t      *obj;   /* a count held */
+    bool              pushed;   /* subscribed: the owner pushes every new version here */
 } cell_copy_t;
+
+/* The ranks a cell owned here pushes its versions to. */
+typedef struct cell_subs {
+    struct cell_subs *next;
+    uint64_t          cell;
+    int               n;
+    int               ranks[];  /* w->size slots */
+} cell_subs_t;
 
 /* An MPI request in flight and what to do when it completes. */
 typedef struct xfer {
@@ -179,13 +189,21 @@ typedef struct world {
     cached_t     *cache[HIVE__MPI_BUCKETS];
     cell_copy_t  *cells;     /* remote cells read here (a short list: few cells per program) */
     struct name_hit *names;  /* names found on other ranks (a short list: a program's services) */
+    cell_subs_t  *subs;      /* cells owned here with subscribers */
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
-                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits;
+                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
 void  hive__mpi_forget_actor(world_t *w, uint64_t actor);
+/* attach.c: a pushed version of a remote cell (NULL: drop the copy, ask next time) */
+void  hive__mpi_cell_pushed(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o);
+/* progress.c: add src to a cell's subscribers; push a version to them */
+bool  hive__mpi_subscribe(world_t *w, uint64_t cell, int src);
+void  hive__mpi_push_version(world_t *w, uint64_t cell, hive__obj_t *v, uint64_t seq);
+/* progress.c: receive what has arrived if no other thread is at it */
+void  hive__mpi_poll_once(world_t *w);
 
 /* progress.c */
 void *hive__mpi_progress(void *arg);

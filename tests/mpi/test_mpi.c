@@ -532,6 +532,77 @@ static void test_name_lookup_cached(void **state)
     assert_int_equal(hive_actor_kill(h, fresh), HIVE_OK);
 }
 
+/* Subscribed ranks get rank 0's versions pushed: small ones travel in the
+ * push and are acquired with no message, a large one is announced and
+ * fetched by the next acquire. Every rank polls until it sees the last
+ * version (pushes are eventual), with a deadline. */
+static void test_cell_pushed(void **state)
+{
+    (void)state;
+    enum { BIG = 50000, ROUNDS = 20 };
+    hive_ref_t cell = { 0 }, v;
+    int64_t x = 0;
+    if (rank == 0) {
+        assert_int_equal(hive_put(h, &x, sizeof x, &v), HIVE_OK);
+        assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    assert_int_equal(hive_mpi_cell_subscribe(h, cell), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);                 /* everyone subscribed */
+    hive_mpi_stats_t st0, st1;
+    assert_int_equal(hive_mpi_stats(h, &st0), HIVE_OK);
+    if (rank == 0)
+        for (x = 1; x <= ROUNDS; x++) {
+            assert_int_equal(hive_put(h, &x, sizeof x, &v), HIVE_OK);
+            assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+            hive_release(h, v);
+        }
+    uint64_t seq = 0, deadline = test_now_ns() + 30000000000ull;
+    const void *p;
+    size_t n;
+    do {                                         /* until the last push arrived */
+        assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+        assert_int_equal(hive_get(h, v, HIVE_FOREVER, &p, &n), HIVE_OK);
+        assert_int_equal(n, sizeof x);
+        assert_int_equal(*(const int64_t *)p, (int64_t)seq);   /* each version with its seq */
+        hive_release(h, v);
+        assert_true(test_now_ns() < deadline);
+    } while (seq < ROUNDS);
+    assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+    if (rank == 0)
+        assert_int_equal(st1.cell_pushes - st0.cell_pushes, (uint64_t)ROUNDS * (size - 1));
+    else
+        assert_true(st1.cell_local - st0.cell_local >= 1);   /* answered from the pushed copy */
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* a large version: announced, fetched by the next acquire */
+    if (rank == 0) {
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BIG, (void **)&d, &v), HIVE_OK);
+        pattern(d, BIG, 4);
+        assert_int_equal(hive_seal(h, v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+        hive_release(h, v);
+    }
+    unsigned char *want = malloc(BIG);
+    pattern(want, BIG, 4);
+    do {
+        assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+        assert_int_equal(hive_get(h, v, HIVE_FOREVER, &p, &n), HIVE_OK);
+        if (seq == ROUNDS + 1) {
+            assert_int_equal(n, BIG);
+            assert_memory_equal(p, want, BIG);
+        }
+        hive_release(h, v);
+        assert_true(test_now_ns() < deadline);
+    } while (seq < ROUNDS + 1);
+    free(want);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        assert_int_equal(hive_release(h, cell), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A version published on the cell's owner reaches every rank's acquire;
  * a rank keeps its copy until the version changes. */
 static void test_cell_across_ranks(void **state)
@@ -728,6 +799,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_name_lookup),
         cmocka_unit_test(test_name_lookup_cached),
         cmocka_unit_test(test_cell_across_ranks),
+        cmocka_unit_test(test_cell_pushed),
         cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
