@@ -44,10 +44,14 @@
  * Not remote: hive_cell_publish to another rank's cell, arrays.
  *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
- * (Open MPI 4.1 provides it): the application keeps using MPI on its own
- * threads while hive's progress thread, the only thread that makes MPI
- * calls for hive, works on a duplicate of the communicator. User threads
- * and workers hand it requests through a queue and never enter libmpi.
+ * (Open MPI 4.1 provides it): hive makes MPI calls on the calling thread
+ * (a request is sent by the thread that makes it; a thread that waits for
+ * a get, cell, kill or lookup answer receives it itself), on the worker
+ * that finished a served call (its reply), and on one progress thread per
+ * engine, all on duplicates of the communicator, while the application
+ * keeps using MPI on its own threads. The progress thread sleeps when
+ * nothing is in flight (a request into a rank idle for 100 ms waits up to
+ * 10 ms for it).
  *
  * Shutdown: hive_mpi_detach is collective. Each rank stops taking new remote
  * requests (HIVE_ESHUTDOWN), waits for the answers to its own, and keeps
