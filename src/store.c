@@ -267,7 +267,21 @@ bool hive__obj_retain_live(hive__obj_t *o)
 }
 
 static void free_cb(struct rcu_head *head);
-static void retire_on(hive__worker_t *w, hive__obj_t *o);
+static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
+                      hive__obj_t *o);
+
+/* The user retire list of the calling thread: by its serial, taken on its
+ * first release. */
+static _Atomic unsigned user_serials;
+static __thread unsigned user_list_of = UINT_MAX;
+
+static inline hive__retire_list_t *user_list(struct hive *h)
+{
+    if (unlikely(user_list_of == UINT_MAX))   /* relaxed: only distinctness matters */
+        user_list_of = atomic_fetch_add_explicit(&user_serials, 1, memory_order_relaxed) %
+                       HIVE__USER_LISTS;
+    return &h->store.user_retired[user_list_of];
+}
 
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
@@ -285,8 +299,13 @@ static bool release_count(struct hive *h, hive__obj_t *o)
         hive__handles_unpublish(&h->store.table, o->id);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
         hive__worker_t *w = hive__self;
-        if (w != NULL && w->sched == &h->sched && !hive__obj_in_arena(o)) {
-            retire_on(w, o);          /* a record with no arena block: batched */
+        if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+            if (w != NULL && w->sched == &h->sched) {
+                retire_on(h, &w->retired, &w->nretired, o);
+            } else {
+                hive__retire_list_t *l = user_list(h);
+                retire_on(h, &l->head, &l->n, o);
+            }
         } else {
             atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
             o->tail.dead.next = NULL;
@@ -339,43 +358,66 @@ static void free_cb(struct rcu_head *head)
     atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
 }
 
-/* Queue the chain of records now on w's list for a grace period. Any
- * thread may take it (the exchange makes the chain the taker's alone). */
-void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
+/* Queue the chain of records now on list for a grace period. Any thread
+ * may take it (the exchange makes the chain the taker's alone), and counts
+ * it: pushers never read each other's records. */
+static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 {
+    /* relaxed: a look before the exchange, which writes the line */
+    if (atomic_load_explicit(list, memory_order_relaxed) == NULL)
+        return;
     /* acquire: pairs with the pushes' release, so their links are read */
-    hive__obj_t *chain = atomic_exchange_explicit(&w->retired, NULL, memory_order_acquire);
+    hive__obj_t *chain = atomic_exchange_explicit(list, NULL, memory_order_acquire);
     if (chain == NULL)
         return;
-    atomic_fetch_add_explicit(&h->store.callbacks, chain->tail.dead.n, memory_order_relaxed);
+    size_t n = 0;
+    for (hive__obj_t *o = chain; o != NULL; o = o->tail.dead.next)
+        n++;
+    chain->tail.dead.n = n;
+    /* relaxed: a count the drain reads after its barrier (free_cb's release) */
+    atomic_fetch_add_explicit(&h->store.callbacks, n, memory_order_relaxed);
     hive__call_rcu(&chain->tail.dead.rcu, free_cb);
 }
 
-static void retire_on(hive__worker_t *w, hive__obj_t *o)
+void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
-    /* relaxed: the CAS re-reads the head */
-    hive__obj_t *head = atomic_load_explicit(&w->retired, memory_order_relaxed);
+    flush_list(h, &w->retired);
+}
+
+static void flush_user_lists(struct hive *h)
+{
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)
+        flush_list(h, &h->store.user_retired[i].head);
+}
+
+/* Push o on list (a worker's or a user list: several threads may push at
+ * once, and a flusher take the chain at any time); flush a full batch. */
+static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
+                      hive__obj_t *o)
+{
+    /* relaxed: the CAS re-reads the head; only the link is written from it */
+    hive__obj_t *head = atomic_load_explicit(list, memory_order_relaxed);
     do {
         o->tail.dead.next = head;
-        o->tail.dead.n = head != NULL ? head->tail.dead.n + 1 : 1;
-        /* release: the links before the chain is taken; acquire on failure
-         * so the new head's count is read after its push */
-    } while (!atomic_compare_exchange_weak_explicit(&w->retired, &head, o, memory_order_release,
-                                                    memory_order_acquire));
-    /* relaxed: a hint written by the worker (and a spare thread standing
-     * in for it); a stale count only flushes a batch early or late */
-    unsigned k = atomic_load_explicit(&w->nretired, memory_order_relaxed) + 1;
+        /* release: o's link (and everything its releaser wrote) before the
+         * chain is taken by the flusher's acquire exchange */
+    } while (!atomic_compare_exchange_weak_explicit(list, &head, o, memory_order_release,
+                                                    memory_order_relaxed));
+    /* relaxed: a hint; a lost update (two pushers) only flushes a batch
+     * early or late, and every list is flushed by drains and parking */
+    unsigned k = atomic_load_explicit(n, memory_order_relaxed) + 1;
     if (k >= HIVE__RETIRE_BATCH) {
         k = 0;
-        hive__store_flush_retired(o->tail.dead.h, w);
+        flush_list(h, list);
     }
-    atomic_store_explicit(&w->nretired, k, memory_order_relaxed);
+    atomic_store_explicit(n, k, memory_order_relaxed);
 }
 
 static void flush_all_retired(struct hive *h)
 {
     for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
         hive__store_flush_retired(h, &h->sched.w[i]);
+    flush_user_lists(h);
 }
 
 void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
@@ -389,6 +431,7 @@ void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
  * read-side section: a purge makes system calls. */
 void hive__store_maintain(struct hive *h)
 {
+    flush_user_lists(h);              /* user threads' last records of a burst */
     if (unlikely(hive__arena_wants_purge(&h->arena)))
         hive__arena_purge(&h->arena);
 }
@@ -399,6 +442,9 @@ static bool any_retired(struct hive *h)
         /* relaxed: a drain runs when nobody else releases; a late push is
          * the caller's race */
         if (atomic_load_explicit(&h->sched.w[i].retired, memory_order_relaxed) != NULL)
+            return true;
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: as above */
+        if (atomic_load_explicit(&h->store.user_retired[i].head, memory_order_relaxed) != NULL)
             return true;
     return false;
 }
@@ -934,6 +980,10 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     CHECK_ENGINE(h, "hive_store_stats");
     if (out == NULL)
         return hive__fail(HIVE_EINVAL, "hive_store_stats: out is NULL");
+    /* what user threads released goes now: the counts below drop a grace
+     * period later, as for every other release */
+    hive__rcu_thread();
+    flush_user_lists(h);
     out->capacity = h->arena.capacity;
     out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
     out->resident = hive__arena_resident(&h->arena);

@@ -103,8 +103,8 @@ typedef struct hive__obj {
         struct {                     /* after the last count: the free's own fields */
             struct hive     *h;
             struct rcu_head  rcu;
-            struct hive__obj *next;  /* a worker's retired records (store.c) */
-            size_t           n;      /* records in the chain from here */
+            struct hive__obj *next;  /* a retire list's records (store.c) */
+            size_t           n;      /* the chain's head, once flushed: its records */
         } dead;
     } tail;
 } hive__obj_t;
@@ -138,6 +138,15 @@ static inline void *hive__obj_inline_for(hive__obj_t *o, uint8_t kind, size_t si
  * store knows no kind beyond this; kinds register at hive_init. */
 typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
 
+/* User threads (no worker of the engine) release into one of these lists,
+ * picked by the thread's serial: two threads share a list only when more
+ * than HIVE__USER_LISTS release at once. Each list on its own line. */
+#define HIVE__USER_LISTS 8
+typedef struct hive__retire_list {
+    HIVE_ALIGNED _Atomic(struct hive__obj *) head;   /* records waiting to be freed */
+    _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
+} hive__retire_list_t;
+
 typedef struct hive__store {
     hive__handles_t   table;
     /* A waiter on a worker of the engine calls this instead of sleeping:
@@ -162,6 +171,7 @@ typedef struct hive__store {
     HIVE_ALIGNED _Atomic uint32_t purge_asked; /* purge_job is posted */
     _Atomic uint64_t  efull;                   /* new objects refused with HIVE_EFULL (stats) */
     hive__job_t       purge_job;
+    hive__retire_list_t user_retired[HIVE__USER_LISTS];
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
@@ -181,10 +191,13 @@ bool hive__store_issued(struct hive *h, uint64_t id);
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
 
-/* A worker's records whose last count it dropped wait on its own list and
- * go to call_rcu HIVE__RETIRE_BATCH at a time (one grace-period callback,
- * one push of their slots). Workers flush the rest before they park and
- * when they stop; drains and a full store take every worker's list. */
+/* Records whose last count went without an arena block (inline payloads)
+ * wait on a retire list - a worker's own, or for a user thread one of the
+ * store's user lists - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
+ * grace-period callback, one push of their slots). Workers flush their own
+ * list and the user lists before they park and when they stop; drains,
+ * hive_store_stats, a full store and the engine's close take every list, so
+ * a record never waits on a list past any of those. */
 #define HIVE__RETIRE_BATCH 64
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
 
