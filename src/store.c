@@ -44,6 +44,29 @@ unsigned hive__current_node(struct hive *h)
     return node_cache;
 }
 
+/* ------------------------------------------------------------------ shards
+ * Per-thread-serial shards of the store's user retire lists and live
+ * count: a thread takes a serial on its first use, and two threads share a
+ * shard only when more than HIVE__USER_LISTS are at work. */
+static _Atomic unsigned thread_serials;
+static __thread unsigned my_serial = UINT_MAX;
+
+static inline hive__retire_list_t *my_shard(struct hive *h)
+{
+    if (unlikely(my_serial == UINT_MAX))      /* relaxed: only distinctness matters */
+        my_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) %
+                    HIVE__USER_LISTS;
+    return &h->store.user_retired[my_serial];
+}
+
+uint64_t hive__store_objects(struct hive *h)
+{
+    int64_t n = 0;
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    return n > 0 ? (uint64_t)n : 0;   /* a moment's view may catch a free before its new */
+}
+
 /* ------------------------------------------------------------------ records */
 
 static char zero_payload[64] __attribute__((aligned(64)));
@@ -141,7 +164,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
     if (kind != HIVE__ACTOR)
-        atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
     *out = o;
     return HIVE_OK;
 }
@@ -194,8 +217,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
 {
     hive__payload_free(h, o);
     hive__handles_give(&h->store.table, o->id);
-    if (o->kind != HIVE__ACTOR)
-        atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
+    if (o->kind != HIVE__ACTOR)       /* relaxed: a statistic */
+        atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
     hive__pool_free(o, sizeof *o);
 }
 
@@ -270,19 +293,6 @@ static void free_cb(struct rcu_head *head);
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
                       hive__obj_t *o);
 
-/* The user retire list of the calling thread: by its serial, taken on its
- * first release. */
-static _Atomic unsigned user_serials;
-static __thread unsigned user_list_of = UINT_MAX;
-
-static inline hive__retire_list_t *user_list(struct hive *h)
-{
-    if (unlikely(user_list_of == UINT_MAX))   /* relaxed: only distinctness matters */
-        user_list_of = atomic_fetch_add_explicit(&user_serials, 1, memory_order_relaxed) %
-                       HIVE__USER_LISTS;
-    return &h->store.user_retired[user_list_of];
-}
-
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
 {
@@ -303,7 +313,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
             if (w != NULL && w->sched == &h->sched) {
                 retire_on(h, &w->retired, &w->nretired, o);
             } else {
-                hive__retire_list_t *l = user_list(h);
+                hive__retire_list_t *l = my_shard(h);
                 retire_on(h, &l->head, &l->n, o);
             }
         } else {
@@ -334,11 +344,17 @@ static void free_cb(struct rcu_head *head)
     uint64_t ids[HIVE__RETIRE_BATCH];
     size_t nids = 0;
     uint64_t objects = 0;
+    size_t inline_payloads = 0;
     while (o != NULL) {
         hive__obj_t *next = o->tail.dead.next;
         if (h->store.drop[o->kind] != NULL)
             h->store.drop[o->kind](h, o, false);
-        hive__payload_free(h, o);
+        if (o->data == (void *)o->tail.inl) {
+            inline_payloads++;        /* given back below, all at once */
+            o->data = NULL;
+        } else {
+            hive__payload_free(h, o);
+        }
         objects += o->kind != HIVE__ACTOR;
         if (nids == HIVE__RETIRE_BATCH) {
             hive__handles_give_many(&h->store.table, ids, nids);
@@ -350,10 +366,11 @@ static void free_cb(struct rcu_head *head)
         o = next;
     }
     hive__handles_give_many(&h->store.table, ids, nids);
+    hive__arena_uncharge_elsewhere_n(&h->arena, inline_payloads);
     if (done != n)
         HIVE_DIE("store: a retired chain held %zu records, not the %zu counted", done, n);
     /* relaxed: a statistic */
-    atomic_fetch_sub_explicit(&h->store.objects, objects, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&my_shard(h)->objects, (int64_t)objects, memory_order_relaxed);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
 }
@@ -990,7 +1007,7 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);
     out->efull = atomic_load_explicit(&h->store.efull, memory_order_relaxed);
-    out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
+    out->objects = hive__store_objects(h);
     return HIVE_OK;
 }
 

@@ -145,6 +145,11 @@ typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
 typedef struct hive__retire_list {
     HIVE_ALIGNED _Atomic(struct hive__obj *) head;   /* records waiting to be freed */
     _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
+    /* Live objects, sharded: every thread adds its new objects and takes
+     * away the ones it frees in the shard of its serial (so one record is
+     * often counted in one shard and uncounted in another); the sum is the
+     * count. A put writes no line another thread writes as often. */
+    _Atomic int64_t   objects;
 } hive__retire_list_t;
 
 typedef struct hive__store {
@@ -158,7 +163,6 @@ typedef struct hive__store {
      * and release writes. */
     bool (*help)(struct hive *h, bool (*done)(void *arg), void *arg);
     hive__drop_fn drop[HIVE__KINDS];           /* per kind, set at init (hive__store_on_drop) */
-    HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats): written by new and free */
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
@@ -188,6 +192,8 @@ void hive__store_maintain(struct hive *h);
 /* Was id ever handed out by this engine's store (whatever became of it)? */
 bool hive__store_issued(struct hive *h, uint64_t id);
 
+/* Live objects now (the sum of the shards' counts; a moment's view). */
+uint64_t hive__store_objects(struct hive *h);
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
 
