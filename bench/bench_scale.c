@@ -7,6 +7,9 @@
  *                                 and walked in order, so the walk itself
  *                                 reads sequentially (prefetched) and the
  *                                 cost is the lookup's own misses
+ *   scale_get_many/hive/objects:N as scale_get, 64 refs per hive_get_many
+ *                                 (time per ref: the batch lets hive
+ *                                 prefetch, so misses overlap)
  *   scale_limit/load/objects:N    the machine's floor for that row: one
  *                                 random 8-byte load from an array of N
  *                                 128-byte records (hive's record
@@ -139,6 +142,35 @@ static void bm_get(hb_state *s)
     __asm__ __volatile__("" ::"r"(sum));
     hb_set_items_processed(s, hb_iterations(s));
     hb_counter(s, "bytes_per_item", memory_per("objects", n), HB_PLAIN);
+    free(refs);
+    hive_shutdown(h);
+}
+
+static void bm_get_many(hb_state *s)
+{
+    enum { BATCH = 64 };
+    size_t n = (size_t)hb_range(s, 0);
+    hive_t *h = engine_for(s, store_for(n));
+    if (h == NULL)
+        return;
+    hive_ref_t *refs = fill(s, h, n);
+    if (refs == NULL) {
+        hive_shutdown(h);
+        return;
+    }
+    shuffle(refs, n, 42);
+    size_t i = 0;
+    uint64_t sum = 0;
+    while (hb_keep_running(s)) {
+        const void *p[BATCH];
+        if (i + BATCH > n)
+            i = 0;
+        if (hive_get_many(h, refs + i, BATCH, 0, p, NULL, NULL) == HIVE_OK)
+            sum += *(const uint64_t *)p[0] + *(const uint64_t *)p[BATCH - 1];
+        i += BATCH;
+    }
+    __asm__ __volatile__("" ::"r"(sum));
+    hb_set_items_processed(s, hb_iterations(s) * BATCH);
     free(refs);
     hive_shutdown(h);
 }
@@ -341,6 +373,8 @@ static const int64_t actors[] = { 1, 1000, 100000, 1000000 };
 
 const hb_bench hb_scale_benches[] = {
     { .name = "scale_get/hive", .fn = bm_get, .args = objects, .nargs = 4, .arg_name = "objects" },
+    { .name = "scale_get_many/hive", .fn = bm_get_many, .args = objects, .nargs = 4,
+      .arg_name = "objects" },
     { .name = "scale_limit/load", .fn = bm_limit_load, .args = objects, .nargs = 4,
       .arg_name = "objects" },
     { .name = "scale_put/hive", .fn = bm_put, .args = objects, .nargs = 4, .arg_name = "objects" },
