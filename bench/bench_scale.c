@@ -3,8 +3,17 @@
  * "scale" family of the report (issue: costs that stay flat at millions).
  *
  *   scale_get/hive/objects:N      a random hive_get among N live 8-byte
- *                                 objects (a random order fixed up front,
- *                                 so the cost is the lookup's misses)
+ *                                 objects: the refs are shuffled up front
+ *                                 and walked in order, so the walk itself
+ *                                 reads sequentially (prefetched) and the
+ *                                 cost is the lookup's own misses
+ *   scale_get_many/hive/objects:N as scale_get, 64 refs per hive_get_many
+ *                                 (time per ref: the batch lets hive
+ *                                 prefetch, so misses overlap)
+ *   scale_limit/load/objects:N    the machine's floor for that row: one
+ *                                 random 8-byte load from an array of N
+ *                                 128-byte records (hive's record
+ *                                 footprint), walked the same way
  *   scale_put/hive/objects:N      hive_put + hive_release of one 8-byte
  *                                 object while N others stay live
  *   scale_submit/hive/queued:N    hive_submit of N tasks queued behind
@@ -31,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static double now_s(void)
@@ -96,6 +106,17 @@ static size_t store_for(size_t n)
     return n * 128 + ((size_t)256 << 20);
 }
 
+/* Shuffle n refs in place (Fisher-Yates): the walk order of a get row. */
+static void shuffle(hive_ref_t *refs, size_t n, uint64_t seed)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(mix(&seed) % i);
+        hive_ref_t t = refs[i - 1];
+        refs[i - 1] = refs[j];
+        refs[j] = t;
+    }
+}
+
 static void bm_get(hb_state *s)
 {
     size_t n = (size_t)hb_range(s, 0);
@@ -107,25 +128,94 @@ static void bm_get(hb_state *s)
         hive_shutdown(h);
         return;
     }
-    enum { ORDER = 1 << 16 };
-    uint32_t *order = malloc(ORDER * sizeof *order);
-    uint64_t x = 42;
-    for (size_t i = 0; i < ORDER; i++)
-        order[i] = (uint32_t)(mix(&x) % n);
+    shuffle(refs, n, 42);
     size_t i = 0;
     uint64_t sum = 0;
     while (hb_keep_running(s)) {
         const void *p;
         size_t sz;
-        hive_get(h, refs[order[i++ & (ORDER - 1)]], 0, &p, &sz);
+        hive_get(h, refs[i], 0, &p, &sz);
         sum += *(const uint64_t *)p;
+        if (++i == n)
+            i = 0;
     }
     __asm__ __volatile__("" ::"r"(sum));
     hb_set_items_processed(s, hb_iterations(s));
     hb_counter(s, "bytes_per_item", memory_per("objects", n), HB_PLAIN);
-    free(order);
     free(refs);
     hive_shutdown(h);
+}
+
+static void bm_get_many(hb_state *s)
+{
+    enum { BATCH = 64 };
+    size_t n = (size_t)hb_range(s, 0);
+    hive_t *h = engine_for(s, store_for(n));
+    if (h == NULL)
+        return;
+    hive_ref_t *refs = fill(s, h, n);
+    if (refs == NULL) {
+        hive_shutdown(h);
+        return;
+    }
+    shuffle(refs, n, 42);
+    size_t i = 0;
+    uint64_t sum = 0;
+    while (hb_keep_running(s)) {
+        const void *p[BATCH];
+        if (i + BATCH > n)
+            i = 0;
+        if (hive_get_many(h, refs + i, BATCH, 0, p, NULL, NULL) == HIVE_OK)
+            sum += *(const uint64_t *)p[0] + *(const uint64_t *)p[BATCH - 1];
+        i += BATCH;
+    }
+    __asm__ __volatile__("" ::"r"(sum));
+    hb_set_items_processed(s, hb_iterations(s) * BATCH);
+    free(refs);
+    hive_shutdown(h);
+}
+
+/* The floor of scale_get: N records of 128 bytes (touched, so resident;
+ * on 2 MiB pages where the kernel gives them, as hive asks for its
+ * records), their indices shuffled and walked in order as bm_get walks its
+ * refs, one 8-byte load from each. What hive adds above this is its own
+ * misses. */
+enum { RECORD = 128 };
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void bm_limit_load(hb_state *s)
+{
+    size_t n = (size_t)hb_range(s, 0);
+    size_t bytes = (n * RECORD + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    char *recs = aligned_alloc(HUGE_PAGE, bytes);
+    if (recs != NULL)
+        madvise(recs, bytes, MADV_HUGEPAGE);
+    hive_ref_t *order = malloc(n * sizeof *order);   /* same element size as bm_get's refs */
+    if (recs == NULL || order == NULL) {
+        hb_skip_with_error(s, "no memory for the records");
+        free(recs);
+        free(order);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = i;
+        memcpy(recs + i * RECORD, &v, sizeof v);
+        order[i].id = i;
+    }
+    shuffle(order, n, 42);
+    size_t i = 0;
+    uint64_t sum = 0;
+    while (hb_keep_running(s)) {
+        uint64_t v;
+        memcpy(&v, recs + order[i].id * RECORD, sizeof v);
+        sum += v;
+        if (++i == n)
+            i = 0;
+    }
+    __asm__ __volatile__("" ::"r"(sum));
+    hb_set_items_processed(s, hb_iterations(s));
+    free(order);
+    free(recs);
 }
 
 static void bm_put(hb_state *s)
@@ -283,6 +373,10 @@ static const int64_t actors[] = { 1, 1000, 100000, 1000000 };
 
 const hb_bench hb_scale_benches[] = {
     { .name = "scale_get/hive", .fn = bm_get, .args = objects, .nargs = 4, .arg_name = "objects" },
+    { .name = "scale_get_many/hive", .fn = bm_get_many, .args = objects, .nargs = 4,
+      .arg_name = "objects" },
+    { .name = "scale_limit/load", .fn = bm_limit_load, .args = objects, .nargs = 4,
+      .arg_name = "objects" },
     { .name = "scale_put/hive", .fn = bm_put, .args = objects, .nargs = 4, .arg_name = "objects" },
     { .name = "scale_submit/hive", .fn = bm_submit, .args = queued, .nargs = 3, .arg_name = "queued",
       .use_manual_time = 1, .iterations = 2 },

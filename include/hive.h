@@ -225,13 +225,20 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
  * failing ref (lowest index), with a sentence naming it and how many failed;
  * HIVE_EINVAL (nothing written) for a NULL engine, NULL refs or datas with
  * n > 0, or n so large that an array of n refs overflows a size.
+ * Among millions of objects it is the faster way to read many: it fetches
+ * the refs' records ahead, 16 at a time, so their cache misses overlap.
  */
 int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_ns,
                   const void **datas, size_t *sizes, int *status);
 
 /* hive_retain / hive_release - add or drop one count. Releasing a count the
  * caller does not hold is an error only when it is detectable: a ref whose
- * object is already gone gives HIVE_ENOENT. */
+ * object is already gone gives HIVE_ENOENT. The last release makes the
+ * object unfindable at once; its memory comes back after an RCU grace
+ * period, and small objects (payload <= 64 bytes) go in batches of 64 per
+ * thread: until a batch is flushed - when full, when a worker runs out of
+ * work, at hive_store_stats, when the store is full, at shutdown - they
+ * still count in hive_store_stats' objects and used. */
 int hive_retain(hive_t *h, hive_ref_t ref);
 int hive_release(hive_t *h, hive_ref_t ref);
 
@@ -259,7 +266,10 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
  * 128 per size class and thread) and slabs that still hold a live object.
  * used_high: the most `used` has been since hive_init. efull: objects
- * refused with HIVE_EFULL (puts, creates, arrays, results) since hive_init. */
+ * refused with HIVE_EFULL (puts, creates, arrays, results) since hive_init.
+ * hive_store_stats also flushes the batches of released small objects
+ * (hive_release), so their memory is given back a grace period later:
+ * polling it until objects reaches 0 terminates once nothing is held. */
 typedef struct hive_store_stats {
     size_t   capacity;
     size_t   used;

@@ -543,6 +543,15 @@ void hive__arena_uncharge_elsewhere(hive__arena_t *a)
     give_capacity(a, class_size(0));
 }
 
+void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, class_size(0), &bytes))
+        HIVE_DIE("arena: uncharging %zu inline payloads overflows a size", n);
+    if (n != 0)
+        give_capacity(a, bytes);
+}
+
 void *hive__arena_alloc(hive__arena_t *a, size_t size, unsigned node, int *err)
 {
     if (node >= a->nnodes)

@@ -127,6 +127,8 @@ void  hive__arena_free(hive__arena_t *a, void *p, size_t size);
  * back. The capacity bounds every payload, wherever it lives. */
 bool hive__arena_charge_elsewhere(hive__arena_t *a, size_t size, int *err);
 void hive__arena_uncharge_elsewhere(hive__arena_t *a);
+/* n of those at once (a batch of freed records: one write of the shared counter). */
+void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n);
 
 /* The node a payload lives on. */
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p);

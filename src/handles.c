@@ -5,6 +5,7 @@
 #include "handles.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/hugemap.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,17 @@ static inline hive__hslot_t *slot_at(hive__handles_t *t, uint32_t s)
     return &chunk[s & (CHUNK_SLOTS - 1)];
 }
 
+_Static_assert(CHUNK_BYTES == HIVE__HUGE_PAGE, "a chunk is one huge page");
+
+/* Chunk c's memory: the first on ordinary pages (an engine of a few objects
+ * touches a few KiB of it), the others on one huge page each. */
+static void *map_chunk(size_t c)
+{
+    if (c == 0)
+        return mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return hive__map_huge(CHUNK_BYTES);
+}
+
 /* Map the chunk of slot s if nobody has; false (with the sentence) if the
  * mapping fails. */
 static bool chunk_ready(hive__handles_t *t, uint32_t s)
@@ -34,15 +46,12 @@ static bool chunk_ready(hive__handles_t *t, uint32_t s)
     pthread_mutex_lock(&t->grow);
     bool ok = true;
     if (atomic_load_explicit(d, memory_order_relaxed) == NULL) {   /* the lock orders writers */
-        void *m = hive__fault() ? MAP_FAILED
-                                : mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *m = hive__fault() ? MAP_FAILED : map_chunk(s >> HIVE__CHUNK_BITS);
         if (m == MAP_FAILED) {
             ok = false;
             hive__fail(HIVE_ENOMEM, "store: cannot map slots %u.. of the object table (%zu bytes)",
                        s & ~(CHUNK_SLOTS - 1), CHUNK_BYTES);
         } else {
-            madvise(m, CHUNK_BYTES, MADV_HUGEPAGE);   /* advice, as the pool's chunks */
             /* release: the (zeroed) chunk before its pointer */
             atomic_store_explicit(d, (hive__hslot_t *)m, memory_order_release);
         }

@@ -12,10 +12,13 @@
  * refused because the record there has another id (the generation moved
  * on; it comes round again after 2^21 - 1 reuses of that slot).
  *
- * Slots live in chunks of 2^16 (16 bytes each: 1 MiB), found through a
- * directory of 2^14 chunk pointers that never moves: a lookup is two
- * dependent loads (directory, slot) and the record's. Chunks are mapped on
- * demand under a mutex, once per 65,536 slots of high-water mark, and never
+ * Slots live in chunks of 2^17 (16 bytes each: 2 MiB), found through a
+ * directory of 2^13 chunk pointers that never moves: a lookup is two
+ * dependent loads (directory, slot) and the record's. Chunks after the
+ * first are 2 MiB-aligned huge pages (util/hugemap.h: one TLB entry per
+ * 131,072 slots); the first is ordinary pages, so a small engine does not
+ * pay 2 MiB for a few slots. Chunks are mapped on
+ * demand under a mutex, once per 131,072 slots of high-water mark, and never
  * unmapped while the table lives, so a slot's memory stays readable by any
  * reader at any time.
  *
@@ -44,7 +47,7 @@
 #define HIVE__SLOT_BITS   30
 #define HIVE__TAG_BITS    12
 #define HIVE__GEN_BITS    21
-#define HIVE__CHUNK_BITS  16
+#define HIVE__CHUNK_BITS  17
 #define HIVE__MAX_SLOTS   ((uint32_t)1 << HIVE__SLOT_BITS)
 #define HIVE__DIR_SIZE    ((size_t)1 << (HIVE__SLOT_BITS - HIVE__CHUNK_BITS))
 

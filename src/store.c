@@ -44,6 +44,29 @@ unsigned hive__current_node(struct hive *h)
     return node_cache;
 }
 
+/* ------------------------------------------------------------------ shards
+ * Per-thread-serial shards of the store's user retire lists and live
+ * count: a thread takes a serial on its first use, and two threads share a
+ * shard only when more than HIVE__USER_LISTS are at work. */
+static _Atomic unsigned thread_serials;
+static __thread unsigned my_serial = UINT_MAX;
+
+static inline hive__retire_list_t *my_shard(struct hive *h)
+{
+    if (unlikely(my_serial == UINT_MAX))      /* relaxed: only distinctness matters */
+        my_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) %
+                    HIVE__USER_LISTS;
+    return &h->store.user_retired[my_serial];
+}
+
+uint64_t hive__store_objects(struct hive *h)
+{
+    int64_t n = 0;
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    return n > 0 ? (uint64_t)n : 0;   /* a moment's view may catch a free before its new */
+}
+
 /* ------------------------------------------------------------------ records */
 
 static char zero_payload[64] __attribute__((aligned(64)));
@@ -141,7 +164,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c) */
     if (kind != HIVE__ACTOR)
-        atomic_fetch_add_explicit(&h->store.objects, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
     *out = o;
     return HIVE_OK;
 }
@@ -194,8 +217,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
 {
     hive__payload_free(h, o);
     hive__handles_give(&h->store.table, o->id);
-    if (o->kind != HIVE__ACTOR)
-        atomic_fetch_sub_explicit(&h->store.objects, 1, memory_order_relaxed);
+    if (o->kind != HIVE__ACTOR)       /* relaxed: a statistic */
+        atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
     hive__pool_free(o, sizeof *o);
 }
 
@@ -270,7 +293,8 @@ bool hive__obj_retain_live(hive__obj_t *o)
 }
 
 static void free_cb(struct rcu_head *head);
-static void retire_on(hive__worker_t *w, hive__obj_t *o);
+static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
+                      hive__obj_t *o);
 
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
@@ -288,8 +312,13 @@ static bool release_count(struct hive *h, hive__obj_t *o)
         hive__handles_unpublish(&h->store.table, o->id);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
         hive__worker_t *w = hive__self;
-        if (w != NULL && w->sched == &h->sched && !hive__obj_in_arena(o)) {
-            retire_on(w, o);          /* a record with no arena block: batched */
+        if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+            if (w != NULL && w->sched == &h->sched) {
+                retire_on(h, &w->retired, &w->nretired, o);
+            } else {
+                hive__retire_list_t *l = my_shard(h);
+                retire_on(h, &l->head, &l->n, o);
+            }
         } else {
             atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
             o->tail.dead.next = NULL;
@@ -318,11 +347,17 @@ static void free_cb(struct rcu_head *head)
     uint64_t ids[HIVE__RETIRE_BATCH];
     size_t nids = 0;
     uint64_t objects = 0;
+    size_t inline_payloads = 0;
     while (o != NULL) {
         hive__obj_t *next = o->tail.dead.next;
         if (h->store.drop[o->kind] != NULL)
             h->store.drop[o->kind](h, o, false);
-        hive__payload_free(h, o);
+        if (o->data == (void *)o->tail.inl) {
+            inline_payloads++;        /* given back below, all at once */
+            o->data = NULL;
+        } else {
+            hive__payload_free(h, o);
+        }
         objects += o->kind != HIVE__ACTOR;
         if (nids == HIVE__RETIRE_BATCH) {
             hive__handles_give_many(&h->store.table, ids, nids);
@@ -334,51 +369,75 @@ static void free_cb(struct rcu_head *head)
         o = next;
     }
     hive__handles_give_many(&h->store.table, ids, nids);
+    hive__arena_uncharge_elsewhere_n(&h->arena, inline_payloads);
     if (done != n)
         HIVE_DIE("store: a retired chain held %zu records, not the %zu counted", done, n);
     /* relaxed: a statistic */
-    atomic_fetch_sub_explicit(&h->store.objects, objects, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&my_shard(h)->objects, (int64_t)objects, memory_order_relaxed);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
 }
 
-/* Queue the chain of records now on w's list for a grace period. Any
- * thread may take it (the exchange makes the chain the taker's alone). */
-void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
+/* Queue the chain of records now on list for a grace period. Any thread
+ * may take it (the exchange makes the chain the taker's alone), and counts
+ * it: pushers never read each other's records. */
+static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 {
+    /* relaxed: a look before the exchange, which writes the line */
+    if (atomic_load_explicit(list, memory_order_relaxed) == NULL)
+        return;
     /* acquire: pairs with the pushes' release, so their links are read */
-    hive__obj_t *chain = atomic_exchange_explicit(&w->retired, NULL, memory_order_acquire);
+    hive__obj_t *chain = atomic_exchange_explicit(list, NULL, memory_order_acquire);
     if (chain == NULL)
         return;
-    atomic_fetch_add_explicit(&h->store.callbacks, chain->tail.dead.n, memory_order_relaxed);
+    size_t n = 0;
+    for (hive__obj_t *o = chain; o != NULL; o = o->tail.dead.next)
+        n++;
+    chain->tail.dead.n = n;
+    /* relaxed: a count the drain reads after its barrier (free_cb's release) */
+    atomic_fetch_add_explicit(&h->store.callbacks, n, memory_order_relaxed);
     hive__call_rcu(&chain->tail.dead.rcu, free_cb);
 }
 
-static void retire_on(hive__worker_t *w, hive__obj_t *o)
+void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
-    /* relaxed: the CAS re-reads the head */
-    hive__obj_t *head = atomic_load_explicit(&w->retired, memory_order_relaxed);
+    flush_list(h, &w->retired);
+}
+
+static void flush_user_lists(struct hive *h)
+{
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)
+        flush_list(h, &h->store.user_retired[i].head);
+}
+
+/* Push o on list (a worker's or a user list: several threads may push at
+ * once, and a flusher take the chain at any time); flush a full batch. */
+static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
+                      hive__obj_t *o)
+{
+    /* relaxed: the CAS re-reads the head; only the link is written from it */
+    hive__obj_t *head = atomic_load_explicit(list, memory_order_relaxed);
     do {
         o->tail.dead.next = head;
-        o->tail.dead.n = head != NULL ? head->tail.dead.n + 1 : 1;
-        /* release: the links before the chain is taken; acquire on failure
-         * so the new head's count is read after its push */
-    } while (!atomic_compare_exchange_weak_explicit(&w->retired, &head, o, memory_order_release,
-                                                    memory_order_acquire));
-    /* relaxed: a hint written by the worker (and a spare thread standing
-     * in for it); a stale count only flushes a batch early or late */
-    unsigned k = atomic_load_explicit(&w->nretired, memory_order_relaxed) + 1;
+        /* release: o's link (and everything its releaser wrote) before the
+         * chain is taken by the flusher's acquire exchange */
+    } while (!atomic_compare_exchange_weak_explicit(list, &head, o, memory_order_release,
+                                                    memory_order_relaxed));
+    /* relaxed: a hint; a lost update (two pushers) only flushes a batch
+     * early or late, and every list is flushed by drains and parking */
+    unsigned k = atomic_load_explicit(n, memory_order_relaxed) + 1;
     if (k >= HIVE__RETIRE_BATCH) {
         k = 0;
-        hive__store_flush_retired(o->tail.dead.h, w);
+        flush_list(h, list);
     }
-    atomic_store_explicit(&w->nretired, k, memory_order_relaxed);
+    atomic_store_explicit(n, k, memory_order_relaxed);
 }
 
 static void flush_all_retired(struct hive *h)
 {
     for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
         hive__store_flush_retired(h, &h->sched.w[i]);
+    flush_user_lists(h);
 }
 
 void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
@@ -392,6 +451,7 @@ void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn)
  * read-side section: a purge makes system calls. */
 void hive__store_maintain(struct hive *h)
 {
+    flush_user_lists(h);              /* user threads' last records of a burst */
     if (unlikely(hive__arena_wants_purge(&h->arena)))
         hive__arena_purge(&h->arena);
 }
@@ -402,6 +462,9 @@ static bool any_retired(struct hive *h)
         /* relaxed: a drain runs when nobody else releases; a late push is
          * the caller's race */
         if (atomic_load_explicit(&h->sched.w[i].retired, memory_order_relaxed) != NULL)
+            return true;
+    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: as above */
+        if (atomic_load_explicit(&h->store.user_retired[i].head, memory_order_relaxed) != NULL)
             return true;
     return false;
 }
@@ -940,13 +1003,17 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     CHECK_ENGINE(h, "hive_store_stats");
     if (out == NULL)
         return hive__fail(HIVE_EINVAL, "hive_store_stats: out is NULL");
+    /* what user threads released goes now: the counts below drop a grace
+     * period later, as for every other release */
+    hive__rcu_thread();
+    flush_user_lists(h);
     out->capacity = h->arena.capacity;
     out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
     out->resident = hive__arena_resident(&h->arena);
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);
     out->efull = atomic_load_explicit(&h->store.efull, memory_order_relaxed);
-    out->objects = atomic_load_explicit(&h->store.objects, memory_order_relaxed);
+    out->objects = hive__store_objects(h);
     return HIVE_OK;
 }
 
@@ -970,6 +1037,30 @@ static int many_find(struct hive *h, hive_ref_t ref, size_t i, hive__obj_t **o)
         return hive__fail(HIVE_ESTATE, "hive_get_many: refs[%zu] (object %llu) is %s", i,
                           (unsigned long long)ref.id, hive__kind_name((*o)->kind));
     return HIVE_OK;
+}
+
+/* The refs of a get_many are independent, so their cache misses need not
+ * queue one behind another: before each window of MANY_AHEAD refs, every
+ * slot of the window is prefetched, then every record its slot points to,
+ * and the finds that follow mostly hit. (A prefetch never faults, and a
+ * record freed meanwhile is pool memory, never unmapped: a stale pointer
+ * costs a wasted line at most. The finds check everything as before.) */
+#define MANY_AHEAD 16
+
+static void many_prefetch(struct hive *h, const hive_ref_t *refs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        hive__hslot_t *sl = hive__handles_slot(&h->store.table, refs[i].id);
+        if (sl != NULL)
+            __builtin_prefetch(sl);
+    }
+    hive__rcu_lock();
+    for (size_t i = 0; i < n; i++) {
+        void *o = hive__handles_get(&h->store.table, refs[i].id);
+        if (o != NULL)
+            __builtin_prefetch(o);
+    }
+    hive__rcu_unlock();
 }
 
 #define MANY_CODE_MAX 4096u           /* datas[i] below this: -status of a bad ref */
@@ -1011,6 +1102,8 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
                           refs == NULL ? "refs" : "datas", n);
     bool pending = false;
     for (size_t i = 0; i < n; i++) {
+        if (i % MANY_AHEAD == 0)
+            many_prefetch(h, refs + i, n - i < MANY_AHEAD ? n - i : MANY_AHEAD);
         hive__obj_t *o;
         int st = many_find(h, refs[i], i, &o);
         datas[i] = st == HIVE_OK ? (const void *)o : (const void *)(uintptr_t)-st;

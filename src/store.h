@@ -103,8 +103,8 @@ typedef struct hive__obj {
         struct {                     /* after the last count: the free's own fields */
             struct hive     *h;
             struct rcu_head  rcu;
-            struct hive__obj *next;  /* a worker's retired records (store.c) */
-            size_t           n;      /* records in the chain from here */
+            struct hive__obj *next;  /* a retire list's records (store.c) */
+            size_t           n;      /* the chain's head, once flushed: its records */
         } dead;
     } tail;
 } hive__obj_t;
@@ -138,6 +138,20 @@ static inline void *hive__obj_inline_for(hive__obj_t *o, uint8_t kind, size_t si
  * store knows no kind beyond this; kinds register at hive_init. */
 typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
 
+/* User threads (no worker of the engine) release into one of these lists,
+ * picked by the thread's serial: two threads share a list only when more
+ * than HIVE__USER_LISTS release at once. Each list on its own line. */
+#define HIVE__USER_LISTS 8
+typedef struct hive__retire_list {
+    HIVE_ALIGNED _Atomic(struct hive__obj *) head;   /* records waiting to be freed */
+    _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
+    /* Live objects, sharded: every thread adds its new objects and takes
+     * away the ones it frees in the shard of its serial (so one record is
+     * often counted in one shard and uncounted in another); the sum is the
+     * count. A put writes no line another thread writes as often. */
+    _Atomic int64_t   objects;
+} hive__retire_list_t;
+
 typedef struct hive__store {
     hive__handles_t   table;
     /* A waiter on a worker of the engine calls this instead of sleeping:
@@ -149,7 +163,6 @@ typedef struct hive__store {
      * and release writes. */
     bool (*help)(struct hive *h, bool (*done)(void *arg), void *arg);
     hive__drop_fn drop[HIVE__KINDS];           /* per kind, set at init (hive__store_on_drop) */
-    HIVE_ALIGNED _Atomic uint64_t objects;     /* live records (stats): written by new and free */
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
@@ -162,6 +175,7 @@ typedef struct hive__store {
     HIVE_ALIGNED _Atomic uint32_t purge_asked; /* purge_job is posted */
     _Atomic uint64_t  efull;                   /* new objects refused with HIVE_EFULL (stats) */
     hive__job_t       purge_job;
+    hive__retire_list_t user_retired[HIVE__USER_LISTS];
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
@@ -178,13 +192,18 @@ void hive__store_maintain(struct hive *h);
 /* Was id ever handed out by this engine's store (whatever became of it)? */
 bool hive__store_issued(struct hive *h, uint64_t id);
 
+/* Live objects now (the sum of the shards' counts; a moment's view). */
+uint64_t hive__store_objects(struct hive *h);
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
 
-/* A worker's records whose last count it dropped wait on its own list and
- * go to call_rcu HIVE__RETIRE_BATCH at a time (one grace-period callback,
- * one push of their slots). Workers flush the rest before they park and
- * when they stop; drains and a full store take every worker's list. */
+/* Records whose last count went without an arena block (inline payloads)
+ * wait on a retire list - a worker's own, or for a user thread one of the
+ * store's user lists - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
+ * grace-period callback, one push of their slots). Workers flush their own
+ * list and the user lists before they park and when they stop; drains,
+ * hive_store_stats, a full store and the engine's close take every list, so
+ * a record never waits on a list past any of those. */
 #define HIVE__RETIRE_BATCH 64
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
 

@@ -1,4 +1,4 @@
-/* test_syscalls.c - the hot paths make no system call.
+/* test_syscalls.c - the hot paths make no system call and call no malloc.
  *
  * A user thread warms up (first-use registrations, caches, id blocks), then
  * installs a seccomp filter on itself alone that lets process-private
@@ -13,6 +13,12 @@
  * Seccomp filters cannot be removed, so the filtered thread ends by
  * sleeping on a futex for good; the process exit takes it along.
  *
+ * The same filtered rounds count the thread's calls to malloc, calloc,
+ * realloc and the aligned allocators (this executable's definitions of
+ * them interpose glibc's for the whole process, libhive included, and pass
+ * every call on): any call fails the test. (A malloc served from glibc's
+ * thread cache makes no system call, so the filter alone would not see it.)
+ *
  * The sanitizer runtimes make system calls of their own on paths hive does
  * not control (TSan's and ASan's allocators and shadow memory), so the
  * filter runs in the normal build; the sanitizer builds run the same loops
@@ -23,6 +29,7 @@
 #include <urcu/static/urcu-common.h>
 extern struct urcu_gp urcu_memb_gp;   /* liburcu: the grace-period state */
 
+#include <errno.h>
 #include <linux/filter.h>
 #include <linux/futex.h>
 #include <linux/seccomp.h>
@@ -41,6 +48,64 @@ extern struct urcu_gp urcu_memb_gp;   /* liburcu: the grace-period state */
 #define FILTERED 0
 #else
 #define FILTERED 1
+#endif
+
+#if FILTERED
+/* glibc's own entry points, which the definitions below pass calls on to */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+
+static __thread bool counting_mallocs;   /* set on the filtered thread for its rounds */
+static _Atomic int mallocs;
+
+static inline void count_malloc(void)
+{
+    if (counting_mallocs)
+        atomic_fetch_add_explicit(&mallocs, 1, memory_order_relaxed);
+}
+
+void *malloc(size_t n)
+{
+    count_malloc();
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    count_malloc();
+    return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+    count_malloc();
+    return __libc_realloc(p, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    count_malloc();
+    return __libc_memalign(align, n);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    count_malloc();
+    if (align < sizeof(void *) || (align & (align - 1)) != 0)
+        return EINVAL;
+    void *p = __libc_memalign(align, n);
+    if (p == NULL)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+#define COUNT_MALLOCS(on) (counting_mallocs = (on))
+#define MALLOCS() atomic_load(&mallocs)
+#else
+#define COUNT_MALLOCS(on) ((void)0)
+#define MALLOCS() 0
 #endif
 
 static _Atomic int trapped;
@@ -183,8 +248,10 @@ static void *filtered_thread(void *arg)
     sigaddset(&sys, SIGSYS);
     pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
     r->filter_rc = FILTERED ? install_filter() : 0;
+    COUNT_MALLOCS(true);
     for (uint64_t k = 0; k < ROUNDS && r->failed == NULL && r->filter_rc == 0; k++)
         round_of_everything(r, i + k);
+    COUNT_MALLOCS(false);
     atomic_store(&r->done, 1);
     if (FILTERED && r->filter_rc == 0) {
         /* no way back from the filter: sleep here until the process ends */
@@ -225,6 +292,9 @@ static void test_hot_paths_make_no_system_call(void **state)
             snprintf(list + strlen(list), sizeof list - strlen(list), " %ld", atomic_load(&trapped_nr[i]));
         fail_msg("%d system calls other than futex on the hot paths; numbers:%s", n, list);
     }
+    if (MALLOCS() != 0)
+        fail_msg("%d calls to malloc (or calloc, realloc, an aligned allocator) on the hot paths",
+                 MALLOCS());
     if (r.failed != NULL)
         fail_msg("%s failed: %s", r.failed, hive_last_error());
     assert_int_equal(hive_replay_free(r.rb), HIVE_OK);

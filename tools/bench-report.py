@@ -31,16 +31,19 @@ RAY = {
     "single_client_put_gigabytes": (19.86e9, "put_gigabytes (bytes/s)"),
 }
 
-# rows whose floor is a round trip between two threads
+# rows whose floor is a round trip between two threads, or (scale_get) one
+# random load from memory of the footprint of hive's records, measured at
+# the same size (a limit row with the same rest, e.g. objects:N)
 LIMIT_OF = {
     "single_client_tasks_sync": "roundtrip/cacheline",
     "1_1_actor_calls_sync": "roundtrip/cacheline",
     "actor_pingpong": "roundtrip/cacheline",
+    "scale_get": "scale_limit/load",
 }
 
 GROUPS = [  # first match wins: scale rows also contain "get", "put", "actor"
+    ("limits", lambda f: f.startswith("roundtrip") or f == "scale_limit"),
     ("scale", lambda f: f.startswith("scale")),
-    ("limits", lambda f: f.startswith("roundtrip")),
     ("queue", lambda f: f.startswith("mpsc")),
     ("store", lambda f: any(k in f for k in ("put", "get", "lookup", "create"))),
     ("tasks", lambda f: "task" in f or f in ("fib30", "spawn_wait")),
@@ -122,12 +125,13 @@ def load(path):
     return d.get("context", {}), rows, order
 
 
-def limit_fig(rows, family):
-    """The limit row measured for family's rows, or None."""
+def limit_fig(rows, family, rest=""):
+    """The limit row measured for family's row rest (the limit's own row of
+    the same rest, else its only row), or None."""
     if family not in LIMIT_OF:
         return None
     lfam, limpl = LIMIT_OF[family].split("/", 1)
-    f = rows.get((lfam, ""), {}).get(limpl)
+    f = rows.get((lfam, rest), {}).get(limpl) or rows.get((lfam, ""), {}).get(limpl)
     return f if f is not None and not f.error else None
 
 
@@ -165,7 +169,7 @@ def report(ctx, rows, order, outdir, charts):
             row = key[0] + ("/" + key[1] if key[1] else "")
             h = impls.get("hive")
             lim = ""
-            lfig = limit_fig(rows, key[0])
+            lfig = limit_fig(rows, key[0], key[1])
             if h is not None and lfig is not None and not h.error and h.ns > 0:
                 lim = "%.2f (%s: %s)" % (lfig.ns / h.ns, LIMIT_OF[key[0]], human_ns(lfig.ns))
             ray = ""
@@ -241,7 +245,7 @@ def draw(rows, order, outdir):
         for j, impl in enumerate(impls):
             ys, xs = [], []
             for y, k in enumerate(keys):
-                f = rows[k].get(impl) if impl != "limit" else limit_fig(rows, k[0])
+                f = rows[k].get(impl) if impl != "limit" else limit_fig(rows, k[0], k[1])
                 if f is not None and not f.error and f.rate > 0:
                     ys.append(y + j * height)
                     xs.append(f.rate)
@@ -280,6 +284,12 @@ def draw_scale(plt, rows, keys, outdir):
         pts.sort()
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=fam)
+        lim = [(float(k[1].split(":")[1]), limit_fig(rows, fam, k[1])) for k in keys
+               if k[0] == fam and ":" in k[1]]
+        lim = sorted((x, f.ns) for x, f in lim if f is not None)
+        if lim:
+            ax.plot([p[0] for p in lim], [p[1] for p in lim], linestyle="--", marker=".",
+                    label="%s limit (%s)" % (fam, LIMIT_OF[fam]))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("work held (live objects, queued tasks, actors)")
