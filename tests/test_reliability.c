@@ -651,6 +651,100 @@ static void test_nested_worker_defers_call_on_its_waiter(void **state)
     disarm();
 }
 
+/* ------------------------------------------------------------ defect 11 */
+
+/* An actor whose next call waits for an argument once waited for it inside
+ * its turn, helping: its worker ran other jobs above the turn. One of them,
+ * a task waiting for a *later* call of the same actor, could never see that
+ * call run - the turn below could not resume until the task returned - so
+ * the argument's arrival changed nothing: a deadlock no user wrote (a user
+ * thread blocking in the task's place would have been released). The turn
+ * now parks and frees the worker. One worker, so the nesting is certain;
+ * as a constructor's argument too, and with a cancel of the parked call. */
+
+static int wait_for_ref_arg_bytes(hive_ctx_t *ctx)
+{
+    hive_ref_t r;
+    memcpy(&r, hive_arg(ctx, 0, NULL), sizeof r);
+    const void *p;
+    return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL) == HIVE_OK ? 0 : 1;
+}
+
+static void task_waits_for_call_behind_parked_one(bool as_ctor_arg, bool cancel_first)
+{
+    hive_t *h = test_engine(16 * MiB, 1, NULL);
+    void *d;
+    hive_ref_t gate, first, later, task;
+    assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+    hive_arg_t on_gate = HIVE_REF(gate);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &nop_class, as_ctor_arg ? &on_gate : NULL, as_ctor_arg,
+                                    NULL, &a), HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, as_ctor_arg ? NULL : &on_gate, !as_ctor_arg, NULL, &first),
+                     HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &later), HIVE_OK);
+    test_sleep_ms(20);                   /* the actor's turn has met the pending argument */
+    hive_arg_t by_bytes = HIVE_BYTES(&later, sizeof later);
+    assert_int_equal(hive_submit(h, wait_for_ref_arg_bytes, &by_bytes, 1, NULL, &task), HIVE_OK);
+    test_sleep_ms(20);                   /* the only worker runs the task, which waits */
+    const void *p;
+    if (cancel_first && !as_ctor_arg) {
+        /* the cancel alone lets the actor move on to `later` */
+        assert_int_equal(hive_cancel(h, first), HIVE_OK);
+        assert_int_equal(hive_get(h, first, DEADLINE_NS, &p, NULL), HIVE_ECANCELED);
+    } else {
+        assert_int_equal(hive_seal(h, gate), HIVE_OK);
+        test_get_ok(h, first, DEADLINE_NS, &p, NULL);
+    }
+    test_get_ok(h, later, DEADLINE_NS, &p, NULL);
+    test_get_ok(h, task, DEADLINE_NS, &p, NULL);
+    hive_release(h, task);
+    hive_release(h, later);
+    hive_release(h, first);
+    hive_release(h, gate);
+    assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_parked_actor_frees_its_worker(void **state)
+{
+    (void)state;
+    arm("a task waiting for a call queued behind a call waiting for its argument", 60);
+    task_waits_for_call_behind_parked_one(false, false);
+    task_waits_for_call_behind_parked_one(false, true);
+    task_waits_for_call_behind_parked_one(true, false);
+    disarm();
+}
+
+/* A parked actor at shutdown: the call and the calls behind it fail with
+ * HIVE_ESHUTDOWN, nothing leaks (ASan), and a park hung on an object made
+ * by a job that was still running when shutdown began fires too. */
+static void test_shutdown_parked_actor(void **state)
+{
+    (void)state;
+    arm("shutdown with actors parked on unsealed arguments", 60);
+    for (int round = 0; round < 20; round++) {
+        hive_t *h = test_engine(16 * MiB, 2, NULL);
+        void *d;
+        hive_ref_t gate, c[4];
+        assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+        hive_arg_t on_gate = HIVE_REF(gate);
+        hive_actor_t a, b;
+        assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, NULL, &a), HIVE_OK);
+        assert_int_equal(hive_actor_new(h, &nop_class, &on_gate, 1, NULL, &b), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[0]), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &c[1]), HIVE_OK);
+        assert_int_equal(hive_call(h, b, 0, NULL, 0, NULL, &c[2]), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[3]), HIVE_OK);
+        if (round & 1)
+            test_sleep_ms(1);
+        if (round % 4 == 2)
+            assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);   /* the refs die with the engine */
+    }
+    disarm();
+}
+
 /* Shutdown with the store full of live objects (nobody released them):
  * the close frees every record while walking the table. */
 static void test_shutdown_full_store_unreleased(void **state)
@@ -684,6 +778,8 @@ int main(void)
         cmocka_unit_test(test_cancel_and_kill_free_stuck_actor),
         cmocka_unit_test(test_shutdown_full_store_unreleased),
         cmocka_unit_test(test_nested_worker_defers_call_on_its_waiter),
+        cmocka_unit_test(test_parked_actor_frees_its_worker),
+        cmocka_unit_test(test_shutdown_parked_actor),
     };
     return cmocka_run_group_tests_name("reliability", tests, start_watchdog, NULL);
 }
