@@ -717,9 +717,8 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
  * finish, so its order is kept - and its worker goes on with other work (no
  * thread waits, so a job that waits for a later call of this actor cannot
  * hold the parked one up). Cancelling the call, killing the actor or
- * shutting down ends the wait at once. A concurrent actor's call waits for
- * its arguments in its own job, on a worker that is not already inside
- * another job's wait.
+ * shutting down ends the wait at once. A concurrent actor's call parks
+ * alone (its slot stays taken; the actor's other calls go on).
  * HIVE_EINVAL for a bad method index, HIVE_ENOENT for an unknown actor,
  * HIVE_EDEAD for a dead one.
  */

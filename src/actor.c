@@ -43,9 +43,11 @@
  * counts 1 for the living actor plus one per dispatched call; the
  * constructor and a restart run in a dispatcher turn only when no call is
  * in flight (a HIVE_RESTART sets restart_req; nothing is dispatched until
- * the last running call is out, which kicks). Death: the dispatcher fails
- * what is queued, keeps RUNNING for good and drops the living count;
- * whoever drops `active` to zero (it, or the last running call) retires.
+ * the last running call is out, which kicks). A call job whose arguments
+ * are pending parks alone, keeping its slot (see "parking"). Death: the
+ * dispatcher fails what is queued and what is parked, keeps RUNNING for
+ * good and drops the living count; whoever drops `active` to zero (it, or
+ * the last running call) retires.
  *
  * Failure: a nonzero return fails the call with HIVE_ETASK; HIVE_RESTART
  * also rebuilds the actor (fini, zero-fill, init with the original
@@ -112,6 +114,8 @@ typedef struct conc {
     unsigned            ngroups;
     _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
     _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
+    pthread_mutex_t     park_lock;       /* parked calls: a park and a kill, never a call */
+    struct park        *parked;          /* calls parked on an argument (see parking) */
     unsigned            method_group[];  /* the group of each method */
 } conc_t;
 
@@ -304,27 +308,6 @@ static bool is_dead(hive__actor_t *a)
     return atomic_load_explicit(&a->dead, memory_order_acquire) != 0;
 }
 
-/* May a concurrent actor's call job run by worker w start a call whose ref
- * arguments are not all sealed yet? Not when w is nested (depth > 0): it
- * runs this job while a job below it on its stack waits, and the argument
- * may be that job's own result (a task that submitted a child and waits
- * for it; the helping wait took this call). Waiting here would keep that
- * job from ever resuming: a deadlock no user wrote. So a nested worker
- * queues the job again, and a worker that is not inside another job's wait
- * runs it, waiting there as before. (Sequential actors and constructors
- * park instead: see "parking".) */
-#define DEFER_NAP_NS 20000u   /* after a deferral: the same nested worker would take it again */
-
-static bool must_defer(const hive__worker_t *w, const hive__task_t *t)
-{
-    if (w->depth == 0 || t == NULL)
-        return false;
-    for (size_t i = 0; i < t->nargs; i++)
-        if (t->args[i].obj != NULL && hive__obj_state(t->args[i].obj) == HIVE__PENDING)
-            return true;
-    return false;
-}
-
 /* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
  * else why the record cannot run: HIVE_ETASK (an argument failed),
  * HIVE_EDEAD (the actor was killed meanwhile), HIVE_ECANCELED (the call
@@ -390,18 +373,54 @@ typedef struct park {
     hive__actor_t    *a;                 /* touched by the first to fire only: the
                                             park's reference on it goes then */
     struct hive      *h;
+    hive__task_t     *job;               /* a concurrent actor's call job, parked by
+                                            itself (see park_call_job), else NULL */
+    struct park      *prev, *next;       /* conc->parked, under conc->park_lock */
     _Atomic uint32_t  left;              /* dependencies that have not fired */
+    _Atomic uint32_t  fired;             /* 1 once the first has fired (it wakes) */
     uint16_t          deps;              /* how many were hung: 1 or 2 */
     uint16_t          lane;              /* the lane to kick */
+    bool              linked;            /* in conc->parked (under its lock) */
+    bool              killed;            /* its call failed by the actor's death */
 } park_t;
 
 _Static_assert(sizeof(park_t) <= 128, "a park is a 128-byte pool block");
 
+static void call_job(hive__job_t *job, hive__worker_t *w);
+
+/* A concurrent actor's parked call job leaves the kill list (its waker,
+ * before it lets go of the park). */
+static void park_unlink(park_t *p)
+{
+    conc_t *c = p->a->conc;
+    pthread_mutex_lock(&c->park_lock);
+    if (p->linked) {
+        if (p->prev != NULL)
+            p->prev->next = p->next;
+        else
+            c->parked = p->next;
+        if (p->next != NULL)
+            p->next->prev = p->prev;
+        p->linked = false;
+    }
+    pthread_mutex_unlock(&c->park_lock);
+}
+
+/* One of p's dependencies fired: the first wakes what waits, the last
+ * frees p. */
 static void park_fire(park_t *p)
 {
     hive__actor_t *a = p->a;             /* read before the decrement: p may go after it */
-    unsigned lane = p->lane, deps = p->deps;
+    unsigned lane = p->lane;
     struct hive *h = p->h;
+    hive__task_t *job = p->job;
+    /* The first to fire wakes, and it alone may touch the actor (the second
+     * may come after a kill freed it). acq_rel: p's fields from its maker;
+     * the first finishes with p (a call job's leaves the kill list) before
+     * its decrement, so the last decrement frees a park nobody reads. */
+    bool first = atomic_exchange_explicit(&p->fired, 1, memory_order_acq_rel) == 0;
+    if (first && job != NULL)
+        park_unlink(p);
     /* acq_rel: the last one out frees the park after the others' reads */
     uint32_t left = atomic_fetch_sub_explicit(&p->left, 1, memory_order_acq_rel);
     if (left == 1) {
@@ -409,16 +428,26 @@ static void park_fire(park_t *p)
         /* release: hive__actors_shutdown's acquire load sees the parks done */
         atomic_fetch_sub_explicit(&h->actors.parked, 1, memory_order_release);
     }
-    if (left != deps)
-        return;                          /* not the first: the actor was woken already */
+    if (!first)
+        return;
+    /* acquire: pairs with hive__sched_begin_stop; a stopping engine starts no
+     * job (hive__actors_shutdown fails what the actors hold) */
+    bool stopping = atomic_load_explicit(&h->sched.stopping, memory_order_acquire);
+    if (job != NULL) {
+        /* the call job goes on (the call's reference on the actor and its
+         * slot were kept); at a stop it fails the call as a dropped job */
+        if (stopping)
+            call_job(&job->job, NULL);
+        else
+            hive__sched_spawn(&h->sched, &job->job, lane, (int)a->node);
+        return;
+    }
     /* seq_cst RMW: the waker's half of the turn-end handshake (see above) */
     uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, (s & ~PARKED) | WOKE,
                                                   memory_order_seq_cst, memory_order_relaxed))
         ;
-    /* acquire: pairs with hive__sched_begin_stop; a stopping engine starts no
-     * turn (hive__actors_shutdown fails what the actor holds) */
-    if (!atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
+    if (!stopping)
         kick(a, lane);
     unref(a);                            /* the park's reference */
 }
@@ -439,51 +468,143 @@ static void park_res_ready(hive__dep_t *d, bool failed)
     park_fire(p);
 }
 
-/* The turn (owner of RUNNING) about to start record t (the constructor's,
- * or a call): true if it parked the actor on one of t's pending ref
- * arguments. False if none is pending, if t is a cancelled call (the run
- * fails it at once), or if no park could be allocated (the record then
- * waits in place, args_ready, as before parking existed). */
-static bool park_on_args(hive__actor_t *a, hive__task_t *t, bool is_call)
+/* The index of t's first ref argument still pending, or -1; -1 also for
+ * a cancelled call (its run fails it at once). */
+static ptrdiff_t pending_arg(const hive__task_t *t, bool is_call)
 {
     size_t i = 0;
     while (t != NULL && i < t->nargs &&
            (t->args[i].obj == NULL || hive__obj_state(t->args[i].obj) != HIVE__PENDING))
         i++;
     if (t == NULL || i == t->nargs)
-        return false;
+        return -1;
     if (is_call && atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
-        return false;
+        return -1;
+    return (ptrdiff_t)i;
+}
+
+/* A park on t's argument i (and on its result, for a call); NULL if none
+ * could be allocated. The caller links or marks, then hangs (park_hang). */
+static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_call)
+{
     park_t *p = hive__pool_alloc(sizeof *p);
     if (p == NULL)
-        return false;
+        return NULL;
+    memset(p, 0, sizeof *p);
     p->a = a;
     p->h = a->h;
     p->deps = is_call ? 2 : 1;
     p->lane = (uint16_t)(is_call ? t->lane : hive__prio_lane(HIVE_PRIO_NORMAL));
     atomic_init(&p->left, p->deps);
+    atomic_init(&p->fired, 0);
     p->arg.ready = park_arg_ready;
     p->res.ready = park_res_ready;
-    /* t holds a count on both (the turn owns t): these cannot fail */
+    /* t holds a count on both (its owner runs this): these cannot fail */
     p->on_arg = t->args[i].obj;
     p->on_res = is_call ? t->result : NULL;
     (void)hive__obj_retain_live(p->on_arg);
     if (is_call)
         (void)hive__obj_retain_live(p->on_res);
-    /* relaxed, both: the park's own references; the dependency hooks below
-     * (release) publish them with the park to whoever fires it */
-    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    /* relaxed: shutdown's count of parks; their frees release it */
     atomic_fetch_add_explicit(&a->h->actors.parked, 1, memory_order_relaxed);
-    /* relaxed: only the turn sets PARKED, and it owns RUNNING; a waker
-     * clears it with a seq_cst RMW, ordered after this by the hooks */
-    atomic_fetch_or_explicit(&a->sched, PARKED, memory_order_relaxed);
-    /* a dependency that finished meanwhile fires here, at once: it leaves
-     * WOKE for the end of this turn */
+    return p;
+}
+
+/* Hang p on its objects; a dependency that finished meanwhile fires at
+ * once, here. The hooks' release publishes p to whoever fires it. */
+static void park_hang(park_t *p)
+{
+    hive__obj_t *res = p->on_res;        /* p may be gone once the first has fired */
     if (!hive__obj_add_dep(p->on_arg, &p->arg))
         park_arg_ready(&p->arg, false);
-    if (is_call && !hive__obj_add_dep(p->on_res, &p->res))
+    if (res != NULL && !hive__obj_add_dep(res, &p->res))
         park_res_ready(&p->res, false);
+}
+
+/* The turn (owner of RUNNING) about to start record t (the constructor's,
+ * or a call): true if it parked the actor on one of t's pending ref
+ * arguments. False if none is pending, if t is a cancelled call, or if no
+ * park could be allocated (the record then waits in place, args_ready, as
+ * before parking existed). */
+static bool park_on_args(hive__actor_t *a, hive__task_t *t, bool is_call)
+{
+    ptrdiff_t i = pending_arg(t, is_call);
+    park_t *p = i < 0 ? NULL : park_new(a, t, (size_t)i, is_call);
+    if (p == NULL)
+        return false;
+    /* relaxed: the park's reference; the hooks publish it with the park */
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    /* relaxed: only the turn sets PARKED, and it owns RUNNING; a waker
+     * clears it with a seq_cst RMW, ordered after this by the hooks. A
+     * dependency that fires at once leaves WOKE for the end of this turn. */
+    atomic_fetch_or_explicit(&a->sched, PARKED, memory_order_relaxed);
+    park_hang(p);
     return true;
+}
+
+/* A concurrent actor's call job about to run call t: true if it parked
+ * the job on one of t's pending arguments (the job is spawned again when
+ * the first of the park's dependencies fires; it keeps its slot and its
+ * reference meanwhile). The park goes on the actor's kill list first, under
+ * the lock a death takes to fail parked calls (give_up), so a call parked
+ * after the death was seen cannot be missed: the death is read under it. */
+static bool park_call_job(hive__actor_t *a, hive__task_t *t)
+{
+    ptrdiff_t i = pending_arg(t, true);
+    park_t *p = i < 0 ? NULL : park_new(a, t, (size_t)i, true);
+    if (p == NULL)
+        return false;
+    p->job = t;
+    conc_t *c = a->conc;
+    pthread_mutex_lock(&c->park_lock);
+    bool dead = is_dead(a);
+    if (!dead) {
+        p->next = c->parked;
+        if (p->next != NULL)
+            p->next->prev = p;
+        c->parked = p;
+        p->linked = true;
+    }
+    pthread_mutex_unlock(&c->park_lock);
+    if (dead) {                          /* never hung: undo it, the run fails the call */
+        hive__obj_release(a->h, p->on_arg);
+        hive__obj_release(a->h, p->on_res);
+        hive__pool_free(p, sizeof *p);
+        atomic_fetch_sub_explicit(&a->h->actors.parked, 1, memory_order_release);
+        return false;
+    }
+    park_hang(p);
+    return true;
+}
+
+/* A concurrent actor died: fail every parked call's result with HIVE_EDEAD
+ * now (its park then fires, and its job fails the call as a dead actor's).
+ * One at a time, outside the lock: failing a result fires the park, which
+ * takes the lock to leave the list. */
+static void fail_parked_calls(hive__actor_t *a)
+{
+    conc_t *c = a->conc;
+    for (;;) {
+        pthread_mutex_lock(&c->park_lock);
+        park_t *p = c->parked;
+        while (p != NULL && p->killed)
+            p = p->next;
+        hive__obj_t *res = NULL;
+        if (p != NULL) {
+            p->killed = true;
+            res = p->on_res;
+            (void)hive__obj_retain_live(res);   /* p holds one: alive until we are done */
+        }
+        pthread_mutex_unlock(&c->park_lock);
+        if (res == NULL)
+            return;
+        uint32_t queued = HIVE__RUN_QUEUED;
+        /* acq_rel: as complete_without_running (task.c): one outcome wins */
+        if (atomic_compare_exchange_strong_explicit(&res->run, &queued, HIVE__RUN_DONE,
+                                                    memory_order_acq_rel, memory_order_relaxed))
+            hive__obj_fail(a->h, res, HIVE_EDEAD);
+        hive__obj_release(a->h, res);
+    }
 }
 
 static void finalize(hive__actor_t *a)
@@ -632,6 +753,7 @@ static void put_class(hive_t *h, const hive_actor_class_t *cls)
 static void free_parts(hive__actor_t *a, size_t state_size)
 {
     if (a->conc != NULL) {
+        pthread_mutex_destroy(&a->conc->park_lock);
         free(a->conc->groups);
         free(a->conc);
     }
@@ -824,6 +946,7 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
 static void give_up(hive__actor_t *a)
 {
     fail_queued(a, HIVE_EDEAD);
+    fail_parked_calls(a);
     if (atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_acq_rel) == 1)
         retire(a);
 }
@@ -924,12 +1047,8 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
         hive__task_fail_unrun(t, HIVE_ESHUTDOWN);
     } else if (is_dead(a)) {
         hive__task_fail_unrun(t, HIVE_EDEAD);
-    } else if (must_defer(w, t)) {
-        /* still in flight (its slot and references stay): queued again for
-         * a worker that can wait for its arguments */
-        hive__sched_spawn(&a->h->sched, &t->job, lane, (int)a->node);
-        hive__sleep_ns(DEFER_NAP_NS);
-        return;
+    } else if (park_call_job(a, t)) {
+        return;                          /* still in flight: its slot and references stay */
     } else {
         rc = run_call(a, t, w);
     }
@@ -1128,6 +1247,7 @@ static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigne
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
                           cls->nmethods);
     memset(c, 0, bytes);                 /* every method in the default group */
+    pthread_mutex_init(&c->park_lock, NULL);
     a->conc = c;
     unsigned n = (unsigned)cls->ngroups + 1;
     if (hive__posix_memalign((void **)&c->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {

@@ -541,13 +541,12 @@ static void test_dead_actor_name_reused(void **state)
 
 /* ------------------------------------------------------------ defect 9 */
 
-static void test_cancel_and_kill_free_stuck_actor(void **state)
+static void cancel_and_kill_free_stuck_actor(unsigned max_concurrency)
 {
-    (void)state;
-    arm("actor stuck on an unsealed argument", 60);
     hive_t *h = test_engine(16 * MiB, 2, NULL);
+    hive_actor_opts_t o = { .max_concurrency = max_concurrency };
     hive_actor_t a;
-    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, NULL, &a), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &o, &a), HIVE_OK);
     void *d;
     hive_ref_t never, stuck, next;
     assert_int_equal(hive_create(h, 8, &d, &never), HIVE_OK);
@@ -571,13 +570,15 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
     assert_int_equal(hive_get(h, stuck, DEADLINE_NS, &p, NULL), HIVE_EDEAD);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(hive_get(h, q[i], DEADLINE_NS, &p, NULL), HIVE_EDEAD);
+        /* a concurrent actor ran them beside the stuck one before the kill */
+        assert_int_equal(hive_get(h, q[i], DEADLINE_NS, &p, NULL),
+                         max_concurrency > 1 ? HIVE_OK : HIVE_EDEAD);
         hive_release(h, q[i]);
     }
     hive_release(h, stuck);
     /* a constructor stuck on its argument: kill ends it too */
     hive_actor_t b;
-    assert_int_equal(hive_actor_new(h, &nop_class, &arg, 1, NULL, &b), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, &arg, 1, &o, &b), HIVE_OK);
     assert_int_equal(hive_call(h, b, 0, NULL, 0, NULL, &next), HIVE_OK);
     test_sleep_ms(10);
     assert_int_equal(hive_actor_kill(h, b), HIVE_OK);
@@ -585,6 +586,14 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     hive_release(h, next);
     hive_release(h, never);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_cancel_and_kill_free_stuck_actor(void **state)
+{
+    (void)state;
+    arm("actor stuck on an unsealed argument", 60);
+    cancel_and_kill_free_stuck_actor(0);        /* a turn parked on the argument */
+    cancel_and_kill_free_stuck_actor(3);        /* a concurrent actor's call job parked */
     disarm();
 }
 
@@ -670,16 +679,18 @@ static int wait_for_ref_arg_bytes(hive_ctx_t *ctx)
     return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL) == HIVE_OK ? 0 : 1;
 }
 
-static void task_waits_for_call_behind_parked_one(bool as_ctor_arg, bool cancel_first)
+static void task_waits_for_call_behind_parked_one(bool as_ctor_arg, bool cancel_first,
+                                                  unsigned max_concurrency)
 {
     hive_t *h = test_engine(16 * MiB, 1, NULL);
+    hive_actor_opts_t o = { .max_concurrency = max_concurrency };
     void *d;
     hive_ref_t gate, first, later, task;
     assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
     hive_arg_t on_gate = HIVE_REF(gate);
     hive_actor_t a;
     assert_int_equal(hive_actor_new(h, &nop_class, as_ctor_arg ? &on_gate : NULL, as_ctor_arg,
-                                    NULL, &a), HIVE_OK);
+                                    &o, &a), HIVE_OK);
     assert_int_equal(hive_call(h, a, 0, as_ctor_arg ? NULL : &on_gate, !as_ctor_arg, NULL, &first),
                      HIVE_OK);
     assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &later), HIVE_OK);
@@ -710,9 +721,11 @@ static void test_parked_actor_frees_its_worker(void **state)
 {
     (void)state;
     arm("a task waiting for a call queued behind a call waiting for its argument", 60);
-    task_waits_for_call_behind_parked_one(false, false);
-    task_waits_for_call_behind_parked_one(false, true);
-    task_waits_for_call_behind_parked_one(true, false);
+    for (unsigned conc = 0; conc <= 2; conc += 2) {   /* sequential, then concurrent */
+        task_waits_for_call_behind_parked_one(false, false, conc);
+        task_waits_for_call_behind_parked_one(false, true, conc);
+        task_waits_for_call_behind_parked_one(true, false, conc);
+    }
     disarm();
 }
 
@@ -726,20 +739,26 @@ static void test_shutdown_parked_actor(void **state)
     for (int round = 0; round < 20; round++) {
         hive_t *h = test_engine(16 * MiB, 2, NULL);
         void *d;
-        hive_ref_t gate, c[4];
+        hive_ref_t gate, c[7];
         assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
         hive_arg_t on_gate = HIVE_REF(gate);
-        hive_actor_t a, b;
+        hive_actor_t a, b, k;
+        hive_actor_opts_t conc = { .max_concurrency = 2 };
         assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, NULL, &a), HIVE_OK);
         assert_int_equal(hive_actor_new(h, &nop_class, &on_gate, 1, NULL, &b), HIVE_OK);
+        assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &conc, &k), HIVE_OK);
         assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[0]), HIVE_OK);
         assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &c[1]), HIVE_OK);
         assert_int_equal(hive_call(h, b, 0, NULL, 0, NULL, &c[2]), HIVE_OK);
         assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[3]), HIVE_OK);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(hive_call(h, k, 0, &on_gate, 1, NULL, &c[4 + i]), HIVE_OK);
         if (round & 1)
             test_sleep_ms(1);
-        if (round % 4 == 2)
+        if (round % 4 == 2) {
             assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+            assert_int_equal(hive_actor_kill(h, k), HIVE_OK);
+        }
         assert_int_equal(hive_shutdown(h), HIVE_OK);   /* the refs die with the engine */
     }
     disarm();
