@@ -729,6 +729,43 @@ static void test_parked_actor_frees_its_worker(void **state)
     disarm();
 }
 
+/* The fuzzer's hang behind defect 11: a worker waiting inside a turn (the
+ * constructor's argument) helped, took another actor's token, whose call
+ * also waited for an argument; nested, it was re-queued in its lane, taken
+ * again, and so on, while a LOW task submitted meanwhile never ran. Now
+ * nothing waits inside a turn: the LOW task runs while both actors wait. */
+static void test_low_task_runs_while_actors_wait(void **state)
+{
+    (void)state;
+    arm("a LOW task while actors wait for arguments", 60);
+    hive_t *h = test_engine(16 * MiB, 1, NULL);
+    void *d;
+    hive_ref_t gate, call[2], low;
+    assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+    hive_arg_t on_gate = HIVE_REF(gate);
+    hive_actor_t a, b;
+    hive_actor_opts_t conc = { .max_concurrency = 2 };
+    assert_int_equal(hive_actor_new(h, &nop_class, &on_gate, 1, NULL, &a), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &conc, &b), HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &call[0]), HIVE_OK);
+    assert_int_equal(hive_call(h, b, 0, &on_gate, 1, NULL, &call[1]), HIVE_OK);
+    test_sleep_ms(20);
+    hive_opts_t lo = { .priority = HIVE_PRIO_LOW };
+    assert_int_equal(hive_submit(h, count_task, NULL, 0, &lo, &low), HIVE_OK);
+    const void *p;
+    test_get_ok(h, low, DEADLINE_NS, &p, NULL);  /* the gate is still unsealed */
+    assert_int_equal(hive_get(h, call[0], 0, &p, NULL), HIVE_ETIMEDOUT);
+    assert_int_equal(hive_seal(h, gate), HIVE_OK);
+    for (int i = 0; i < 2; i++) {
+        test_get_ok(h, call[i], DEADLINE_NS, &p, NULL);
+        hive_release(h, call[i]);
+    }
+    hive_release(h, low);
+    hive_release(h, gate);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    disarm();
+}
+
 /* A parked actor at shutdown: the call and the calls behind it fail with
  * HIVE_ESHUTDOWN, nothing leaks (ASan), and a park hung on an object made
  * by a job that was still running when shutdown began fires too. */
@@ -799,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_nested_worker_defers_call_on_its_waiter),
         cmocka_unit_test(test_parked_actor_frees_its_worker),
         cmocka_unit_test(test_shutdown_parked_actor),
+        cmocka_unit_test(test_low_task_runs_while_actors_wait),
     };
     return cmocka_run_group_tests_name("reliability", tests, start_watchdog, NULL);
 }
