@@ -692,9 +692,7 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
 /*
  * hive_actor_new - create an actor; its constructor runs on a worker before
  * any call (arguments as in tasks; ref arguments are waited for, as for
- * calls: by a turn on a worker that is not itself waiting inside another
- * job - such a worker leaves the call to a later turn, since the argument
- * may be the result of the very job it waits in). A
+ * calls: the actor parks until they finish, and no worker waits). A
  * constructor that returns nonzero leaves the actor dead: calls fail with
  * HIVE_EDEAD. HIVE_EINVAL for a bad class (NULL, methods NULL with
  * nmethods > 0, a NULL method fn), a name a live actor has, or a bad
@@ -715,7 +713,12 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
  * (HIVE_ETASK) and the actor lives on; HIVE_RESTART also rebuilds it (fini,
  * zero-fill, init with the original arguments) up to max_restarts times,
  * after which it is dead. Ref arguments still pending are waited for when
- * the call's turn comes (the actor waits; its order is kept).
+ * the call's turn comes: the actor parks - it runs nothing else until they
+ * finish, so its order is kept - and its worker goes on with other work (no
+ * thread waits, so a job that waits for a later call of this actor cannot
+ * hold the parked one up). Cancelling the call, killing the actor or
+ * shutting down ends the wait at once. A concurrent actor's call parks
+ * alone (its slot stays taken; the actor's other calls go on).
  * HIVE_EINVAL for a bad method index, HIVE_ENOENT for an unknown actor,
  * HIVE_EDEAD for a dead one.
  */

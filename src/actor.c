@@ -23,9 +23,10 @@
  *
  * One caller's calls at one priority keep their order: the MPSC queue is
  * FIFO per producer, and a turn takes them in queue order. Ref arguments
- * still pending when their call comes up are waited for in place (the
- * actor waits, its order is kept; the worker runs other work meanwhile);
- * cancelling that call, killing the actor or shutting down ends the wait.
+ * still pending when their call comes up park the actor (see "parking"):
+ * it runs nothing else until they finish, so its order is kept, but no
+ * worker waits for them; cancelling that call, killing the actor or
+ * shutting down ends the wait.
  *
  * Concurrent actors (opts->max_concurrency > 1, or the class declares
  * concurrency groups) keep one mailbox triple per group (group 0 is the
@@ -42,9 +43,11 @@
  * counts 1 for the living actor plus one per dispatched call; the
  * constructor and a restart run in a dispatcher turn only when no call is
  * in flight (a HIVE_RESTART sets restart_req; nothing is dispatched until
- * the last running call is out, which kicks). Death: the dispatcher fails
- * what is queued, keeps RUNNING for good and drops the living count;
- * whoever drops `active` to zero (it, or the last running call) retires.
+ * the last running call is out, which kicks). A call job whose arguments
+ * are pending parks alone, keeping its slot (see "parking"). Death: the
+ * dispatcher fails what is queued and what is parked, keeps RUNNING for
+ * good and drops the living count; whoever drops `active` to zero (it, or
+ * the last running call) retires.
  *
  * Failure: a nonzero return fails the call with HIVE_ETASK; HIVE_RESTART
  * also rebuilds the actor (fini, zero-fill, init with the original
@@ -78,6 +81,8 @@
 #define ACTOR_BATCH 100                  /* calls per turn before others get the worker (Pony: 100) */
 #define RUNNING     (1u << HIVE_NPRIO)
 #define TOKEN(l)    (1u << (l))
+#define PARKED      (RUNNING << 1)       /* the turn's head record waits for an argument (parking) */
+#define WOKE        (RUNNING << 2)       /* a park fired since the turn in progress began */
 #define ARG_POLL_NS 1000000              /* a call waiting for an argument looks at cancel/kill this often */
 
 struct hive__actor;
@@ -109,6 +114,8 @@ typedef struct conc {
     unsigned            ngroups;
     _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
     _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
+    pthread_mutex_t     park_lock;       /* parked calls: a park and a kill, never a call */
+    struct park        *parked;          /* calls parked on an argument (see parking) */
     unsigned            method_group[];  /* the group of each method */
 } conc_t;
 
@@ -148,8 +155,8 @@ typedef struct hive__actor {
     void               *state;
     hive__task_t       *ctor;            /* constructor arguments, NULL for none; kept only
                                             while restarts may need them */
-    hive__task_t       *held;            /* a call taken from the mail but deferred (see
-                                            must_defer): the next turn runs it first */
+    hive__task_t       *held;            /* a call taken from the mail that parked the
+                                            actor (see parking): the next turn runs it first */
     hive__obj_t        *handle;
     struct rcu_head     rcu;
     struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
@@ -164,6 +171,7 @@ void hive__actors_init(hive__actors_t *r)
     atomic_init(&r->next, 0);
     atomic_init(&r->dying, 0);
     atomic_init(&r->restarts, 0);
+    atomic_init(&r->parked, 0);
 }
 
 /* Was id ever an actor of this engine? (Then, if the table lacks it, dead.) */
@@ -300,27 +308,6 @@ static bool is_dead(hive__actor_t *a)
     return atomic_load_explicit(&a->dead, memory_order_acquire) != 0;
 }
 
-/* May a turn or call run by worker w start a record whose ref arguments
- * are not all sealed yet? Not when w is nested (depth > 0): it runs this
- * job while a job below it on its stack waits, and the argument may be that
- * job's own result (a task that submitted a child and waits for it; the
- * helping wait took this call). Waiting here would keep that job from ever
- * resuming: a deadlock no user wrote. So a nested worker defers the record
- * instead (the turn holds it back for its next turn, a concurrent call
- * queues its job again), and a worker that is not inside another job's
- * wait runs it, waiting there as before. */
-#define DEFER_NAP_NS 20000u   /* after a deferral: the same nested worker would take it again */
-
-static bool must_defer(const hive__worker_t *w, const hive__task_t *t)
-{
-    if (w->depth == 0 || t == NULL)
-        return false;
-    for (size_t i = 0; i < t->nargs; i++)
-        if (t->args[i].obj != NULL && hive__obj_state(t->args[i].obj) == HIVE__PENDING)
-            return true;
-    return false;
-}
-
 /* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
  * else why the record cannot run: HIVE_ETASK (an argument failed),
  * HIVE_EDEAD (the actor was killed meanwhile), HIVE_ECANCELED (the call
@@ -346,6 +333,278 @@ static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
             return HIVE_ETASK;
     }
     return HIVE_OK;
+}
+
+/* ------------------------------------------------------------ parking
+ *
+ * A sequential actor's turn never waits for an argument. When the record at
+ * the head of its work (the constructor, or the next call) has a ref
+ * argument still pending, the turn parks: it keeps the record in a->held,
+ * hangs a park on the argument (and, for a call, on the call's own result,
+ * which a cancel fails), sets PARKED and ends. The actor runs nothing else
+ * meanwhile - its order is kept, as when it waited in place - and its
+ * worker is free. Whichever of the park's dependencies fires first wakes
+ * the actor: PARKED off, WOKE on, a kick. The next turn looks again (an
+ * argument may still be pending: it parks on that one).
+ *
+ * Waiting in place instead (a helping wait inside the turn) ran other jobs
+ * above the turn on the worker's stack; one of them that waited for a later
+ * call of this actor (a task doing hive_get on it) could never see it run,
+ * since the turn below could not resume before that job returned: a
+ * deadlock nobody wrote (tests/test_reliability.c, defect 11).
+ *
+ * While PARKED is set a turn (kicked by a new call, or a kill) does nothing
+ * but notice death, and it kicks no further turn for mail: only the wake
+ * (or a kill) does. So a turn's end reads WOKE in the same RMW that clears
+ * RUNNING: a wake whose kick found RUNNING set is seen there (one word, so
+ * either the waker's RMW or the turn's comes first in its order).
+ *
+ * A park holds a reference on the actor until it fires: the waker may
+ * touch the actor after a kill retired it. It never touches the held
+ * record, so a kill or a cancel can fail that record at once; the park is
+ * freed by the last of its dependencies. Shutdown fails every pending
+ * object (hive_shutdown), which fires every park before the actors go.
+ */
+typedef struct park {
+    hive__dep_t       arg;               /* on the pending argument */
+    hive__dep_t       res;               /* on the call's result (calls only) */
+    hive__obj_t      *on_arg, *on_res;   /* a count on each (a pending object freed
+                                            with its deps hung would never fire them) */
+    hive__actor_t    *a;                 /* touched by the first to fire only: the
+                                            park's reference on it goes then */
+    struct hive      *h;
+    hive__task_t     *job;               /* a concurrent actor's call job, parked by
+                                            itself (see park_call_job), else NULL */
+    struct park      *prev, *next;       /* conc->parked, under conc->park_lock */
+    _Atomic uint32_t  left;              /* dependencies that have not fired */
+    _Atomic uint32_t  fired;             /* 1 once the first has fired (it wakes) */
+    uint16_t          deps;              /* how many were hung: 1 or 2 */
+    uint16_t          lane;              /* the lane to kick */
+    bool              linked;            /* in conc->parked (under its lock) */
+    bool              killed;            /* its call failed by the actor's death */
+} park_t;
+
+_Static_assert(sizeof(park_t) <= 128, "a park is a 128-byte pool block");
+
+static void call_job(hive__job_t *job, hive__worker_t *w);
+
+/* A concurrent actor's parked call job leaves the kill list (its waker,
+ * before it lets go of the park). */
+static void park_unlink(park_t *p)
+{
+    conc_t *c = p->a->conc;
+    pthread_mutex_lock(&c->park_lock);
+    if (p->linked) {
+        if (p->prev != NULL)
+            p->prev->next = p->next;
+        else
+            c->parked = p->next;
+        if (p->next != NULL)
+            p->next->prev = p->prev;
+        p->linked = false;
+    }
+    pthread_mutex_unlock(&c->park_lock);
+}
+
+/* One of p's dependencies fired: the first wakes what waits, the last
+ * frees p. */
+static void park_fire(park_t *p)
+{
+    hive__actor_t *a = p->a;             /* read before the decrement: p may go after it */
+    unsigned lane = p->lane;
+    struct hive *h = p->h;
+    hive__task_t *job = p->job;
+    /* The first to fire wakes, and it alone may touch the actor (the second
+     * may come after a kill freed it). acq_rel: p's fields from its maker;
+     * the first finishes with p (a call job's leaves the kill list) before
+     * its decrement, so the last decrement frees a park nobody reads. */
+    bool first = atomic_exchange_explicit(&p->fired, 1, memory_order_acq_rel) == 0;
+    if (first && job != NULL)
+        park_unlink(p);
+    /* acq_rel: the last one out frees the park after the others' reads */
+    uint32_t left = atomic_fetch_sub_explicit(&p->left, 1, memory_order_acq_rel);
+    if (left == 1) {
+        hive__pool_free(p, sizeof *p);
+        /* release: hive__actors_shutdown's acquire load sees the parks done */
+        atomic_fetch_sub_explicit(&h->actors.parked, 1, memory_order_release);
+    }
+    if (!first)
+        return;
+    /* acquire: pairs with hive__sched_begin_stop; a stopping engine starts no
+     * job (hive__actors_shutdown fails what the actors hold) */
+    bool stopping = atomic_load_explicit(&h->sched.stopping, memory_order_acquire);
+    if (job != NULL) {
+        /* the call job goes on (the call's reference on the actor and its
+         * slot were kept); at a stop it fails the call as a dropped job */
+        if (stopping)
+            call_job(&job->job, NULL);
+        else
+            hive__sched_spawn(&h->sched, &job->job, lane, (int)a->node);
+        return;
+    }
+    /* seq_cst RMW: the waker's half of the turn-end handshake (see above) */
+    uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, (s & ~PARKED) | WOKE,
+                                                  memory_order_seq_cst, memory_order_relaxed))
+        ;
+    if (!stopping)
+        kick(a, lane);
+    unref(a);                            /* the park's reference */
+}
+
+static void park_arg_ready(hive__dep_t *d, bool failed)
+{
+    (void)failed;                        /* the next turn reads the state */
+    park_t *p = HIVE_CONTAINER_OF(d, park_t, arg);
+    hive__obj_release(p->h, p->on_arg);
+    park_fire(p);
+}
+
+static void park_res_ready(hive__dep_t *d, bool failed)
+{
+    (void)failed;
+    park_t *p = HIVE_CONTAINER_OF(d, park_t, res);
+    hive__obj_release(p->h, p->on_res);
+    park_fire(p);
+}
+
+/* The index of t's first ref argument still pending, or -1; -1 also for
+ * a cancelled call (its run fails it at once). */
+static ptrdiff_t pending_arg(const hive__task_t *t, bool is_call)
+{
+    size_t i = 0;
+    while (t != NULL && i < t->nargs &&
+           (t->args[i].obj == NULL || hive__obj_state(t->args[i].obj) != HIVE__PENDING))
+        i++;
+    if (t == NULL || i == t->nargs)
+        return -1;
+    if (is_call && atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
+        return -1;
+    return (ptrdiff_t)i;
+}
+
+/* A park on t's argument i (and on its result, for a call); NULL if none
+ * could be allocated. The caller links or marks, then hangs (park_hang). */
+static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_call)
+{
+    park_t *p = hive__pool_alloc(sizeof *p);
+    if (p == NULL)
+        return NULL;
+    memset(p, 0, sizeof *p);
+    p->a = a;
+    p->h = a->h;
+    p->deps = is_call ? 2 : 1;
+    p->lane = (uint16_t)(is_call ? t->lane : hive__prio_lane(HIVE_PRIO_NORMAL));
+    atomic_init(&p->left, p->deps);
+    atomic_init(&p->fired, 0);
+    p->arg.ready = park_arg_ready;
+    p->res.ready = park_res_ready;
+    /* t holds a count on both (its owner runs this): these cannot fail */
+    p->on_arg = t->args[i].obj;
+    p->on_res = is_call ? t->result : NULL;
+    (void)hive__obj_retain_live(p->on_arg);
+    if (is_call)
+        (void)hive__obj_retain_live(p->on_res);
+    /* relaxed: shutdown's count of parks; their frees release it */
+    atomic_fetch_add_explicit(&a->h->actors.parked, 1, memory_order_relaxed);
+    return p;
+}
+
+/* Hang p on its objects; a dependency that finished meanwhile fires at
+ * once, here. The hooks' release publishes p to whoever fires it. */
+static void park_hang(park_t *p)
+{
+    hive__obj_t *res = p->on_res;        /* p may be gone once the first has fired */
+    if (!hive__obj_add_dep(p->on_arg, &p->arg))
+        park_arg_ready(&p->arg, false);
+    if (res != NULL && !hive__obj_add_dep(res, &p->res))
+        park_res_ready(&p->res, false);
+}
+
+/* The turn (owner of RUNNING) about to start record t (the constructor's,
+ * or a call): true if it parked the actor on one of t's pending ref
+ * arguments. False if none is pending, if t is a cancelled call, or if no
+ * park could be allocated (the record then waits in place, args_ready, as
+ * before parking existed). */
+static bool park_on_args(hive__actor_t *a, hive__task_t *t, bool is_call)
+{
+    ptrdiff_t i = pending_arg(t, is_call);
+    park_t *p = i < 0 ? NULL : park_new(a, t, (size_t)i, is_call);
+    if (p == NULL)
+        return false;
+    /* relaxed: the park's reference; the hooks publish it with the park */
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    /* relaxed: only the turn sets PARKED, and it owns RUNNING; a waker
+     * clears it with a seq_cst RMW, ordered after this by the hooks. A
+     * dependency that fires at once leaves WOKE for the end of this turn. */
+    atomic_fetch_or_explicit(&a->sched, PARKED, memory_order_relaxed);
+    park_hang(p);
+    return true;
+}
+
+/* A concurrent actor's call job about to run call t: true if it parked
+ * the job on one of t's pending arguments (the job is spawned again when
+ * the first of the park's dependencies fires; it keeps its slot and its
+ * reference meanwhile). The park goes on the actor's kill list first, under
+ * the lock a death takes to fail parked calls (give_up), so a call parked
+ * after the death was seen cannot be missed: the death is read under it. */
+static bool park_call_job(hive__actor_t *a, hive__task_t *t)
+{
+    ptrdiff_t i = pending_arg(t, true);
+    park_t *p = i < 0 ? NULL : park_new(a, t, (size_t)i, true);
+    if (p == NULL)
+        return false;
+    p->job = t;
+    conc_t *c = a->conc;
+    pthread_mutex_lock(&c->park_lock);
+    bool dead = is_dead(a);
+    if (!dead) {
+        p->next = c->parked;
+        if (p->next != NULL)
+            p->next->prev = p;
+        c->parked = p;
+        p->linked = true;
+    }
+    pthread_mutex_unlock(&c->park_lock);
+    if (dead) {                          /* never hung: undo it, the run fails the call */
+        hive__obj_release(a->h, p->on_arg);
+        hive__obj_release(a->h, p->on_res);
+        hive__pool_free(p, sizeof *p);
+        atomic_fetch_sub_explicit(&a->h->actors.parked, 1, memory_order_release);
+        return false;
+    }
+    park_hang(p);
+    return true;
+}
+
+/* A concurrent actor died: fail every parked call's result with HIVE_EDEAD
+ * now (its park then fires, and its job fails the call as a dead actor's).
+ * One at a time, outside the lock: failing a result fires the park, which
+ * takes the lock to leave the list. */
+static void fail_parked_calls(hive__actor_t *a)
+{
+    conc_t *c = a->conc;
+    for (;;) {
+        pthread_mutex_lock(&c->park_lock);
+        park_t *p = c->parked;
+        while (p != NULL && p->killed)
+            p = p->next;
+        hive__obj_t *res = NULL;
+        if (p != NULL) {
+            p->killed = true;
+            res = p->on_res;
+            (void)hive__obj_retain_live(res);   /* p holds one: alive until we are done */
+        }
+        pthread_mutex_unlock(&c->park_lock);
+        if (res == NULL)
+            return;
+        uint32_t queued = HIVE__RUN_QUEUED;
+        /* acq_rel: as complete_without_running (task.c): one outcome wins */
+        if (atomic_compare_exchange_strong_explicit(&res->run, &queued, HIVE__RUN_DONE,
+                                                    memory_order_acq_rel, memory_order_relaxed))
+            hive__obj_fail(a->h, res, HIVE_EDEAD);
+        hive__obj_release(a->h, res);
+    }
 }
 
 static void finalize(hive__actor_t *a)
@@ -494,6 +753,7 @@ static void put_class(hive_t *h, const hive_actor_class_t *cls)
 static void free_parts(hive__actor_t *a, size_t state_size)
 {
     if (a->conc != NULL) {
+        pthread_mutex_destroy(&a->conc->park_lock);
         free(a->conc->groups);
         free(a->conc);
     }
@@ -574,18 +834,22 @@ static void retire(hive__actor_t *a)
     hive__call_rcu(&a->rcu, retire_cb);
 }
 
-/* A turn: the caller owns RUNNING. A deferred constructor (must_defer)
- * leaves the actor unbuilt and its turn due again; a deferred call waits in
- * a->held for the next turn, ahead of the mail. */
+/* A turn: the caller owns RUNNING. A record whose arguments are pending
+ * parks the actor (see "parking"): the constructor leaves it unbuilt, a
+ * call waits in a->held, ahead of the mail, for the turn after the wake. */
 static void turn(hive__actor_t *a, hive__worker_t *w)
 {
-    bool defer = false;
-    if (!a->initialized && !is_dead(a)) {
-        defer = must_defer(w, a->ctor);
-        if (!defer)
+    /* relaxed: PARKED is set only by turns (we own RUNNING: token_run's
+     * acquire ordered the last one's writes before us); a wake clearing it
+     * meanwhile leaves WOKE, read at the end */
+    bool parked = (atomic_load_explicit(&a->sched, memory_order_relaxed) & PARKED) != 0 &&
+                  !is_dead(a);           /* dead: fail what it holds (the park never reads it) */
+    if (!parked && !a->initialized && !is_dead(a)) {
+        parked = park_on_args(a, a->ctor, false);
+        if (!parked)
             construct(a, w);
     }
-    for (int n = 0; n < ACTOR_BATCH && !defer; n++) {
+    for (int n = 0; n < ACTOR_BATCH && !parked; n++) {
         /* stopping: queued calls never run; this turn ends and the next one
          * is dropped by the scheduler, failing them with HIVE_ESHUTDOWN */
         if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire))
@@ -596,15 +860,14 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
             t = next_call(a);
         if (t == NULL)
             break;
-        if (!is_dead(a) && must_defer(w, t)) {
-            a->held = t;
-            defer = true;
-            break;
-        }
-        if (is_dead(a))
+        if (is_dead(a)) {
             hive__task_fail_unrun(t, HIVE_EDEAD);
-        else if (run_call(a, t, w) == HIVE_RESTART)
+        } else if (park_on_args(a, t, true)) {
+            a->held = t;
+            parked = true;
+        } else if (run_call(a, t, w) == HIVE_RESTART) {
             restart(a, w);
+        }
     }
     if (is_dead(a)) {
         retire(a);                       /* RUNNING stays: no turn ever again */
@@ -612,20 +875,21 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
     }
     /* read before giving the actor up: once RUNNING is clear another turn
      * may own the mailboxes' consumer side (and a->held) */
-    unsigned unfinished = lanes_unfinished(a);
-    int deferred = !defer ? -1 : a->held != NULL ? (int)a->held->lane : (int)hive__prio_lane(HIVE_PRIO_NORMAL);
+    unsigned unfinished = parked ? 0 : lanes_unfinished(a);
+    int held_lane = a->held != NULL ? (int)a->held->lane : (int)hive__prio_lane(HIVE_PRIO_NORMAL);
     /* seq_cst RMW, then seq_cst reads of the heads and of dead: the turn's
-     * half of the handshake (see top) */
-    atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
-    int lane = mail_pending(a, unfinished);
-    if (deferred >= 0 && (lane < 0 || deferred < lane))
-        lane = deferred;                 /* the deferred record needs a turn of its own */
+     * half of the handshakes (see top, and "parking": the same RMW reads
+     * WOKE, and clears it for the turn it may kick) */
+    uint32_t was = atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
+    int lane;
+    if (!parked)
+        lane = mail_pending(a, unfinished);
+    else                                 /* mail waits for the wake, which kicks */
+        lane = (was & WOKE) ? held_lane : -1;
     if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst))
         lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
         kick(a, (unsigned)lane);
-    if (deferred >= 0)
-        hive__sleep_ns(DEFER_NAP_NS);    /* not a busy loop of deferrals until it is ready */
 }
 
 /* ------------------------------------------------------------ concurrent actors */
@@ -682,6 +946,7 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
 static void give_up(hive__actor_t *a)
 {
     fail_queued(a, HIVE_EDEAD);
+    fail_parked_calls(a);
     if (atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_acq_rel) == 1)
         retire(a);
 }
@@ -711,8 +976,21 @@ static int dispatch_pending(hive__actor_t *a, const unsigned char *unfinished)
 /* A dispatcher turn: the caller owns RUNNING. */
 static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
 {
-    if (!a->initialized && !is_dead(a))
-        construct(a, w);                 /* nothing is dispatched before it */
+    /* a constructor with pending arguments parks the actor, as a
+     * sequential one's does (see "parking"; relaxed: as in turn) */
+    bool parked = (atomic_load_explicit(&a->sched, memory_order_relaxed) & PARKED) != 0;
+    if (!parked && !a->initialized && !is_dead(a)) {
+        parked = park_on_args(a, a->ctor, false);
+        if (!parked)
+            construct(a, w);             /* nothing is dispatched before it */
+    }
+    if (parked && !is_dead(a)) {
+        /* seq_cst RMW and read: the parked end of a turn (see turn) */
+        uint32_t was = atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
+        if ((was & WOKE) || atomic_load_explicit(&a->dead, memory_order_seq_cst))
+            kick(a, hive__prio_lane(HIVE_PRIO_NORMAL));
+        return;
+    }
     /* seq_cst: with call_done's decrements; active == 1 means no call runs */
     if (restart_wanted(a) && atomic_load_explicit(&a->conc->active, memory_order_seq_cst) == 1) {
         /* relaxed: only the dispatcher clears it, calls set it (seq_cst)
@@ -769,12 +1047,8 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
         hive__task_fail_unrun(t, HIVE_ESHUTDOWN);
     } else if (is_dead(a)) {
         hive__task_fail_unrun(t, HIVE_EDEAD);
-    } else if (must_defer(w, t)) {
-        /* still in flight (its slot and references stay): queued again for
-         * a worker that can wait for its arguments */
-        hive__sched_spawn(&a->h->sched, &t->job, lane, (int)a->node);
-        hive__sleep_ns(DEFER_NAP_NS);
-        return;
+    } else if (park_call_job(a, t)) {
+        return;                          /* still in flight: its slot and references stay */
     } else {
         rc = run_call(a, t, w);
     }
@@ -792,7 +1066,7 @@ static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
     do {
         ns = s & ~TOKEN(lane);
         if (w != NULL && !(s & RUNNING))
-            ns |= RUNNING;
+            ns = (ns | RUNNING) & ~WOKE; /* the turn about to run looks at everything */
     } while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, ns, memory_order_seq_cst,
                                                     memory_order_relaxed));
     if (w == NULL) {
@@ -973,6 +1247,7 @@ static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigne
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
                           cls->nmethods);
     memset(c, 0, bytes);                 /* every method in the default group */
+    pthread_mutex_init(&c->park_lock, NULL);
     a->conc = c;
     unsigned n = (unsigned)cls->ngroups + 1;
     if (hive__posix_memalign((void **)&c->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {
@@ -1281,6 +1556,12 @@ int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out)
 void hive__actors_shutdown(struct hive *h)
 {
     hive__actors_t *r = &h->actors;
+    /* A park hung on an object that a last job made after shutdown's first
+     * hive__store_fail_pending: fail it now, so that every park fires (and
+     * lets go of its actor) before the actors go. acquire: pairs with the
+     * parks' release decrements (their frees are done). */
+    if (atomic_load_explicit(&r->parked, memory_order_acquire) != 0)
+        hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     pthread_mutex_lock(&r->lock);
     hive__actor_t *a = r->live;
     r->live = NULL;

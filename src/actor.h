@@ -21,6 +21,7 @@ typedef struct hive__actors {
     _Atomic uint64_t    next;       /* actors created so far (a statistic) */
     _Atomic uint64_t    dying;      /* killed or failed, state not yet given back */
     _Atomic uint64_t    restarts;   /* rebuilds after HIVE_RESTART (a statistic) */
+    _Atomic uint64_t    parked;     /* parks (actor.c) whose dependencies have not all fired */
 } hive__actors_t;
 
 /* Actor handle ids: the handle's store id (handles.h) with bit 63 set

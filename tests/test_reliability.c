@@ -541,13 +541,12 @@ static void test_dead_actor_name_reused(void **state)
 
 /* ------------------------------------------------------------ defect 9 */
 
-static void test_cancel_and_kill_free_stuck_actor(void **state)
+static void cancel_and_kill_free_stuck_actor(unsigned max_concurrency)
 {
-    (void)state;
-    arm("actor stuck on an unsealed argument", 60);
     hive_t *h = test_engine(16 * MiB, 2, NULL);
+    hive_actor_opts_t o = { .max_concurrency = max_concurrency };
     hive_actor_t a;
-    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, NULL, &a), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &o, &a), HIVE_OK);
     void *d;
     hive_ref_t never, stuck, next;
     assert_int_equal(hive_create(h, 8, &d, &never), HIVE_OK);
@@ -571,13 +570,15 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
     assert_int_equal(hive_get(h, stuck, DEADLINE_NS, &p, NULL), HIVE_EDEAD);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(hive_get(h, q[i], DEADLINE_NS, &p, NULL), HIVE_EDEAD);
+        /* a concurrent actor ran them beside the stuck one before the kill */
+        assert_int_equal(hive_get(h, q[i], DEADLINE_NS, &p, NULL),
+                         max_concurrency > 1 ? HIVE_OK : HIVE_EDEAD);
         hive_release(h, q[i]);
     }
     hive_release(h, stuck);
     /* a constructor stuck on its argument: kill ends it too */
     hive_actor_t b;
-    assert_int_equal(hive_actor_new(h, &nop_class, &arg, 1, NULL, &b), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, &arg, 1, &o, &b), HIVE_OK);
     assert_int_equal(hive_call(h, b, 0, NULL, 0, NULL, &next), HIVE_OK);
     test_sleep_ms(10);
     assert_int_equal(hive_actor_kill(h, b), HIVE_OK);
@@ -585,6 +586,14 @@ static void test_cancel_and_kill_free_stuck_actor(void **state)
     hive_release(h, next);
     hive_release(h, never);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_cancel_and_kill_free_stuck_actor(void **state)
+{
+    (void)state;
+    arm("actor stuck on an unsealed argument", 60);
+    cancel_and_kill_free_stuck_actor(0);        /* a turn parked on the argument */
+    cancel_and_kill_free_stuck_actor(3);        /* a concurrent actor's call job parked */
     disarm();
 }
 
@@ -651,6 +660,147 @@ static void test_nested_worker_defers_call_on_its_waiter(void **state)
     disarm();
 }
 
+/* ------------------------------------------------------------ defect 11 */
+
+/* An actor whose next call waits for an argument once waited for it inside
+ * its turn, helping: its worker ran other jobs above the turn. One of them,
+ * a task waiting for a *later* call of the same actor, could never see that
+ * call run - the turn below could not resume until the task returned - so
+ * the argument's arrival changed nothing: a deadlock no user wrote (a user
+ * thread blocking in the task's place would have been released). The turn
+ * now parks and frees the worker. One worker, so the nesting is certain;
+ * as a constructor's argument too, and with a cancel of the parked call. */
+
+static int wait_for_ref_arg_bytes(hive_ctx_t *ctx)
+{
+    hive_ref_t r;
+    memcpy(&r, hive_arg(ctx, 0, NULL), sizeof r);
+    const void *p;
+    return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL) == HIVE_OK ? 0 : 1;
+}
+
+static void task_waits_for_call_behind_parked_one(bool as_ctor_arg, bool cancel_first,
+                                                  unsigned max_concurrency)
+{
+    hive_t *h = test_engine(16 * MiB, 1, NULL);
+    hive_actor_opts_t o = { .max_concurrency = max_concurrency };
+    void *d;
+    hive_ref_t gate, first, later, task;
+    assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+    hive_arg_t on_gate = HIVE_REF(gate);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &nop_class, as_ctor_arg ? &on_gate : NULL, as_ctor_arg,
+                                    &o, &a), HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, as_ctor_arg ? NULL : &on_gate, !as_ctor_arg, NULL, &first),
+                     HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &later), HIVE_OK);
+    test_sleep_ms(20);                   /* the actor's turn has met the pending argument */
+    hive_arg_t by_bytes = HIVE_BYTES(&later, sizeof later);
+    assert_int_equal(hive_submit(h, wait_for_ref_arg_bytes, &by_bytes, 1, NULL, &task), HIVE_OK);
+    test_sleep_ms(20);                   /* the only worker runs the task, which waits */
+    const void *p;
+    if (cancel_first && !as_ctor_arg) {
+        /* the cancel alone lets the actor move on to `later` */
+        assert_int_equal(hive_cancel(h, first), HIVE_OK);
+        assert_int_equal(hive_get(h, first, DEADLINE_NS, &p, NULL), HIVE_ECANCELED);
+    } else {
+        assert_int_equal(hive_seal(h, gate), HIVE_OK);
+        test_get_ok(h, first, DEADLINE_NS, &p, NULL);
+    }
+    test_get_ok(h, later, DEADLINE_NS, &p, NULL);
+    test_get_ok(h, task, DEADLINE_NS, &p, NULL);
+    hive_release(h, task);
+    hive_release(h, later);
+    hive_release(h, first);
+    hive_release(h, gate);
+    assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_parked_actor_frees_its_worker(void **state)
+{
+    (void)state;
+    arm("a task waiting for a call queued behind a call waiting for its argument", 60);
+    for (unsigned conc = 0; conc <= 2; conc += 2) {   /* sequential, then concurrent */
+        task_waits_for_call_behind_parked_one(false, false, conc);
+        task_waits_for_call_behind_parked_one(false, true, conc);
+        task_waits_for_call_behind_parked_one(true, false, conc);
+    }
+    disarm();
+}
+
+/* The fuzzer's hang behind defect 11: a worker waiting inside a turn (the
+ * constructor's argument) helped, took another actor's token, whose call
+ * also waited for an argument; nested, it was re-queued in its lane, taken
+ * again, and so on, while a LOW task submitted meanwhile never ran. Now
+ * nothing waits inside a turn: the LOW task runs while both actors wait. */
+static void test_low_task_runs_while_actors_wait(void **state)
+{
+    (void)state;
+    arm("a LOW task while actors wait for arguments", 60);
+    hive_t *h = test_engine(16 * MiB, 1, NULL);
+    void *d;
+    hive_ref_t gate, call[2], low;
+    assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+    hive_arg_t on_gate = HIVE_REF(gate);
+    hive_actor_t a, b;
+    hive_actor_opts_t conc = { .max_concurrency = 2 };
+    assert_int_equal(hive_actor_new(h, &nop_class, &on_gate, 1, NULL, &a), HIVE_OK);
+    assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &conc, &b), HIVE_OK);
+    assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &call[0]), HIVE_OK);
+    assert_int_equal(hive_call(h, b, 0, &on_gate, 1, NULL, &call[1]), HIVE_OK);
+    test_sleep_ms(20);
+    hive_opts_t lo = { .priority = HIVE_PRIO_LOW };
+    assert_int_equal(hive_submit(h, count_task, NULL, 0, &lo, &low), HIVE_OK);
+    const void *p;
+    test_get_ok(h, low, DEADLINE_NS, &p, NULL);  /* the gate is still unsealed */
+    assert_int_equal(hive_get(h, call[0], 0, &p, NULL), HIVE_ETIMEDOUT);
+    assert_int_equal(hive_seal(h, gate), HIVE_OK);
+    for (int i = 0; i < 2; i++) {
+        test_get_ok(h, call[i], DEADLINE_NS, &p, NULL);
+        hive_release(h, call[i]);
+    }
+    hive_release(h, low);
+    hive_release(h, gate);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    disarm();
+}
+
+/* A parked actor at shutdown: the call and the calls behind it fail with
+ * HIVE_ESHUTDOWN, nothing leaks (ASan), and a park hung on an object made
+ * by a job that was still running when shutdown began fires too. */
+static void test_shutdown_parked_actor(void **state)
+{
+    (void)state;
+    arm("shutdown with actors parked on unsealed arguments", 60);
+    for (int round = 0; round < 20; round++) {
+        hive_t *h = test_engine(16 * MiB, 2, NULL);
+        void *d;
+        hive_ref_t gate, c[7];
+        assert_int_equal(hive_create(h, 8, &d, &gate), HIVE_OK);
+        hive_arg_t on_gate = HIVE_REF(gate);
+        hive_actor_t a, b, k;
+        hive_actor_opts_t conc = { .max_concurrency = 2 };
+        assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, NULL, &a), HIVE_OK);
+        assert_int_equal(hive_actor_new(h, &nop_class, &on_gate, 1, NULL, &b), HIVE_OK);
+        assert_int_equal(hive_actor_new(h, &nop_class, NULL, 0, &conc, &k), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[0]), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, NULL, 0, NULL, &c[1]), HIVE_OK);
+        assert_int_equal(hive_call(h, b, 0, NULL, 0, NULL, &c[2]), HIVE_OK);
+        assert_int_equal(hive_call(h, a, 0, &on_gate, 1, NULL, &c[3]), HIVE_OK);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(hive_call(h, k, 0, &on_gate, 1, NULL, &c[4 + i]), HIVE_OK);
+        if (round & 1)
+            test_sleep_ms(1);
+        if (round % 4 == 2) {
+            assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+            assert_int_equal(hive_actor_kill(h, k), HIVE_OK);
+        }
+        assert_int_equal(hive_shutdown(h), HIVE_OK);   /* the refs die with the engine */
+    }
+    disarm();
+}
+
 /* Shutdown with the store full of live objects (nobody released them):
  * the close frees every record while walking the table. */
 static void test_shutdown_full_store_unreleased(void **state)
@@ -684,6 +834,9 @@ int main(void)
         cmocka_unit_test(test_cancel_and_kill_free_stuck_actor),
         cmocka_unit_test(test_shutdown_full_store_unreleased),
         cmocka_unit_test(test_nested_worker_defers_call_on_its_waiter),
+        cmocka_unit_test(test_parked_actor_frees_its_worker),
+        cmocka_unit_test(test_shutdown_parked_actor),
+        cmocka_unit_test(test_low_task_runs_while_actors_wait),
     };
     return cmocka_run_group_tests_name("reliability", tests, start_watchdog, NULL);
 }
