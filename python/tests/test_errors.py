@@ -123,3 +123,62 @@ def test_bad_arguments(engine, lib):
         a.add(0, 1.5)
     with pytest.raises(TypeError):
         (a + 1).add(0, 1)                    # a ufunc result is not hive memory
+
+
+def test_call_and_submit_keywords(engine, lib):
+    c = lib.actor("py_counter", 0)
+    assert np.frombuffer(c.call("add", 2, priority=None).get(), np.int64)[0] == 2
+    assert np.frombuffer(c.call("add", 3, priority=hive.HIGH).get(), np.int64)[0] == 5
+    with pytest.raises(TypeError):
+        c.call("add", 1, bogus=1)
+    with pytest.raises(TypeError):
+        c.call(priority=hive.LOW)             # no method name
+    with pytest.raises(TypeError):
+        c.call(7)
+    with pytest.raises(TypeError):
+        c.call("add", object())
+    assert np.frombuffer(c.call("add", True).get(), np.int64)[0] == 6   # a bool is an int
+    f = lib.submit("py_sum_f64", np.ones(3), priority=hive.LOW, retries=2)
+    assert np.frombuffer(f.get(timeout=30), np.float64)[0] == 3.0
+    with pytest.raises(ValueError):
+        lib.submit("py_sum_f64", np.ones(3), retries=-1)
+    with pytest.raises(ValueError):
+        lib.submit("py_sum_f64", np.ones(3), priority=5)
+    with pytest.raises(TypeError):
+        lib.submit()
+    with pytest.raises(TypeError):
+        lib.submit("py_sum_f64", np.ones(3), retries="x")
+    p = engine.actor(PyCounter)(1)
+    assert p.call("add", 2, by=10).get(timeout=30) == 21     # keywords go to the method
+    assert p.call("add", 1, priority=hive.HIGH).get(timeout=30) == 22
+    with pytest.raises(ValueError):
+        p.call("add", 1, priority=3)
+
+
+class PyCounter:
+    def __init__(self, n):
+        self.n = n
+
+    def add(self, d, by=1):
+        self.n += d * by
+        return self.n
+
+
+def test_bench_helpers(engine, lib):
+    # the benchmark's C-side loops and the memoryview floor (bench/python/bench.py)
+    assert bytes(hive._hive._noop_view(b"xy")) == b"xy"
+    ref = engine.put(b"12345678")
+    assert hive._hive._c_loop("get", ref, 10) > 0
+    assert hive._hive._c_loop("get", [ref, engine.put(b"x")], 0) > 0
+    c = lib.actor("py_counter", 0)
+    assert hive._hive._c_loop("call", c, 10) > 0
+    assert hive._hive._c_loop("call_sync", c, 10) > 0
+    assert np.frombuffer(c.call("get").get(), np.int64)[0] == 20   # every call ran once
+    with pytest.raises(TypeError):
+        hive._hive._c_loop("get", c, 10)
+    with pytest.raises(TypeError):
+        hive._hive._c_loop("get", [ref, 3], 0)
+    with pytest.raises(ValueError):
+        hive._hive._c_loop("get", [], 0)
+    with pytest.raises(ValueError):
+        hive._hive._c_loop("call", c, 10, "nope")
