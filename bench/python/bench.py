@@ -5,13 +5,17 @@
 - put + get of a 1 MiB float64 array: hive (one copy in, a zero-copy view
   out) vs multiprocessing.shared_memory + numpy (create, copy in, attach a
   view, the way a second process would);
-- get of a small object (a Ref's first get, which looks it up in the store,
-  and a repeat), and a C actor call (sync round trip, and async: many calls
-  then the results), each against a plain C-extension no-op call (the
-  target: within 2x of it), a C call that returns a memoryview (the floor of
-  anything that returns one), and the same work done from C (_c_loop): the
-  difference is what the binding adds.
-Prints one line per measurement; best of 5 repeats.
+- the binding's cost per call (call_costs): get of a small object (a Ref's
+  first get, which looks it up in the store, and a repeat), a C actor call
+  and the get of its result, each against a plain C-extension no-op call
+  (the issue's target: within 2x of it), a C call that returns a memoryview
+  (the floor of anything that returns one) and the same work done from C
+  (_c_loop): the difference is what the binding adds. These are the calling
+  thread's CPU time (time.thread_time; CLOCK_THREAD_CPUTIME_ID in _c_loop),
+  all rows measured in each of 9 interleaved rounds, best round per row: on
+  a shared machine wall time is mostly other processes' turns;
+- env pool stepping from Python vs a subprocess vector env.
+put+get and the env pool rows are wall time, best of 5 (3) repeats.
 """
 import os
 import subprocess
@@ -25,13 +29,103 @@ import numpy as np
 import hive
 
 
-def best(fn, n, repeat=5):
+def best(fn, n, repeat=5, clock=time.perf_counter):
     t = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn(n)
-        t.append((time.perf_counter() - t0) / n)
+        t.append((clock() - t0) / n)
     return min(t)
+
+
+def call_costs(eng, lib_path, rounds=9):
+    """The binding's cost per call, each row beside a no-op C-extension call
+    and the same work done from C (_c_loop), all measured in every one of
+    rounds interleaved rounds (a burst of load hits all rows alike), best
+    round per row, the calling thread's CPU time."""
+    noop, noop_view, c_loop = hive._hive._noop, hive._hive._noop_view, hive._hive._c_loop
+    payload = b"12345678"
+    small, arr = eng.put(payload), eng.put(np.arange(16.0))
+    lib = eng.load(lib_path)
+    actor = lib.actor("py_counter", 0)
+    T, N, NC = time.thread_time, 100_000, 20_000
+    t = {}
+
+    def keep(name, value):
+        t[name] = min(t.get(name, float("inf")), value)
+
+    for _ in range(rounds):
+        t0 = T()
+        for _ in range(N):
+            noop()
+        keep("noop", (T() - t0) / N)
+        t0 = T()
+        for _ in range(N):
+            noop_view(payload)
+        keep("noop_view", (T() - t0) / N)
+        t0 = T()
+        for _ in range(N):
+            eng.get(small)
+        keep("get_again", (T() - t0) / N)
+        keep("c_get", c_loop("get", small, N))
+        refs = [eng.put(payload) for _ in range(N // 2)]   # a Ref's first get: its lookup
+        t0 = T()
+        for r in refs:
+            eng.get(r)
+        keep("get_first", (T() - t0) / len(refs))
+        keep("c_get_first", c_loop("get", [eng.put(payload) for _ in range(N // 2)], 0))
+        del refs
+        t0 = T()
+        for _ in range(NC // 10):
+            eng.get(arr)
+        keep("get_typed", (T() - t0) / (NC // 10))
+        # calls and gets apart: NC calls, (untimed) until the last result is
+        # in, then the NC gets of sealed results and the Futures' release
+        t0 = T()
+        futs = [actor.call("add", 1) for _ in range(NC)]
+        t1 = T()
+        futs[-1].get()
+        t2 = T()
+        for f in futs:
+            f.get()
+        del futs
+        t3 = T()
+        keep("call", (t1 - t0) / NC)
+        keep("get_result", (t3 - t2) / NC)
+        c_call, c_result = c_loop("call_split", actor, NC)
+        keep("c_call", c_call)
+        keep("c_get_result", c_result)
+        t0 = T()
+        for _ in range(NC // 10):
+            actor.call("add", 1).get()
+        keep("sync", (T() - t0) / (NC // 10))
+        keep("c_sync", c_loop("call_sync", actor, NC // 10))
+
+    n, nv = t["noop"], t["noop_view"]
+
+    def ns(x):
+        return f"{x * 1e9:.0f} ns"
+
+    print(f"no-op C-extension call: {ns(n)}; a C call returning memoryview(bytes): {ns(nv)} ({nv / n:.1f}x)")
+    for row, c_row, what in (("get_first", "c_get_first", "engine.get -> memoryview, a Ref's first get"),
+                             ("get_again", "c_get", "engine.get -> memoryview, again (no store lookup)"),
+                             ("get_result", "c_get_result", "Future.get of a sealed result, and its release")):
+        x, c = t[row], t[c_row]
+        print(f"{what}: {ns(x)} ({x / n:.1f}x the no-op, {x / nv:.1f}x the memoryview call); from C "
+              f"{ns(c)}: binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op, {(x - c) / nv:.1f}x "
+              f"the memoryview call)")
+    x, c = t["call"], t["c_call"]
+    print(f"actor.call (C actor, one int argument): {ns(x)} ({x / n:.1f}x the no-op); hive_call from C "
+          f"{ns(c)}: binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op)")
+    x, c = t["sync"], t["c_sync"]
+    print(f"actor.call(...).get() in turn (the caller's CPU, spinning for the result included): "
+          f"{x * 1e6:.2f} us; from C {c * 1e6:.2f} us")
+    print(f"engine.get -> ndarray (16 float64, through numpy): {ns(t['get_typed'])} "
+          f"({t['get_typed'] / n:.0f}x the no-op)")
+    mv = min(timeit.repeat("memoryview(b)", globals={"b": payload}, number=N, repeat=5,
+                           timer=time.thread_time)) / N
+    print(f"  (CPython's own memoryview(bytes) from Python: {ns(mv)})")
+    del actor, small, arr
 
 
 def main():
@@ -60,79 +154,7 @@ def main():
         print(f"put+get 1 MiB ndarray: hive {t_h * 1e6:.1f} us, shared_memory+numpy {t_s * 1e6:.1f} us "
               f"({t_s / t_h:.1f}x)")
 
-        noop, noop_view = hive._hive._noop, hive._hive._noop_view
-        c_loop = hive._hive._c_loop                            # the same work done from C
-        payload = b"12345678"
-
-        def noops(n):
-            for _ in range(n):
-                noop()
-
-        def noop_views(n):
-            for _ in range(n):
-                noop_view(payload)
-
-        small = eng.put(payload)
-
-        def gets_again(n):
-            for _ in range(n):
-                eng.get(small)
-
-        t_n, t_nv, t_ga = best(noops, 200_000), best(noop_views, 200_000), best(gets_again, 200_000)
-        t_gc = min(c_loop("get", small, 200_000) for _ in range(5))
-
-        # a Ref's first get (its lookup in the store) over fresh refs, and the same from C
-        t_gf = t_gfc = float("inf")
-        for _ in range(5):
-            refs = [eng.put(payload) for _ in range(50_000)]
-            t0 = time.perf_counter()
-            for r in refs:
-                eng.get(r)
-            t_gf = min(t_gf, (time.perf_counter() - t0) / len(refs))
-            t_gfc = min(t_gfc, c_loop("get", [eng.put(payload) for _ in range(50_000)], 0))
-            del refs
-        arr = eng.put(np.arange(16.0))
-
-        def gets_typed(n):
-            for _ in range(n):
-                eng.get(arr)
-
-        t_gt = best(gets_typed, 20_000)
-        print(f"no-op C-extension call: {t_n * 1e9:.0f} ns; a C call returning memoryview(bytes): "
-              f"{t_nv * 1e9:.0f} ns ({t_nv / t_n:.1f}x)")
-        print(f"engine.get -> memoryview, a Ref's first get: {t_gf * 1e9:.0f} ns ({t_gf / t_n:.1f}x the no-op, "
-              f"{t_gf / t_nv:.1f}x the memoryview call); hive_get from C {t_gfc * 1e9:.0f} ns: binding "
-              f"overhead {(t_gf - t_gfc) * 1e9:.0f} ns ({(t_gf - t_gfc) / t_n:.1f}x the no-op)")
-        print(f"engine.get -> memoryview, again (no store lookup): {t_ga * 1e9:.0f} ns ({t_ga / t_n:.1f}x "
-              f"the no-op, {t_ga / t_nv:.1f}x the memoryview call; hive_get from C {t_gc * 1e9:.0f} ns)")
-        print(f"engine.get -> ndarray (16 float64, through numpy): {t_gt * 1e9:.0f} ns ({t_gt / t_n:.0f}x)")
-        mv = min(timeit.repeat("memoryview(b)", globals={"b": payload}, number=200_000,
-                               repeat=5)) / 200_000
-        print(f"  (CPython's own memoryview(bytes) from Python: {mv * 1e9:.0f} ns)")
-
-        lib = eng.load(lib_path)
-        actor = lib.actor("py_counter", 0)
-
-        def calls_sync(n):
-            for _ in range(n):
-                actor.call("add", 1).get()
-
-        def calls_async(n):
-            futs = [actor.call("add", 1) for _ in range(n)]
-            for f in futs:
-                f.get()
-
-        t_cs, t_ca = best(calls_sync, 20_000), best(calls_async, 20_000)
-        t_cc = min(c_loop("call", actor, 20_000) for _ in range(5))
-        t_ccs = min(c_loop("call_sync", actor, 20_000) for _ in range(5))
-        print(f"C actor call + get, async (many calls, then the results): {t_ca * 1e6:.2f} us a call "
-              f"({t_ca / t_n:.0f}x the no-op); the same from C {t_cc * 1e6:.2f} us: binding overhead "
-              f"{(t_ca - t_cc) * 1e9:.0f} ns a call + get ({(t_ca - t_cc) / (2 * t_n):.1f}x two no-ops: "
-              f"two Python calls)")
-        print(f"C actor call + get, sync (call(...).get()): {t_cs * 1e6:.2f} us; the same from C "
-              f"{t_ccs * 1e6:.2f} us: binding overhead {(t_cs - t_ccs) * 1e9:.0f} ns "
-              f"({(t_cs - t_ccs) / (2 * t_n):.1f}x two no-ops)")
-        del actor, small, arr
+        call_costs(eng, lib_path)
 
         # env pool stepping from Python vs the subprocess vector env (bench/peer_vecenv.py)
         libso = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "..", "..", "libhive.so")

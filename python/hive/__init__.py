@@ -32,7 +32,11 @@ _KDLCPU = 1
 
 def _owner(arr, attr):
     """the Buffer behind arr if arr's memory lies inside it, else None"""
-    buf = getattr(arr, attr, None)
+    return _inside(arr, getattr(arr, attr, None))
+
+
+def _inside(arr, buf):
+    """buf if arr's memory lies inside it (or arr is empty), else None"""
     if buf is None or arr.size == 0:
         return buf
     lo = arr.__array_interface__["data"][0]
@@ -43,17 +47,24 @@ def _owner(arr, attr):
 
 class ObjectView(np.ndarray):
     """A read-only ndarray over a sealed object's payload (what get returns
-    for an object put from an ndarray). Holds the object's count."""
+    for an object put from an ndarray). Holds the object's count: its base
+    chain (numpy's, through slices and views) ends at the memoryview of the
+    hive Buffer. No __array_finalize__: making one costs no Python call."""
 
-    def __array_finalize__(self, obj):
-        self._buffer = None
-        if obj is not None:
-            self._buffer = getattr(obj, "_buffer", None)
-            self._buffer = _owner(self, "_buffer")
+    @property
+    def _buffer(self):
+        """the Buffer at the end of the base chain, if the memory lies inside it"""
+        b = self.base
+        while isinstance(b, np.ndarray):
+            b = b.base
+        if isinstance(b, memoryview):
+            b = b.obj
+        return _inside(self, b) if isinstance(b, Buffer) else None
 
     @property
     def _hive_arg(self):
-        return self._buffer.ref() if self._buffer is not None else None
+        buf = self._buffer
+        return buf.ref() if buf is not None else None
 
     def __dlpack__(self, stream=None):
         return to_dlpack(self)
@@ -143,9 +154,7 @@ def _view_of(buf):
     if buf.pickled:
         return pickle.loads(memoryview(buf))
     if buf.typed:
-        arr = np.asarray(buf).view(ObjectView)
-        arr._buffer = buf
-        return arr
+        return np.asarray(buf).view(ObjectView)
     return memoryview(buf)
 
 
@@ -316,12 +325,7 @@ class Engine(_hive.Engine):
 
 def _batch_views(bufs):
     """(obs, reward, done, env_id) read-only ndarrays over a batch's Buffers"""
-    out = []
-    for buf in bufs:
-        arr = np.asarray(buf).view(ObjectView)
-        arr._buffer = buf
-        out.append(arr)
-    return tuple(out)
+    return tuple(np.asarray(buf).view(ObjectView) for buf in bufs)
 
 
 def _int32_of(x, what):
