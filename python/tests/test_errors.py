@@ -183,3 +183,25 @@ def test_bench_helpers(engine, lib):
         hive._hive._c_loop("get", [], 0)
     with pytest.raises(ValueError):
         hive._hive._c_loop("call", c, 10, "nope")
+
+
+def test_argument_kinds(engine, lib):
+    def addr(*args):
+        out = np.frombuffer(lib.submit("py_addr", *args).get(timeout=30), np.uint64)
+        return int(out[0]), int(out[1])
+
+    assert addr(2.5)[1] == 8                  # a float: a double
+    assert addr(-3)[1] == 8                   # an int: an int64
+    c = lib.actor("py_counter", 0)
+    assert addr(c)[1] == 8                    # an actor: its handle's 8 bytes
+    assert addr(np.arange(3.0), 1, 2, 3, 4)[1] == 24   # past the 4 inline argument slots
+    assert np.frombuffer(lib.submit("py_sum_f64", np.ones(5), 1, 2.0, b"x", 4, 5).get(timeout=30),
+                         np.float64)[0] == 5.0
+    with pytest.raises(OverflowError):
+        lib.submit("py_addr", 2 ** 70)
+    with pytest.raises(OverflowError):
+        c.call("add", 1, 2, 3, 4, 2 ** 70)
+    with pytest.raises(UnicodeEncodeError):
+        c.call("\ud800")                      # a method name that is no UTF-8
+    with pytest.raises(TypeError):
+        engine.put(b"x").get(1, 2)
