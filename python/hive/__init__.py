@@ -235,7 +235,18 @@ def _run_method(instance, engine, name, args, kwargs):
     return _encode(getattr(instance, name)(*_resolve(engine, args), **kwargs))
 
 
-_hive._set_runners((_run_task, _new_actor, _run_method, _view_of))
+def _put_other(engine, x):
+    """Engine.put of what the C side leaves to numpy: a numpy scalar (a 0-d
+    array) or an array that is not C-contiguous (copied contiguous)"""
+    x = np.asarray(x)
+    if x.dtype.hasobject:
+        raise TypeError("put: an array of Python objects has no bytes to share")
+    if not x.flags.c_contiguous:      # (ascontiguousarray would make a 0-d array 1-d)
+        x = np.ascontiguousarray(x)
+    return engine._put(x, True)
+
+
+_hive._set_runners((_run_task, _new_actor, _run_method, _view_of, _put_other, np.ndarray, np.generic))
 
 
 class RemoteFunction:
@@ -274,21 +285,12 @@ class Engine(_hive.Engine):
     a hive engine; a context manager that shuts it down on exit (after the
     last view of its memory is gone)."""
 
-    def put(self, x):
-        """copy x (anything with the buffer protocol) into a new sealed
-        object; an ndarray keeps its dtype and shape for get"""
-        if isinstance(x, (np.ndarray, np.generic)):
-            x = np.asarray(x)
-            if x.dtype.hasobject:
-                raise TypeError("put: an array of Python objects has no bytes to share")
-            if not x.flags.c_contiguous:      # (ascontiguousarray would make a 0-d array 1-d)
-                x = np.ascontiguousarray(x)
-            return self._put(x, True)
-        return self._put(x, False)
-
-    # get(ref, timeout=None) is the extension's: a read-only memoryview over
-    # the payload, or the ndarray (ObjectView) of one put from an ndarray,
-    # no copy; it waits up to timeout seconds (None: forever) without the GIL.
+    # put(x) and get(ref, timeout=None) are the extension's (one C call
+    # each): put copies x into a sealed object, an ndarray with its dtype
+    # and shape (numpy scalars and non-contiguous arrays through _put_other);
+    # get is a read-only memoryview over the payload, or the ndarray
+    # (ObjectView) of one put from an ndarray, no copy; it waits up to
+    # timeout seconds (None: forever) without the GIL.
 
     def create(self, size):
         """(Ref, writable memoryview) of a new object; seal(ref) publishes it"""

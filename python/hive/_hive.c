@@ -714,8 +714,39 @@ static void payload_write(char *dst, const Py_buffer *v, int kind)
     memcpy(t + 16, &magic, 8);
 }
 
-/* Engine._put(buffer, typed): copy into a new sealed object; typed appends
- * the format/shape trailer that get() turns back into an ndarray. */
+/* copy the exported buffer v into a new sealed object (typed: with the
+ * format/shape trailer that get() turns back into an ndarray); releases v */
+static PyObject *put_view(EngineObj *self, hive_t *h, Py_buffer *v, int typed)
+{
+    size_t total;
+    void *dst;
+    hive_ref_t ref;
+    if (payload_size(v, typed, &total) < 0) {
+        PyBuffer_Release(v);
+        return NULL;
+    }
+    int rc = hive_create(h, total, &dst, &ref);
+    if (rc < 0) {
+        PyBuffer_Release(v);
+        return raise_hive(rc, "put");
+    }
+    if (v->len > (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        payload_write(dst, v, typed);
+        Py_END_ALLOW_THREADS
+    } else {
+        payload_write(dst, v, typed);
+    }
+    PyBuffer_Release(v);
+    rc = hive_seal(h, ref);
+    if (rc < 0) {
+        hive_release(h, ref);
+        return raise_hive(rc, "put");
+    }
+    return ref_new(self, ref, &RefType);
+}
+
+/* Engine._put(buffer, typed): copy into a new sealed object, typed or raw */
 static PyObject *engine_put(EngineObj *self, PyObject *args)
 {
     PyObject *obj;
@@ -728,32 +759,53 @@ static PyObject *engine_put(EngineObj *self, PyObject *args)
     Py_buffer v;
     if (PyObject_GetBuffer(obj, &v, typed ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
-    size_t total;
-    void *dst;
-    hive_ref_t ref;
-    if (payload_size(&v, typed, &total) < 0) {
+    return put_view(self, h, &v, typed);
+}
+
+/* numpy's ndarray and generic types, and hive._put_other(engine, x) for
+ * what put leaves to Python (numpy scalars, arrays that are not
+ * C-contiguous), from hive/__init__.py (_set_runners); NULL without it */
+static PyObject *np_ndarray, *np_generic, *py_put_other;
+
+/* a buffer format holding Python objects ('O' outside the field names,
+ * which stand between colons) */
+static int format_has_object(const char *f)
+{
+    int name = 0;
+    for (; f && *f; f++) {
+        if (*f == ':')
+            name = !name;
+        else if (!name && *f == 'O')
+            return 1;
+    }
+    return 0;
+}
+
+/* Engine.put(x): copy x (anything with the buffer protocol) into a new
+ * sealed object -> Ref; an ndarray keeps its dtype and shape (the trailer).
+ * One C call for bytes-likes and C-contiguous arrays; numpy scalars and
+ * other arrays go through hive._put_other (np.asarray, ascontiguousarray). */
+static PyObject *engine_put_any(EngineObj *self, PyObject *x)
+{
+    int typed = np_ndarray && PyObject_TypeCheck(x, (PyTypeObject *)np_ndarray);
+    if (!typed && np_generic && PyObject_TypeCheck(x, (PyTypeObject *)np_generic))
+        return PyObject_CallFunctionObjArgs(py_put_other, (PyObject *)self, x, NULL);
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(x, &v, typed ? PyBUF_RECORDS_RO : PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (typed && format_has_object(v.format)) {
         PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_TypeError, "put: an array of Python objects has no bytes to share");
         return NULL;
     }
-    int rc = hive_create(h, total, &dst, &ref);
-    if (rc < 0) {
+    if (typed && !PyBuffer_IsContiguous(&v, 'C')) {
         PyBuffer_Release(&v);
-        return raise_hive(rc, "put");
+        return PyObject_CallFunctionObjArgs(py_put_other, (PyObject *)self, x, NULL);
     }
-    if (v.len > (1 << 20)) {
-        Py_BEGIN_ALLOW_THREADS
-        payload_write(dst, &v, typed);
-        Py_END_ALLOW_THREADS
-    } else {
-        payload_write(dst, &v, typed);
-    }
-    PyBuffer_Release(&v);
-    rc = hive_seal(h, ref);
-    if (rc < 0) {
-        hive_release(h, ref);
-        return raise_hive(rc, "put");
-    }
-    return ref_new(self, ref, &RefType);
+    return put_view(self, h, &v, typed);
 }
 
 static int ref_of(PyObject *o, hive_ref_t *out)
@@ -1861,12 +1913,17 @@ static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) fro
 
 static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
-        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of))");
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 7 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
+        !PyType_Check(PyTuple_GET_ITEM(t, 6))) {
+        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of, "
+                        "put_other, numpy.ndarray, numpy.generic))");
         return NULL;
     }
     Py_XSETREF(py_runners, Py_NewRef(t));
     Py_XSETREF(py_view_of, Py_NewRef(PyTuple_GET_ITEM(t, 3)));
+    Py_XSETREF(py_put_other, Py_NewRef(PyTuple_GET_ITEM(t, 4)));
+    Py_XSETREF(np_ndarray, Py_NewRef(PyTuple_GET_ITEM(t, 5)));
+    Py_XSETREF(np_generic, Py_NewRef(PyTuple_GET_ITEM(t, 6)));
     Py_RETURN_NONE;
 }
 
@@ -2795,6 +2852,9 @@ static PyMethodDef engine_methods[] = {
     METH("__enter__", engine_enter, METH_NOARGS, NULL),
     METH("__exit__", engine_exit, METH_VARARGS, NULL),
     METH("stats", engine_stats, METH_NOARGS, "stats() -> dict of the store's capacity, used, objects, resident"),
+    METH("put", engine_put_any, METH_O,
+         "put(x) -> Ref: copy x (anything with the buffer protocol) into a new sealed object; an ndarray "
+         "keeps its dtype and shape for get"),
     METH("_put", engine_put, METH_VARARGS, NULL),
     METH("get", engine_get, METH_FASTCALL | METH_KEYWORDS,
          "get(ref, timeout=None): the payload without a copy: a read-only memoryview, or an ndarray "

@@ -4,9 +4,9 @@ Warms up the Python side's hot paths, then installs a seccomp filter on
 this (the only Python) thread that kills the process at any system call but
 a process-private futex (hive's documented sleeps and wakes: a get that
 waits, a call that wakes a parked worker) and exit_group, and runs them
-again: put of bytes, engine.get of sealed objects (a Ref's first get, which
-looks it up in the store, and repeats), Ref.get, and C actor calls with
-their Future.get. Exit status 0 means no other system call was made (the
+again: put of bytes and of an ndarray, engine.get of sealed objects (a Ref's
+first get, which looks it up in the store, and repeats; an ndarray's view),
+Ref.get, and C actor calls with their Future.get. Exit status 0 means no other system call was made (the
 filter cannot be removed, so the process ends with os._exit); a kill by
 SIGSYS names a path that made one.
 
@@ -19,6 +19,9 @@ import ctypes
 import os
 import struct
 import sys
+import time
+
+import numpy as np
 
 import hive
 
@@ -70,11 +73,14 @@ def install_filter(gp_futex):
 
 
 def rounds(eng, actor, payload, fresh):
+    arr = np.arange(4.0)
     for _ in range(ROUNDS):
         r = eng.put(payload)
         eng.get(r)
         eng.get(r, timeout=0)
         r.get()
+        t = eng.put(arr)                # an ndarray: typed, and back as an ObjectView
+        eng.get(t)
     for r in fresh:                     # first gets: the lookup in the store
         eng.get(r)
     for _ in range(ROUNDS // 4):
@@ -101,6 +107,18 @@ def main():
         mapped = so.hive__pool_mapped_bytes()
         if stable == 5:
             break
+    # headroom: a burst of four rounds' objects and calls at once, dropped,
+    # and waited for until the store has freed them (a grace period late):
+    # their blocks are then free in the pool, so the filtered rounds do not
+    # find it empty when frees lag behind under load
+    base = eng.stats()["objects"]
+    burst = [eng.put(payload) for _ in range(4 * ROUNDS)] + [eng.put(np.arange(4.0)) for _ in range(4 * ROUNDS)]
+    burst += [actor.call("add", 1) for _ in range(4 * ROUNDS)]
+    burst[-1].get()
+    del burst
+    deadline = time.monotonic() + 30
+    while eng.stats()["objects"] > base and time.monotonic() < deadline:
+        time.sleep(0.01)
     fresh = [eng.put(payload) for _ in range(ROUNDS)]
     gp = ctypes.addressof(ctypes.c_long.in_dll(so, "urcu_memb_gp")) + 8   # struct urcu_gp: ctr, futex
     install_filter(gp)

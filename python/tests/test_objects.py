@@ -252,3 +252,29 @@ def test_many_refs_and_futures_come_and_go(engine, lib):
         assert got == list(range(rnd * 100 + 1, rnd * 100 + 101))
         del refs, futs
     assert eventually(lambda: engine.stats()["objects"] == 0), engine.stats()
+
+
+def test_put_in_one_c_call_and_its_fallbacks(engine):
+    # bytes-likes and C-contiguous arrays are put by the C method alone; numpy
+    # scalars and other arrays go through numpy first (hive._put_other)
+    assert bytes(engine.get(engine.put(bytearray(b"ba")))) == b"ba"
+    assert bytes(engine.get(engine.put(memoryview(b"xyz")[1:]))) == b"yz"
+    f = np.asfortranarray(np.arange(6).reshape(2, 3))
+    got = engine.get(engine.put(f))
+    assert got.flags.c_contiguous and np.array_equal(got, f)
+    named = np.zeros(2, dtype=[("O", np.int32), ("Obj", np.float64)])   # 'O' only as names
+    named["O"] = [4, 5]
+    got = engine.get(engine.put(named))
+    assert got.dtype == named.dtype and got["O"].tolist() == [4, 5]
+    with pytest.raises(TypeError):
+        engine.put(np.zeros(2, dtype=[("a", object), ("b", np.float64)]))
+    with pytest.raises(TypeError):
+        engine.put(np.array([1, "x"], dtype=object)[::2])   # not contiguous, then objects
+    s = engine.get(engine.put(np.float32(1.5)))
+    assert s.dtype == np.float32 and s.shape == () and s == 1.5
+    shared = engine.array((2, 3), np.int16)
+    shared[1, 2] = 9
+    assert engine.get(engine.put(shared))[1, 2] == 9          # a copy of a shared array's bytes
+    assert engine.get(engine.put(shared[:, 1]))[1] == 0      # a strided slice, copied contiguous
+    with pytest.raises(BufferError):
+        engine.put(memoryview(b"abcdef")[::2])                # a raw buffer must be contiguous
