@@ -45,7 +45,8 @@ def call_costs(eng, lib_path, rounds=9):
     round per row, the calling thread's CPU time."""
     noop, noop_view, c_loop = hive._hive._noop, hive._hive._noop_view, hive._hive._c_loop
     payload = b"12345678"
-    small, arr = eng.put(payload), eng.put(np.arange(16.0))
+    nd = np.arange(16.0)
+    small, arr = eng.put(payload), eng.put(nd)
     lib = eng.load(lib_path)
     actor = lib.actor("py_counter", 0)
     T, N, NC = time.thread_time, 100_000, 20_000
@@ -79,6 +80,15 @@ def call_costs(eng, lib_path, rounds=9):
         for _ in range(NC // 10):
             eng.get(arr)
         keep("get_typed", (T() - t0) / (NC // 10))
+        t0 = T()
+        for _ in range(NC):
+            eng.put(payload)
+        keep("put", (T() - t0) / NC)
+        keep("c_put", c_loop("put", eng, NC))
+        t0 = T()
+        for _ in range(NC):
+            eng.put(nd)
+        keep("put_typed", (T() - t0) / NC)
         # calls and gets apart: NC calls, (untimed) until the last result is
         # in, then the NC gets of sealed results and the Futures' release
         t0 = T()
@@ -117,6 +127,10 @@ def call_costs(eng, lib_path, rounds=9):
     x, c = t["call"], t["c_call"]
     print(f"actor.call (C actor, one int argument): {ns(x)} ({x / n:.1f}x the no-op); hive_call from C "
           f"{ns(c)}: binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op)")
+    x, c = t["put"], t["c_put"]
+    print(f"engine.put of 8 bytes (the Ref dropped): {ns(x)} ({x / n:.1f}x the no-op); from C {ns(c)}: "
+          f"binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op); of a 16-float64 ndarray "
+          f"{ns(t['put_typed'])}")
     x, c = t["sync"], t["c_sync"]
     print(f"actor.call(...).get() in turn (the caller's CPU, spinning for the result included): "
           f"{x * 1e6:.2f} us; from C {c * 1e6:.2f} us")

@@ -3045,7 +3045,8 @@ static PyObject *noop_view(PyObject *Py_UNUSED(m), PyObject *obj)
  * their .get()); "call_sync" n times a call and its result's get + release
  * (as actor.call(...).get()); "call_split" as "call", but returns (seconds
  * per call, seconds per get + release of a sealed result), the wait for the
- * last result between them left out. The time is the calling thread's CPU time
+ * last result between them left out; "put" n hive_put of 8 bytes into the
+ * Engine target and their release (as put(b"12345678") whose Ref is dropped). The time is the calling thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID), as the Python benchmark takes its own
  * (time.thread_time): on a loaded machine wall time is mostly other
  * processes' turns. The Python benchmark subtracts it from the Python-side
@@ -3059,7 +3060,7 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
     if (!PyArg_ParseTuple(args, "sOn|s", &what, &target, &n, &method))
         return NULL;
     int sync = !strcmp(what, "call_sync"), split = !strcmp(what, "call_split");
-    int call = sync || split || !strcmp(what, "call");
+    int call = sync || split || !strcmp(what, "call"), put = !strcmp(what, "put");
     int list = !call && PyList_Check(target);
     if (list)
         n = PyList_GET_SIZE(target);
@@ -3067,14 +3068,15 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
         PyErr_Format(PyExc_ValueError, "_c_loop: n must be > 0, not %zd", n);
         return NULL;
     }
-    if (call ? !PyObject_TypeCheck(target, &ActorType) || ((ActorObj *)target)->job
-             : strcmp(what, "get") || !PyObject_TypeCheck(list ? PyList_GET_ITEM(target, 0) : target, &RefType)) {
-        PyErr_SetString(PyExc_TypeError, "_c_loop(\"get\", Ref or [Ref], n) or _c_loop(\"call\", "
-                        "\"call_sync\" or \"call_split\", C Actor, n[, method])");
+    if (put ? !PyObject_TypeCheck(target, &EngineType)
+            : call ? !PyObject_TypeCheck(target, &ActorType) || ((ActorObj *)target)->job
+                   : strcmp(what, "get") || !PyObject_TypeCheck(list ? PyList_GET_ITEM(target, 0) : target, &RefType)) {
+        PyErr_SetString(PyExc_TypeError, "_c_loop(\"get\", Ref or [Ref], n), _c_loop(\"put\", Engine, n) "
+                        "or _c_loop(\"call\", \"call_sync\" or \"call_split\", C Actor, n[, method])");
         return NULL;
     }
-    EngineObj *e = call ? ((ActorObj *)target)->engine
-                        : ((RefObj *)(list ? PyList_GET_ITEM(target, 0) : target))->engine;
+    EngineObj *e = put ? (EngineObj *)target : call ? ((ActorObj *)target)->engine
+                              : ((RefObj *)(list ? PyList_GET_ITEM(target, 0) : target))->engine;
     hive_t *h = engine_live(e);
     if (!h)
         return NULL;
@@ -3102,7 +3104,15 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
     struct timespec t0, t1, tm0 = {0, 0}, tm1 = {0, 0};
     Py_BEGIN_ALLOW_THREADS
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    if (!call) {
+    if (put) {
+        int64_t eight = 0x3837363534333231;   /* "12345678" */
+        for (Py_ssize_t i = 0; i < n && rc >= 0; i++) {
+            hive_ref_t r;
+            rc = hive_put(h, &eight, sizeof eight, &r);
+            if (rc >= 0)
+                hive_release(h, r);
+        }
+    } else if (!call) {
         hive_ref_t ref = list ? refs[0] : ((RefObj *)target)->ref;
         for (Py_ssize_t i = 0; i < n && rc >= 0; i++) {
             const void *data;

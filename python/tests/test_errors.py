@@ -173,6 +173,7 @@ def test_bench_helpers(engine, lib):
     c = lib.actor("py_counter", 0)
     assert hive._hive._c_loop("call", c, 10) > 0
     assert hive._hive._c_loop("call_sync", c, 10) > 0
+    assert hive._hive._c_loop("put", engine, 10) > 0
     assert min(hive._hive._c_loop("call_split", c, 10)) > 0
     assert np.frombuffer(c.call("get").get(), np.int64)[0] == 30   # every call ran once
     with pytest.raises(TypeError):
