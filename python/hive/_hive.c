@@ -721,6 +721,11 @@ static PyObject *put_view(EngineObj *self, hive_t *h, Py_buffer *v, int typed)
     size_t total;
     void *dst;
     hive_ref_t ref;
+    if (!typed && v->len <= (1 << 20)) {   /* raw and small: one hive_put (the GIL held for the copy) */
+        int rc = hive_put(h, v->buf, (size_t)v->len, &ref);
+        PyBuffer_Release(v);
+        return rc < 0 ? raise_hive(rc, "put") : ref_new(self, ref, &RefType);
+    }
     if (payload_size(v, typed, &total) < 0) {
         PyBuffer_Release(v);
         return NULL;
