@@ -2888,7 +2888,11 @@ static PyMethodDef ref_methods[] = {
     METH("get", ref_get, METH_FASTCALL | METH_KEYWORDS, "get(timeout=None): engine.get(self, timeout)"),
     {NULL, NULL, 0, NULL},
 };
+/* get again on the Future type itself: CPython specializes a method call
+ * only when the object's type is the method's own (else it walks the MRO
+ * to check the type, every call) */
 static PyMethodDef future_methods[] = {
+    METH("get", ref_get, METH_FASTCALL | METH_KEYWORDS, "get(timeout=None): engine.get(self, timeout)"),
     METH("cancel", future_cancel, METH_NOARGS, "cancel() -> True if cancelled, False if finished"),
     {NULL, NULL, 0, NULL},
 };
