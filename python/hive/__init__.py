@@ -269,13 +269,15 @@ class ActorClass:
     """engine.actor(Cls): calling it builds one instance on a hive worker and
     returns its Actor handle; handle.call("method", *args) -> Future"""
 
-    def __init__(self, engine, cls, name=None, max_restarts=0):
+    def __init__(self, engine, cls, name=None, max_restarts=0, node=None, worker=None):
         if not isinstance(cls, type):
             raise TypeError(f"actor: {cls!r} is not a class")
         self._engine, self._cls, self._name, self._restarts = engine, cls, name, max_restarts
+        self._node, self._worker = node, worker
 
     def __call__(self, *args, **kwargs):
-        return self._engine._actor_py(self._cls, args, kwargs, self._name, self._restarts)
+        return self._engine._actor_py(self._cls, args, kwargs, self._name, self._restarts, self._node,
+                                      self._worker)
 
     remote = __call__
 
@@ -314,9 +316,10 @@ class Engine(_hive.Engine):
         """fn as a task: engine.remote(fn)(*args) -> Future (runs holding the GIL)"""
         return RemoteFunction(self, fn, priority)
 
-    def actor(self, cls, *, name=None, max_restarts=0):
-        """cls as an actor: engine.actor(Cls)(*args) -> Actor (methods hold the GIL)"""
-        return ActorClass(self, cls, name, max_restarts)
+    def actor(self, cls, *, name=None, max_restarts=0, node=None, worker=None):
+        """cls as an actor: engine.actor(Cls)(*args) -> Actor (methods hold the GIL);
+        node= or worker= places it (include/hive.h, Placement)"""
+        return ActorClass(self, cls, name, max_restarts, node, worker)
 
     def replay(self, capacity, dtype, shape=(), **kw):
         """a Replay buffer of capacity items of dtype and shape"""

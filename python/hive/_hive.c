@@ -1733,18 +1733,50 @@ static int kw_fast(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, c
     return 0;
 }
 
-/* Library.submit(name, *args, priority=0, retries=0) -> Future (fastcall: no
- * argument tuple or keyword dict is built) */
+/* node= / worker= keywords (None: not given) -> a placement (include/hive.h
+ * "Placement"; hive checks the index against the nodes and workers, a
+ * HIVE_EINVAL with its sentence). worker only where allow_worker (actors).
+ * 0, or -1 raised. */
+static int place_of(PyObject *node, PyObject *worker, int allow_worker, int *place, unsigned *index)
+{
+    node = node == Py_None ? NULL : node;
+    worker = worker == Py_None ? NULL : worker;
+    if (node && worker) {
+        PyErr_SetString(PyExc_ValueError, "give node= or worker=, not both");
+        return -1;
+    }
+    if (worker && !allow_worker) {
+        PyErr_SetString(PyExc_TypeError, "worker= places actors only");
+        return -1;
+    }
+    PyObject *o = node ? node : worker;
+    if (!o)
+        return 0;
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v > 65535) {
+        PyErr_Format(PyExc_ValueError, "%s must be 0 .. 65535, not %ld", node ? "node" : "worker", v);
+        return -1;
+    }
+    *place = node ? HIVE_PLACE_NODE : HIVE_PLACE_WORKER;
+    *index = (unsigned)v;
+    return 0;
+}
+
+/* Library.submit(name, *args, priority=0, retries=0, node=None) -> Future
+ * (fastcall: no argument tuple or keyword dict is built) */
 static PyObject *library_submit(LibraryObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static const char *const names[] = {"priority", "retries", NULL};
+    static const char *const names[] = {"priority", "retries", "node", NULL};
     if (nargs < 1 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "submit(name, *args): name must be a str");
         return NULL;
     }
-    PyObject *kv[2];
+    PyObject *kv[3];
     hive_opts_t opts = {0};
-    if (kw_fast(args, nargs, kwnames, names, kv, "submit") < 0 || priority_of(kv[0], &opts.priority) < 0)
+    if (kw_fast(args, nargs, kwnames, names, kv, "submit") < 0 || priority_of(kv[0], &opts.priority) < 0 ||
+        place_of(kv[2], NULL, 0, &opts.place, &opts.place_index) < 0)
         return NULL;
     if (kv[1]) {
         long r = PyLong_AsLong(kv[1]);
@@ -1767,17 +1799,21 @@ static PyObject *library_submit(LibraryObj *self, PyObject *const *args, Py_ssiz
     return rc < 0 ? raise_hive(rc, "submit") : ref_new(self->engine, result, &FutureType);
 }
 
-/* Library.actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor */
+/* Library.actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0,
+ * node=None, worker=None) -> Actor */
 static PyObject *library_actor(LibraryObj *self, PyObject *args, PyObject *kw_in)
 {
     if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
         PyErr_SetString(PyExc_TypeError, "actor(class_name, *args): class_name must be a str");
         return NULL;
     }
-    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *name_o, *restarts_o, *conc_o, *res = NULL;
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *name_o, *restarts_o, *conc_o, *node_o, *worker_o;
+    PyObject *res = NULL;
     hive_actor_opts_t opts = {0};
     if ((kw_in && !kw) || kw_take(kw, "name", &name_o) < 0 || kw_take(kw, "max_restarts", &restarts_o) < 0 ||
-        kw_take(kw, "max_concurrency", &conc_o) < 0 || kw_reject_rest(kw, "actor") < 0)
+        kw_take(kw, "max_concurrency", &conc_o) < 0 || kw_take(kw, "node", &node_o) < 0 ||
+        kw_take(kw, "worker", &worker_o) < 0 || kw_reject_rest(kw, "actor") < 0 ||
+        place_of(node_o, worker_o, 1, &opts.place, &opts.place_index) < 0)
         goto out;
     if (name_o && name_o != Py_None && !(opts.name = PyUnicode_AsUTF8(name_o)))
         goto out;
@@ -2091,13 +2127,17 @@ static PyObject *engine_submit_py(EngineObj *self, PyObject *a)
     return ref_new(self, result, &FutureType);
 }
 
-/* Engine._actor_py(cls, args, kwargs, name, max_concurrency) -> Actor */
+/* Engine._actor_py(cls, args, kwargs, name, max_restarts, node, worker) -> Actor */
 static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
 {
-    PyObject *cls, *args, *kwargs;
+    PyObject *cls, *args, *kwargs, *node = Py_None, *worker = Py_None;
     const char *name = NULL;
     unsigned restarts = 0;
-    if (!PyArg_ParseTuple(a, "OO!O!|zI", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts))
+    int place = 0;
+    unsigned place_index = 0;
+    if (!PyArg_ParseTuple(a, "OO!O!|zIOO", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts,
+                          &node, &worker) ||
+        place_of(node, worker, 1, &place, &place_index) < 0)
         return NULL;
     hive_t *h = engine_live(self);
     if (!h)
@@ -2109,7 +2149,7 @@ static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
         Py_XDECREF(job);
         return NULL;
     }
-    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts };
+    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts, .place = place, .place_index = place_index };
     hive_actor_t actor;
     int rc = hive_actor_new(h, &pyactor_class, ha, n, &opts, &actor);
     PyMem_Free(ha);
@@ -2936,7 +2976,7 @@ static PyMethodDef library_methods[] = {
     METH("submit", library_submit, METH_FASTCALL | METH_KEYWORDS,
          "submit(fn_name, *args, priority=0, retries=0) -> Future"),
     METH("actor", library_actor, METH_VARARGS | METH_KEYWORDS,
-         "actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor"),
+         "actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0, node=None, worker=None) -> Actor"),
     {NULL, NULL, 0, NULL},
 };
 

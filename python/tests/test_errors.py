@@ -206,3 +206,31 @@ def test_argument_kinds(engine, lib):
         c.call("\ud800")                      # a method name that is no UTF-8
     with pytest.raises(TypeError):
         engine.put(b"x").get(1, 2)
+
+
+def test_placement_keywords(engine, lib):
+    # node= / worker= are hive's placement (include/hive.h "Placement"); the
+    # suite's engine has one node and two workers
+    a = lib.actor("py_counter", 5, node=0)
+    assert np.frombuffer(a.call("add", 1).get(timeout=30), np.int64)[0] == 6
+    w = lib.actor("py_counter", 1, worker=1)
+    assert np.frombuffer(w.call("get").get(timeout=30), np.int64)[0] == 1
+    assert np.frombuffer(lib.submit("py_sum_f64", np.ones(2), node=0).get(timeout=30), np.float64)[0] == 2
+    p = engine.actor(PyCounter, worker=0)(3)
+    assert p.call("add", 1).get(timeout=30) == 4
+    with pytest.raises(ValueError):
+        lib.actor("py_counter", node=7)         # no such node: hive says why
+    with pytest.raises(ValueError):
+        lib.actor("py_counter", worker=99)
+    with pytest.raises(ValueError):
+        lib.actor("py_counter", node=0, worker=0)
+    with pytest.raises(ValueError):
+        lib.actor("py_counter", node=-1)
+    with pytest.raises(TypeError):
+        lib.submit("py_sum_f64", np.ones(2), worker=0)   # worker= places actors only
+    with pytest.raises(ValueError):
+        lib.submit("py_sum_f64", np.ones(2), node=5)
+    with pytest.raises(ValueError):
+        engine.actor(PyCounter, node=9)(1)
+    with pytest.raises(TypeError):
+        lib.actor("py_counter", node="x")
