@@ -107,13 +107,13 @@ def main():
         mapped = so.hive__pool_mapped_bytes()
         if stable == 5:
             break
-    # headroom: a burst of four rounds' objects and calls at once, dropped,
+    # headroom: a burst of eight rounds' objects and calls at once, dropped,
     # and waited for until the store has freed them (a grace period late):
     # their blocks are then free in the pool, so the filtered rounds do not
     # find it empty when frees lag behind under load
     base = eng.stats()["objects"]
-    burst = [eng.put(payload) for _ in range(4 * ROUNDS)] + [eng.put(np.arange(4.0)) for _ in range(4 * ROUNDS)]
-    burst += [actor.call("add", 1) for _ in range(4 * ROUNDS)]
+    burst = [eng.put(payload) for _ in range(8 * ROUNDS)] + [eng.put(np.arange(4.0)) for _ in range(8 * ROUNDS)]
+    burst += [actor.call("add", 1) for _ in range(8 * ROUNDS)]
     burst[-1].get()
     del burst
     deadline = time.monotonic() + 30
