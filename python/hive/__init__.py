@@ -32,7 +32,11 @@ _KDLCPU = 1
 
 def _owner(arr, attr):
     """the Buffer behind arr if arr's memory lies inside it, else None"""
-    buf = getattr(arr, attr, None)
+    return _inside(arr, getattr(arr, attr, None))
+
+
+def _inside(arr, buf):
+    """buf if arr's memory lies inside it (or arr is empty), else None"""
     if buf is None or arr.size == 0:
         return buf
     lo = arr.__array_interface__["data"][0]
@@ -43,17 +47,24 @@ def _owner(arr, attr):
 
 class ObjectView(np.ndarray):
     """A read-only ndarray over a sealed object's payload (what get returns
-    for an object put from an ndarray). Holds the object's count."""
+    for an object put from an ndarray). Holds the object's count: its base
+    chain (numpy's, through slices and views) ends at the memoryview of the
+    hive Buffer. No __array_finalize__: making one costs no Python call."""
 
-    def __array_finalize__(self, obj):
-        self._buffer = None
-        if obj is not None:
-            self._buffer = getattr(obj, "_buffer", None)
-            self._buffer = _owner(self, "_buffer")
+    @property
+    def _buffer(self):
+        """the Buffer at the end of the base chain, if the memory lies inside it"""
+        b = self.base
+        while isinstance(b, np.ndarray):
+            b = b.base
+        if isinstance(b, memoryview):
+            b = b.obj
+        return _inside(self, b) if isinstance(b, Buffer) else None
 
     @property
     def _hive_arg(self):
-        return self._buffer.ref() if self._buffer is not None else None
+        buf = self._buffer
+        return buf.ref() if buf is not None else None
 
     def __dlpack__(self, stream=None):
         return to_dlpack(self)
@@ -143,9 +154,7 @@ def _view_of(buf):
     if buf.pickled:
         return pickle.loads(memoryview(buf))
     if buf.typed:
-        arr = np.asarray(buf).view(ObjectView)
-        arr._buffer = buf
-        return arr
+        return np.asarray(buf).view(ObjectView)
     return memoryview(buf)
 
 
@@ -226,7 +235,18 @@ def _run_method(instance, engine, name, args, kwargs):
     return _encode(getattr(instance, name)(*_resolve(engine, args), **kwargs))
 
 
-_hive._set_runners((_run_task, _new_actor, _run_method, _view_of))
+def _put_other(engine, x):
+    """Engine.put of what the C side leaves to numpy: a numpy scalar (a 0-d
+    array) or an array that is not C-contiguous (copied contiguous)"""
+    x = np.asarray(x)
+    if x.dtype.hasobject:
+        raise TypeError("put: an array of Python objects has no bytes to share")
+    if not x.flags.c_contiguous:      # (ascontiguousarray would make a 0-d array 1-d)
+        x = np.ascontiguousarray(x)
+    return engine._put(x, True)
+
+
+_hive._set_runners((_run_task, _new_actor, _run_method, _view_of, _put_other, np.ndarray, np.generic))
 
 
 class RemoteFunction:
@@ -249,13 +269,15 @@ class ActorClass:
     """engine.actor(Cls): calling it builds one instance on a hive worker and
     returns its Actor handle; handle.call("method", *args) -> Future"""
 
-    def __init__(self, engine, cls, name=None, max_restarts=0):
+    def __init__(self, engine, cls, name=None, max_restarts=0, node=None, worker=None):
         if not isinstance(cls, type):
             raise TypeError(f"actor: {cls!r} is not a class")
         self._engine, self._cls, self._name, self._restarts = engine, cls, name, max_restarts
+        self._node, self._worker = node, worker
 
     def __call__(self, *args, **kwargs):
-        return self._engine._actor_py(self._cls, args, kwargs, self._name, self._restarts)
+        return self._engine._actor_py(self._cls, args, kwargs, self._name, self._restarts, self._node,
+                                      self._worker)
 
     remote = __call__
 
@@ -265,21 +287,12 @@ class Engine(_hive.Engine):
     a hive engine; a context manager that shuts it down on exit (after the
     last view of its memory is gone)."""
 
-    def put(self, x):
-        """copy x (anything with the buffer protocol) into a new sealed
-        object; an ndarray keeps its dtype and shape for get"""
-        if isinstance(x, (np.ndarray, np.generic)):
-            x = np.asarray(x)
-            if x.dtype.hasobject:
-                raise TypeError("put: an array of Python objects has no bytes to share")
-            if not x.flags.c_contiguous:      # (ascontiguousarray would make a 0-d array 1-d)
-                x = np.ascontiguousarray(x)
-            return self._put(x, True)
-        return self._put(x, False)
-
-    # get(ref, timeout=None) is the extension's: a read-only memoryview over
-    # the payload, or the ndarray (ObjectView) of one put from an ndarray,
-    # no copy; it waits up to timeout seconds (None: forever) without the GIL.
+    # put(x) and get(ref, timeout=None) are the extension's (one C call
+    # each): put copies x into a sealed object, an ndarray with its dtype
+    # and shape (numpy scalars and non-contiguous arrays through _put_other);
+    # get is a read-only memoryview over the payload, or the ndarray
+    # (ObjectView) of one put from an ndarray, no copy; it waits up to
+    # timeout seconds (None: forever) without the GIL.
 
     def create(self, size):
         """(Ref, writable memoryview) of a new object; seal(ref) publishes it"""
@@ -303,9 +316,10 @@ class Engine(_hive.Engine):
         """fn as a task: engine.remote(fn)(*args) -> Future (runs holding the GIL)"""
         return RemoteFunction(self, fn, priority)
 
-    def actor(self, cls, *, name=None, max_restarts=0):
-        """cls as an actor: engine.actor(Cls)(*args) -> Actor (methods hold the GIL)"""
-        return ActorClass(self, cls, name, max_restarts)
+    def actor(self, cls, *, name=None, max_restarts=0, node=None, worker=None):
+        """cls as an actor: engine.actor(Cls)(*args) -> Actor (methods hold the GIL);
+        node= or worker= places it (include/hive.h, Placement)"""
+        return ActorClass(self, cls, name, max_restarts, node, worker)
 
     def replay(self, capacity, dtype, shape=(), **kw):
         """a Replay buffer of capacity items of dtype and shape"""
@@ -316,12 +330,7 @@ class Engine(_hive.Engine):
 
 def _batch_views(bufs):
     """(obs, reward, done, env_id) read-only ndarrays over a batch's Buffers"""
-    out = []
-    for buf in bufs:
-        arr = np.asarray(buf).view(ObjectView)
-        arr._buffer = buf
-        out.append(arr)
-    return tuple(out)
+    return tuple(np.asarray(buf).view(ObjectView) for buf in bufs)
 
 
 def _int32_of(x, what):

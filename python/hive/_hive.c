@@ -265,20 +265,48 @@ static PyObject *engine_get_closed(EngineObj *self, void *Py_UNUSED(c))
 
 typedef struct {
     PyObject_HEAD
-    EngineObj *engine;
-    hive_ref_t ref;        /* one count, dropped with the object */
+    EngineObj  *engine;
+    hive_ref_t  ref;       /* one count, dropped with the object */
+    int         kind;      /* REF_UNSEEN until a get finds it sealed, then: */
+    const char *data;      /* the payload, fixed while the count is held, */
+    Py_ssize_t  size, len; /* its size and the bytes a view shows (less any trailer) */
 } RefObj;
+
+enum { REF_UNSEEN, REF_RAW, REF_TRAILER };   /* RefObj.kind: REF_TRAILER typed or pickled */
+
+/* a Ref or Future (the exact types first: PyObject_TypeCheck of a Future
+ * against RefType walks its MRO) */
+static inline int is_ref(PyObject *o)
+{
+    return Py_IS_TYPE(o, &RefType) || Py_IS_TYPE(o, &FutureType) || PyObject_TypeCheck(o, &RefType);
+}
+
+/* Freed Refs and Futures kept for reuse (both are RefObj-sized): a call +
+ * get makes and drops one, pymalloc's round trip is most of a no-op call.
+ * Touched only holding the GIL. */
+#define REF_FREELIST 64
+static RefObj *ref_free[REF_FREELIST];
+static int ref_nfree;
 
 /* a Ref (or Future) owning the count the caller already holds */
 static PyObject *ref_new(EngineObj *e, hive_ref_t ref, PyTypeObject *type)
 {
-    RefObj *r = PyObject_New(RefObj, type);
+    RefObj *r;
+    if (ref_nfree > 0) {
+        r = ref_free[--ref_nfree];
+        PyObject_Init((PyObject *)r, type);
+    } else {
+        r = PyObject_New(RefObj, type);
+    }
     if (!r) {
         hive_release(e->h, ref);
         return NULL;
     }
     r->engine = (EngineObj *)Py_NewRef((PyObject *)e);
     r->ref = ref;
+    r->kind = REF_UNSEEN;
+    r->data = NULL;
+    r->size = r->len = 0;
     return (PyObject *)r;
 }
 
@@ -287,7 +315,10 @@ static void ref_dealloc(RefObj *self)
     if (self->engine->h && self->ref.id)
         hive_release(self->engine->h, self->ref);
     Py_DECREF(self->engine);
-    PyObject_Free(self);
+    if ((Py_TYPE(self) == &RefType || Py_TYPE(self) == &FutureType) && ref_nfree < REF_FREELIST)
+        ref_free[ref_nfree++] = self;
+    else
+        PyObject_Free(self);
 }
 
 static PyObject *ref_repr(RefObj *self)
@@ -683,8 +714,44 @@ static void payload_write(char *dst, const Py_buffer *v, int kind)
     memcpy(t + 16, &magic, 8);
 }
 
-/* Engine._put(buffer, typed): copy into a new sealed object; typed appends
- * the format/shape trailer that get() turns back into an ndarray. */
+/* copy the exported buffer v into a new sealed object (typed: with the
+ * format/shape trailer that get() turns back into an ndarray); releases v */
+static PyObject *put_view(EngineObj *self, hive_t *h, Py_buffer *v, int typed)
+{
+    size_t total;
+    void *dst;
+    hive_ref_t ref;
+    if (!typed && v->len <= (1 << 20)) {   /* raw and small: one hive_put (the GIL held for the copy) */
+        int rc = hive_put(h, v->buf, (size_t)v->len, &ref);
+        PyBuffer_Release(v);
+        return rc < 0 ? raise_hive(rc, "put") : ref_new(self, ref, &RefType);
+    }
+    if (payload_size(v, typed, &total) < 0) {
+        PyBuffer_Release(v);
+        return NULL;
+    }
+    int rc = hive_create(h, total, &dst, &ref);
+    if (rc < 0) {
+        PyBuffer_Release(v);
+        return raise_hive(rc, "put");
+    }
+    if (v->len > (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        payload_write(dst, v, typed);
+        Py_END_ALLOW_THREADS
+    } else {
+        payload_write(dst, v, typed);
+    }
+    PyBuffer_Release(v);
+    rc = hive_seal(h, ref);
+    if (rc < 0) {
+        hive_release(h, ref);
+        return raise_hive(rc, "put");
+    }
+    return ref_new(self, ref, &RefType);
+}
+
+/* Engine._put(buffer, typed): copy into a new sealed object, typed or raw */
 static PyObject *engine_put(EngineObj *self, PyObject *args)
 {
     PyObject *obj;
@@ -697,37 +764,58 @@ static PyObject *engine_put(EngineObj *self, PyObject *args)
     Py_buffer v;
     if (PyObject_GetBuffer(obj, &v, typed ? (PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) : PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
-    size_t total;
-    void *dst;
-    hive_ref_t ref;
-    if (payload_size(&v, typed, &total) < 0) {
+    return put_view(self, h, &v, typed);
+}
+
+/* numpy's ndarray and generic types, and hive._put_other(engine, x) for
+ * what put leaves to Python (numpy scalars, arrays that are not
+ * C-contiguous), from hive/__init__.py (_set_runners); NULL without it */
+static PyObject *np_ndarray, *np_generic, *py_put_other;
+
+/* a buffer format holding Python objects ('O' outside the field names,
+ * which stand between colons) */
+static int format_has_object(const char *f)
+{
+    int name = 0;
+    for (; f && *f; f++) {
+        if (*f == ':')
+            name = !name;
+        else if (!name && *f == 'O')
+            return 1;
+    }
+    return 0;
+}
+
+/* Engine.put(x): copy x (anything with the buffer protocol) into a new
+ * sealed object -> Ref; an ndarray keeps its dtype and shape (the trailer).
+ * One C call for bytes-likes and C-contiguous arrays; numpy scalars and
+ * other arrays go through hive._put_other (np.asarray, ascontiguousarray). */
+static PyObject *engine_put_any(EngineObj *self, PyObject *x)
+{
+    int typed = np_ndarray && PyObject_TypeCheck(x, (PyTypeObject *)np_ndarray);
+    if (!typed && np_generic && PyObject_TypeCheck(x, (PyTypeObject *)np_generic))
+        return PyObject_CallFunctionObjArgs(py_put_other, (PyObject *)self, x, NULL);
+    hive_t *h = engine_live(self);
+    if (!h)
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(x, &v, typed ? PyBUF_RECORDS_RO : PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (typed && format_has_object(v.format)) {
         PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_TypeError, "put: an array of Python objects has no bytes to share");
         return NULL;
     }
-    int rc = hive_create(h, total, &dst, &ref);
-    if (rc < 0) {
+    if (typed && !PyBuffer_IsContiguous(&v, 'C')) {
         PyBuffer_Release(&v);
-        return raise_hive(rc, "put");
+        return PyObject_CallFunctionObjArgs(py_put_other, (PyObject *)self, x, NULL);
     }
-    if (v.len > (1 << 20)) {
-        Py_BEGIN_ALLOW_THREADS
-        payload_write(dst, &v, typed);
-        Py_END_ALLOW_THREADS
-    } else {
-        payload_write(dst, &v, typed);
-    }
-    PyBuffer_Release(&v);
-    rc = hive_seal(h, ref);
-    if (rc < 0) {
-        hive_release(h, ref);
-        return raise_hive(rc, "put");
-    }
-    return ref_new(self, ref, &RefType);
+    return put_view(self, h, &v, typed);
 }
 
 static int ref_of(PyObject *o, hive_ref_t *out)
 {
-    if (!PyObject_TypeCheck(o, &RefType)) {
+    if (!is_ref(o)) {
         PyErr_Format(PyExc_TypeError, "expected a hive.Ref, not %s", Py_TYPE(o)->tp_name);
         return -1;
     }
@@ -761,62 +849,130 @@ static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, 
     return *ns == -2 ? -1 : 0;
 }
 
-/* the payload of refo's object as a Buffer that holds refo (so its count:
- * a Ref keeps its count until it is dropped, no retain/release per get).
- * A sealed object is taken at once, holding the GIL; only a wait releases it. */
-static BufferObj *get_buffer(EngineObj *self, PyObject *refo, hive_ref_t ref, int64_t ns)
+/* a payload that may end in a trailer (typed or pickled; buffer_parse_trailer
+ * reads it in full and may still find it raw); without one it is raw bytes */
+static int payload_may_have_trailer(const char *data, size_t size)
 {
-    hive_t *h = engine_live(self);
-    if (!h)
-        return NULL;
-    const void *data = NULL;
-    size_t size = 0;
-    int rc = hive_get(h, ref, 0, &data, &size);
-    if (rc == HIVE_ETIMEDOUT && ns != 0) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = hive_get(h, ref, ns, &data, &size);
-        Py_END_ALLOW_THREADS
-    }
-    if (rc < 0)
-        return (BufferObj *)raise_hive(rc, "get");
-    if (!self->h)
-        return (BufferObj *)raise_hive(HIVE_ESHUTDOWN, "get");
-    BufferObj *b = buffer_new(self, (hive_ref_t){0}, (void *)data, size, 1);
+    uint64_t magic;
+    if (size < 24)
+        return 0;
+    memcpy(&magic, data + size - 8, 8);
+    return magic == TRAILER_MAGIC || magic == PICKLE_MAGIC;
+}
+
+/* a read-only Buffer over r's payload, parsed, that holds r (so its count:
+ * a Ref keeps its count until it is dropped, no retain/release per get) */
+static BufferObj *ref_buffer(RefObj *r, const char *data, size_t size)
+{
+    BufferObj *b = buffer_new(r->engine, (hive_ref_t){0}, (void *)data, size, 1);
     if (b) {
-        b->ref = ref;
-        b->owner = Py_NewRef(refo);
+        b->ref = r->ref;
+        b->owner = Py_NewRef((PyObject *)r);
         buffer_parse_trailer(b);
     }
     return b;
 }
 
-/* Engine._get(ref, timeout=None) -> Buffer (read-only, its own count) */
-static PyObject *engine_get_buffer(EngineObj *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
+/* Find r's sealed payload, waiting up to ns for the seal (the GIL is
+ * released only for a wait: a sealed object is taken at once, holding it),
+ * and remember it in r: where it is, its kind, the bytes a view shows. A
+ * repeat makes no store lookup (the payload is immutable and stays put while
+ * r's count is held). With bufp, a payload with a trailer also comes back
+ * as a parsed Buffer in *bufp (else *bufp is NULL). 0, or -1 raised. */
+static int ref_resolve(RefObj *r, int64_t ns, BufferObj **bufp)
 {
-    hive_ref_t ref;
-    int64_t ns;
-    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
-        return NULL;
-    return (PyObject *)get_buffer(self, args[0], ref, ns);
+    EngineObj *e = r->engine;
+    if (bufp)
+        *bufp = NULL;
+    hive_t *h = engine_live(e);
+    if (!h)
+        return -1;
+    if (r->kind == REF_UNSEEN) {
+        const void *data = NULL;
+        size_t size = 0;
+        int rc = hive_get(h, r->ref, 0, &data, &size);
+        if (rc == HIVE_ETIMEDOUT && ns != 0) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = hive_get(h, r->ref, ns, &data, &size);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc < 0) {
+            raise_hive(rc, "get");
+            return -1;
+        }
+        if (!e->h) {   /* shut down while this thread waited */
+            raise_hive(HIVE_ESHUTDOWN, "get");
+            return -1;
+        }
+        r->data = data;
+        r->size = r->len = (Py_ssize_t)size;
+        r->kind = REF_RAW;
+        if (!payload_may_have_trailer(data, size))
+            return 0;
+        BufferObj *b = ref_buffer(r, data, size);
+        if (!b)
+            return -1;
+        r->len = b->len;
+        if (b->typed || b->pickled)
+            r->kind = REF_TRAILER;
+        if (bufp && r->kind == REF_TRAILER)
+            *bufp = b;
+        else
+            Py_DECREF(b);
+        return 0;
+    }
+    if (bufp && r->kind == REF_TRAILER && !(*bufp = ref_buffer(r, r->data, (size_t)r->size)))
+        return -1;
+    return 0;
 }
 
-/* Engine.get(ref, timeout=None) -> read-only memoryview, or (through
- * hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
+/* A Ref exports its sealed payload (less any trailer) read-only through the
+ * buffer protocol: engine.get's memoryview is made straight over the Ref,
+ * which holds the count (no intermediate object). Not sealed yet: Timeout. */
+static int ref_getbuffer(RefObj *self, Py_buffer *view, int flags)
+{
+    view->obj = NULL;
+    if (flags & PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "a sealed hive object is read-only");
+        return -1;
+    }
+    if (ref_resolve(self, 0, NULL) < 0)
+        return -1;
+    /* cannot fail: it refuses only a writable request, refused above */
+    (void)PyBuffer_FillInfo(view, (PyObject *)self, (void *)self->data, self->len, 1, flags);
+    self->engine->nbuffers++;   /* shutdown waits for the view */
+    return 0;
+}
+
+static void ref_releasebuffer(RefObj *self, Py_buffer *Py_UNUSED(view))
+{
+    buffer_gone(self->engine);
+}
+
+static PyBufferProcs ref_as_buffer = {
+    (getbufferproc)ref_getbuffer, (releasebufferproc)ref_releasebuffer,
+};
+
+/* Engine.get(ref, timeout=None) -> read-only memoryview (over the Ref), or
+ * (through hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
 static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     hive_ref_t ref;
     int64_t ns;
     if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
         return NULL;
-    BufferObj *b = get_buffer(self, args[0], ref, ns);
-    if (!b)
+    RefObj *r = (RefObj *)args[0];
+    if (r->engine != self) {
+        PyErr_Format(PyExc_ValueError, "get: %R belongs to another engine", args[0]);
         return NULL;
-    PyObject *out;
-    if ((b->typed || b->pickled) && py_view_of)
-        out = PyObject_CallOneArg(py_view_of, (PyObject *)b);
-    else
-        out = PyMemoryView_FromObject((PyObject *)b);
+    }
+    BufferObj *b;
+    if (ref_resolve(r, ns, &b) < 0)
+        return NULL;
+    if (!b)
+        return PyMemoryView_FromObject((PyObject *)r);
+    PyObject *out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b)
+                               : PyMemoryView_FromObject((PyObject *)b);
     Py_DECREF(b);
     return out;
 }
@@ -1433,7 +1589,22 @@ static void argpack_free(argpack *p)
 static int argpack_one(argpack *p, Py_ssize_t i, PyObject *o, int depth)
 {
     hive_arg_t *a = &p->args[i];
-    if (PyObject_TypeCheck(o, &RefType)) {
+    /* ints and floats first: their checks are flag tests, where each
+     * PyObject_TypeCheck below that fails walks the type's MRO */
+    if (PyLong_Check(o)) {   /* bool too */
+        p->scalars[i] = PyLong_AsLongLong(o);
+        if (p->scalars[i] == -1 && PyErr_Occurred())
+            return -1;
+        *a = HIVE_BYTES(&p->scalars[i], 8);
+        return 0;
+    }
+    if (PyFloat_Check(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(&p->scalars[i], &d, 8);
+        *a = HIVE_BYTES(&p->scalars[i], 8);
+        return 0;
+    }
+    if (is_ref(o)) {
         *a = HIVE_REF(((RefObj *)o)->ref);
         return 0;
     }
@@ -1447,19 +1618,6 @@ static int argpack_one(argpack *p, Py_ssize_t i, PyObject *o, int depth)
     }
     if (PyObject_TypeCheck(o, &ActorType)) {
         memcpy(&p->scalars[i], &((ActorObj *)o)->actor.id, 8);
-        *a = HIVE_BYTES(&p->scalars[i], 8);
-        return 0;
-    }
-    if (PyBool_Check(o) || PyLong_Check(o)) {
-        p->scalars[i] = PyLong_AsLongLong(o);
-        if (p->scalars[i] == -1 && PyErr_Occurred())
-            return -1;
-        *a = HIVE_BYTES(&p->scalars[i], 8);
-        return 0;
-    }
-    if (PyFloat_Check(o)) {
-        double d = PyFloat_AS_DOUBLE(o);
-        memcpy(&p->scalars[i], &d, 8);
         *a = HIVE_BYTES(&p->scalars[i], 8);
         return 0;
     }
@@ -1488,9 +1646,8 @@ static int argpack_one(argpack *p, Py_ssize_t i, PyObject *o, int depth)
     return -1;
 }
 
-static int argpack_make(argpack *p, PyObject *args, Py_ssize_t first)
+static int argpack_make(argpack *p, PyObject *const *items, Py_ssize_t n)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(args) - first;
     p->n = n;
     p->nviews = 0;
     if (n <= ARGPACK_INLINE) {
@@ -1508,7 +1665,7 @@ static int argpack_make(argpack *p, PyObject *args, Py_ssize_t first)
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (argpack_one(p, i, PyTuple_GET_ITEM(args, first + i), 0) < 0) {
+        if (argpack_one(p, i, items[i], 0) < 0) {
             argpack_free(p);
             return -1;
         }
@@ -1553,53 +1710,110 @@ static int kw_reject_rest(PyObject *kw, const char *what)
     return 0;
 }
 
-/* Library.submit(name, *args, priority=0, retries=0) -> Future */
-static PyObject *library_submit(LibraryObj *self, PyObject *args, PyObject *kw_in)
+/* The keywords of a fastcall (their values follow the nargs positional
+ * ones): vals[i] is the value of names[i] (NULL-terminated list), NULL when
+ * not given; another keyword is a TypeError. No dict is built. */
+static int kw_fast(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *const *names,
+                   PyObject **vals, const char *what)
 {
-    if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+    for (int i = 0; names[i]; i++)
+        vals[i] = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (names[i] && PyUnicode_CompareWithASCIIString(key, names[i]))
+            i++;
+        if (!names[i]) {
+            PyErr_Format(PyExc_TypeError, "%s: unexpected keyword argument %R", what, key);
+            return -1;
+        }
+        vals[i] = args[nargs + k];
+    }
+    return 0;
+}
+
+/* node= / worker= keywords (None: not given) -> a placement (include/hive.h
+ * "Placement"; hive checks the index against the nodes and workers, a
+ * HIVE_EINVAL with its sentence). worker only where allow_worker (actors).
+ * 0, or -1 raised. */
+static int place_of(PyObject *node, PyObject *worker, int allow_worker, int *place, unsigned *index)
+{
+    node = node == Py_None ? NULL : node;
+    worker = worker == Py_None ? NULL : worker;
+    if (node && worker) {
+        PyErr_SetString(PyExc_ValueError, "give node= or worker=, not both");
+        return -1;
+    }
+    if (worker && !allow_worker) {
+        PyErr_SetString(PyExc_TypeError, "worker= places actors only");
+        return -1;
+    }
+    PyObject *o = node ? node : worker;
+    if (!o)
+        return 0;
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v > 65535) {
+        PyErr_Format(PyExc_ValueError, "%s must be 0 .. 65535, not %ld", node ? "node" : "worker", v);
+        return -1;
+    }
+    *place = node ? HIVE_PLACE_NODE : HIVE_PLACE_WORKER;
+    *index = (unsigned)v;
+    return 0;
+}
+
+/* Library.submit(name, *args, priority=0, retries=0, node=None) -> Future
+ * (fastcall: no argument tuple or keyword dict is built) */
+static PyObject *library_submit(LibraryObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"priority", "retries", "node", NULL};
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "submit(name, *args): name must be a str");
         return NULL;
     }
-    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *prio_o, *retries_o, *res = NULL;
+    PyObject *kv[3];
     hive_opts_t opts = {0};
-    if ((kw_in && !kw) || kw_take(kw, "priority", &prio_o) < 0 || kw_take(kw, "retries", &retries_o) < 0 ||
-        kw_reject_rest(kw, "submit") < 0 || priority_of(prio_o, &opts.priority) < 0)
-        goto out;
-    if (retries_o) {
-        long r = PyLong_AsLong(retries_o);
+    if (kw_fast(args, nargs, kwnames, names, kv, "submit") < 0 || priority_of(kv[0], &opts.priority) < 0 ||
+        place_of(kv[2], NULL, 0, &opts.place, &opts.place_index) < 0)
+        return NULL;
+    if (kv[1]) {
+        long r = PyLong_AsLong(kv[1]);
         if (r == -1 && PyErr_Occurred())
-            goto out;
+            return NULL;
         if (r < 0 || r > 1000000) {
             PyErr_Format(PyExc_ValueError, "retries must be 0 .. 1000000, not %ld", r);
-            goto out;
+            return NULL;
         }
         opts.max_retries = (unsigned)r;
     }
-    hive_fn fn = (hive_fn)library_symbol(self, PyTuple_GET_ITEM(args, 0), "submit");
+    hive_fn fn = (hive_fn)library_symbol(self, args[0], "submit");
     hive_t *h = fn ? engine_live(self->engine) : NULL;
     argpack p;
-    if (!h || argpack_make(&p, args, 1) < 0)
-        goto out;
+    if (!h || argpack_make(&p, args + 1, nargs - 1) < 0)
+        return NULL;
     hive_ref_t result;
     int rc = hive_submit(h, fn, p.args, (size_t)p.n, &opts, &result);
     argpack_free(&p);
-    res = rc < 0 ? raise_hive(rc, "submit") : ref_new(self->engine, result, &FutureType);
-out:
-    Py_XDECREF(kw);
-    return res;
+    return rc < 0 ? raise_hive(rc, "submit") : ref_new(self->engine, result, &FutureType);
 }
 
-/* Library.actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor */
+/* Library.actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0,
+ * node=None, worker=None) -> Actor */
 static PyObject *library_actor(LibraryObj *self, PyObject *args, PyObject *kw_in)
 {
     if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
         PyErr_SetString(PyExc_TypeError, "actor(class_name, *args): class_name must be a str");
         return NULL;
     }
-    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *name_o, *restarts_o, *conc_o, *res = NULL;
+    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *name_o, *restarts_o, *conc_o, *node_o, *worker_o;
+    PyObject *res = NULL;
     hive_actor_opts_t opts = {0};
     if ((kw_in && !kw) || kw_take(kw, "name", &name_o) < 0 || kw_take(kw, "max_restarts", &restarts_o) < 0 ||
-        kw_take(kw, "max_concurrency", &conc_o) < 0 || kw_reject_rest(kw, "actor") < 0)
+        kw_take(kw, "max_concurrency", &conc_o) < 0 || kw_take(kw, "node", &node_o) < 0 ||
+        kw_take(kw, "worker", &worker_o) < 0 || kw_reject_rest(kw, "actor") < 0 ||
+        place_of(node_o, worker_o, 1, &opts.place, &opts.place_index) < 0)
         goto out;
     if (name_o && name_o != Py_None && !(opts.name = PyUnicode_AsUTF8(name_o)))
         goto out;
@@ -1625,7 +1839,7 @@ static PyObject *library_actor(LibraryObj *self, PyObject *args, PyObject *kw_in
     const hive_actor_class_t *cls = library_symbol(self, PyTuple_GET_ITEM(args, 0), "actor");
     hive_t *h = cls ? engine_live(self->engine) : NULL;
     argpack p;
-    if (!h || argpack_make(&p, args, 1) < 0)
+    if (!h || argpack_make(&p, &PyTuple_GET_ITEM(args, 1), PyTuple_GET_SIZE(args) - 1) < 0)
         goto out;
     hive_actor_t actor;
     int rc = hive_actor_new(h, cls, p.args, (size_t)p.n, &opts, &actor);
@@ -1649,7 +1863,7 @@ out:
     return res;
 }
 
-static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in);
+static PyObject *pyactor_call(ActorObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 static void actor_dealloc(ActorObj *self)
 {
@@ -1662,18 +1876,21 @@ static void actor_dealloc(ActorObj *self)
     PyObject_Free(self);
 }
 
-/* Actor.call(method, *args, priority=None) -> Future */
-static PyObject *actor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
+/* Actor.call(method, *args, priority=None) -> Future. Fastcall, no tuple or
+ * dict built; a method name given as the same str object as the last call's
+ * (a literal is one object) skips the lookup by name. */
+static PyObject *actor_call(ActorObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (PyTuple_GET_SIZE(args) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+    static const char *const names[] = {"priority", NULL};
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "call(method, *args): method must be a str");
         return NULL;
     }
     if (self->job)
-        return pyactor_call(self, args, kw_in);
-    PyObject *name = PyTuple_GET_ITEM(args, 0);
+        return pyactor_call(self, args, nargs, kwnames);
+    PyObject *name = args[0];
     size_t idx = 0;
-    if (name == self->last_method) {   /* the same str object (a literal, interned) */
+    if (name == self->last_method) {
         idx = self->last_idx;
     } else {
         const char *m = PyUnicode_AsUTF8(name);
@@ -1689,23 +1906,20 @@ static PyObject *actor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
         Py_XSETREF(self->last_method, Py_NewRef(name));
         self->last_idx = idx;
     }
-    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : NULL, *prio_o, *res = NULL;
+    PyObject *prio_o = NULL;
     hive_opts_t opts = {0};
     int has_prio = 0;
-    if ((kw_in && !kw) || kw_take(kw, "priority", &prio_o) < 0 || kw_reject_rest(kw, "call") < 0 ||
-        (has_prio = priority_of(prio_o, &opts.priority)) < 0)
-        goto out;
+    if (kwnames && (kw_fast(args, nargs, kwnames, names, &prio_o, "call") < 0 ||
+                    (has_prio = priority_of(prio_o, &opts.priority)) < 0))
+        return NULL;
     hive_t *h = engine_live(self->engine);
     argpack p;
-    if (!h || argpack_make(&p, args, 1) < 0)
-        goto out;
+    if (!h || argpack_make(&p, args + 1, nargs - 1) < 0)
+        return NULL;
     hive_ref_t result;
     int rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
     argpack_free(&p);
-    res = rc < 0 ? raise_hive(rc, "call") : ref_new(self->engine, result, &FutureType);
-out:
-    Py_XDECREF(kw);
-    return res;
+    return rc < 0 ? raise_hive(rc, "call") : ref_new(self->engine, result, &FutureType);
 }
 
 static PyObject *actor_kill(ActorObj *self, PyObject *Py_UNUSED(ignored))
@@ -1740,12 +1954,17 @@ static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) fro
 
 static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
-        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of))");
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 7 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
+        !PyType_Check(PyTuple_GET_ITEM(t, 6))) {
+        PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of, "
+                        "put_other, numpy.ndarray, numpy.generic))");
         return NULL;
     }
     Py_XSETREF(py_runners, Py_NewRef(t));
     Py_XSETREF(py_view_of, Py_NewRef(PyTuple_GET_ITEM(t, 3)));
+    Py_XSETREF(py_put_other, Py_NewRef(PyTuple_GET_ITEM(t, 4)));
+    Py_XSETREF(np_ndarray, Py_NewRef(PyTuple_GET_ITEM(t, 5)));
+    Py_XSETREF(np_generic, Py_NewRef(PyTuple_GET_ITEM(t, 6)));
     Py_RETURN_NONE;
 }
 
@@ -1908,13 +2127,17 @@ static PyObject *engine_submit_py(EngineObj *self, PyObject *a)
     return ref_new(self, result, &FutureType);
 }
 
-/* Engine._actor_py(cls, args, kwargs, name, max_concurrency) -> Actor */
+/* Engine._actor_py(cls, args, kwargs, name, max_restarts, node, worker) -> Actor */
 static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
 {
-    PyObject *cls, *args, *kwargs;
+    PyObject *cls, *args, *kwargs, *node = Py_None, *worker = Py_None;
     const char *name = NULL;
     unsigned restarts = 0;
-    if (!PyArg_ParseTuple(a, "OO!O!|zI", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts))
+    int place = 0;
+    unsigned place_index = 0;
+    if (!PyArg_ParseTuple(a, "OO!O!|zIOO", &cls, &PyTuple_Type, &args, &PyDict_Type, &kwargs, &name, &restarts,
+                          &node, &worker) ||
+        place_of(node, worker, 1, &place, &place_index) < 0)
         return NULL;
     hive_t *h = engine_live(self);
     if (!h)
@@ -1926,7 +2149,7 @@ static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
         Py_XDECREF(job);
         return NULL;
     }
-    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts };
+    hive_actor_opts_t opts = { .name = name, .max_restarts = restarts, .place = place, .place_index = place_index };
     hive_actor_t actor;
     int rc = hive_actor_new(h, &pyactor_class, ha, n, &opts, &actor);
     PyMem_Free(ha);
@@ -1950,36 +2173,46 @@ static PyObject *engine_actor_py(EngineObj *self, PyObject *a)
 }
 
 /* Actor.call on a Python actor: the job is (engine, method, args, kwargs) */
-static PyObject *pyactor_call(ActorObj *self, PyObject *args, PyObject *kw_in)
+static PyObject *pyactor_call(ActorObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *kw = kw_in ? PyDict_Copy(kw_in) : PyDict_New(), *prio_o, *res = NULL;
+    PyObject *kw = PyDict_New(), *prio_o = NULL, *res = NULL, *rest = NULL, *job = NULL;
     hive_opts_t opts = {0};
     int has_prio = 0;
-    if (!kw || kw_take(kw, "priority", &prio_o) < 0 || (has_prio = priority_of(prio_o, &opts.priority)) < 0)
+    if (!kw)
+        return NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        if (!PyUnicode_CompareWithASCIIString(key, "priority"))
+            prio_o = args[nargs + k];
+        else if (PyDict_SetItem(kw, key, args[nargs + k]) < 0)
+            goto out;
+    }
+    if ((has_prio = priority_of(prio_o, &opts.priority)) < 0)
         goto out;
     hive_t *h = engine_live(self->engine);
-    if (!h)
+    if (!h || !(rest = PyTuple_New(nargs - 1)))
         goto out;
-    PyObject *rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
-    PyObject *job = rest ? PyTuple_Pack(4, (PyObject *)self->engine, PyTuple_GET_ITEM(args, 0), rest, kw) : NULL;
-    Py_XDECREF(rest);
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        PyTuple_SET_ITEM(rest, i - 1, Py_NewRef(args[i]));
+    job = PyTuple_Pack(4, (PyObject *)self->engine, args[0], rest, kw);
     hive_arg_t *ha;
     size_t n;
-    if (!job || job_args(&job, PyTuple_GET_ITEM(job, 2), &ha, &n) < 0) {
-        Py_XDECREF(job);
+    if (!job || job_args(&job, rest, &ha, &n) < 0)
         goto out;
-    }
     hive_ref_t result;
     int rc = hive_call(h, self->actor, 0, ha, n, has_prio ? &opts : NULL, &result);
     PyMem_Free(ha);
     if (rc < 0) {
-        Py_DECREF(job);
         raise_hive(rc, "call");
-    } else {
-        res = ref_new(self->engine, result, &FutureType);
+        goto out;
     }
+    job = NULL;   /* its count went to the call */
+    res = ref_new(self->engine, result, &FutureType);
 out:
-    Py_XDECREF(kw);
+    Py_XDECREF(job);
+    Py_XDECREF(rest);
+    Py_DECREF(kw);
     return res;
 }
 
@@ -2664,8 +2897,10 @@ static PyMethodDef engine_methods[] = {
     METH("__enter__", engine_enter, METH_NOARGS, NULL),
     METH("__exit__", engine_exit, METH_VARARGS, NULL),
     METH("stats", engine_stats, METH_NOARGS, "stats() -> dict of the store's capacity, used, objects, resident"),
+    METH("put", engine_put_any, METH_O,
+         "put(x) -> Ref: copy x (anything with the buffer protocol) into a new sealed object; an ndarray "
+         "keeps its dtype and shape for get"),
     METH("_put", engine_put, METH_VARARGS, NULL),
-    METH("_get", engine_get_buffer, METH_FASTCALL | METH_KEYWORDS, NULL),
     METH("get", engine_get, METH_FASTCALL | METH_KEYWORDS,
          "get(ref, timeout=None): the payload without a copy: a read-only memoryview, or an ndarray "
          "if it was put from one; waits with the GIL released"),
@@ -2693,7 +2928,11 @@ static PyMethodDef ref_methods[] = {
     METH("get", ref_get, METH_FASTCALL | METH_KEYWORDS, "get(timeout=None): engine.get(self, timeout)"),
     {NULL, NULL, 0, NULL},
 };
+/* get again on the Future type itself: CPython specializes a method call
+ * only when the object's type is the method's own (else it walks the MRO
+ * to check the type, every call) */
 static PyMethodDef future_methods[] = {
+    METH("get", ref_get, METH_FASTCALL | METH_KEYWORDS, "get(timeout=None): engine.get(self, timeout)"),
     METH("cancel", future_cancel, METH_NOARGS, "cancel() -> True if cancelled, False if finished"),
     {NULL, NULL, 0, NULL},
 };
@@ -2734,15 +2973,15 @@ static PyMethodDef replay_methods[] = {
 };
 
 static PyMethodDef library_methods[] = {
-    METH("submit", library_submit, METH_VARARGS | METH_KEYWORDS,
+    METH("submit", library_submit, METH_FASTCALL | METH_KEYWORDS,
          "submit(fn_name, *args, priority=0, retries=0) -> Future"),
     METH("actor", library_actor, METH_VARARGS | METH_KEYWORDS,
-         "actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0) -> Actor"),
+         "actor(class_name, *args, name=None, max_restarts=0, max_concurrency=0, node=None, worker=None) -> Actor"),
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef actor_methods[] = {
-    METH("call", actor_call, METH_VARARGS | METH_KEYWORDS, "call(method, *args, priority=None) -> Future"),
+    METH("call", actor_call, METH_FASTCALL | METH_KEYWORDS, "call(method, *args, priority=None) -> Future"),
     METH("kill", actor_kill, METH_NOARGS, NULL),
     {NULL, NULL, 0, NULL},
 };
@@ -2767,6 +3006,7 @@ static PyTypeObject RefType = {
     .tp_name = "hive.Ref", .tp_basicsize = sizeof(RefObj), .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_dealloc = (destructor)ref_dealloc, .tp_repr = (reprfunc)ref_repr, .tp_hash = (hashfunc)ref_hash,
     .tp_richcompare = ref_richcompare, .tp_methods = ref_methods, .tp_getset = ref_getset,
+    .tp_as_buffer = &ref_as_buffer,
     .tp_doc = "a counted reference to a hive object; the count goes when the Ref does",
 };
 static PyTypeObject FutureType = {
@@ -2838,13 +3078,29 @@ static PyObject *noop(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* _noop_view(obj) -> memoryview(obj): the floor of any C call that returns
+ * a new memoryview (CPython allocates two objects for one), beside get's */
+static PyObject *noop_view(PyObject *Py_UNUSED(m), PyObject *obj)
+{
+    return PyMemoryView_FromObject(obj);
+}
+
 /* _c_loop(what, target, n[, method]) -> seconds per operation of the same
- * work done from C, without Python: "get" n hive_get of the Ref target (as
- * Engine.get does, no count taken); "call" n async hive_call of the C actor
- * target's method with the argument 1, then n hive_get + hive_release of
- * the results (as a list of actor.call(...) futures and their .get()). The
- * Python benchmark subtracts it from the Python-side time: what remains is
- * what the binding adds. The GIL is released while the loop runs. */
+ * work done from C, without Python: "get" n hive_get of the Ref target, or
+ * one hive_get of each Ref in the list target (n is then ignored), as a
+ * first Engine.get of a Ref does (no count taken); "call" n async hive_call
+ * of the C actor target's method with the argument 1, then n hive_get +
+ * hive_release of the results (as a list of actor.call(...) futures and
+ * their .get()); "call_sync" n times a call and its result's get + release
+ * (as actor.call(...).get()); "call_split" as "call", but returns (seconds
+ * per call, seconds per get + release of a sealed result), the wait for the
+ * last result between them left out; "put" n hive_put of 8 bytes into the
+ * Engine target and their release (as put(b"12345678") whose Ref is dropped). The time is the calling thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID), as the Python benchmark takes its own
+ * (time.thread_time): on a loaded machine wall time is mostly other
+ * processes' turns. The Python benchmark subtracts it from the Python-side
+ * time: what remains is what the binding adds. The GIL is released while
+ * the loop runs. */
 static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
 {
     const char *what, *method = "add";
@@ -2852,17 +3108,24 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "sOn|s", &what, &target, &n, &method))
         return NULL;
+    int sync = !strcmp(what, "call_sync"), split = !strcmp(what, "call_split");
+    int call = sync || split || !strcmp(what, "call"), put = !strcmp(what, "put");
+    int list = !call && PyList_Check(target);
+    if (list)
+        n = PyList_GET_SIZE(target);
     if (n <= 0) {
         PyErr_Format(PyExc_ValueError, "_c_loop: n must be > 0, not %zd", n);
         return NULL;
     }
-    int call = !strcmp(what, "call");
-    if (call ? !PyObject_TypeCheck(target, &ActorType) || ((ActorObj *)target)->job
-             : strcmp(what, "get") || !PyObject_TypeCheck(target, &RefType)) {
-        PyErr_SetString(PyExc_TypeError, "_c_loop(\"get\", Ref, n) or _c_loop(\"call\", C Actor, n[, method])");
+    if (put ? !PyObject_TypeCheck(target, &EngineType)
+            : call ? !PyObject_TypeCheck(target, &ActorType) || ((ActorObj *)target)->job
+                   : strcmp(what, "get") || !PyObject_TypeCheck(list ? PyList_GET_ITEM(target, 0) : target, &RefType)) {
+        PyErr_SetString(PyExc_TypeError, "_c_loop(\"get\", Ref or [Ref], n), _c_loop(\"put\", Engine, n) "
+                        "or _c_loop(\"call\", \"call_sync\" or \"call_split\", C Actor, n[, method])");
         return NULL;
     }
-    EngineObj *e = call ? ((ActorObj *)target)->engine : ((RefObj *)target)->engine;
+    EngineObj *e = put ? (EngineObj *)target : call ? ((ActorObj *)target)->engine
+                              : ((RefObj *)(list ? PyList_GET_ITEM(target, 0) : target))->engine;
     hive_t *h = engine_live(e);
     if (!h)
         return NULL;
@@ -2874,29 +3137,61 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
         PyErr_Format(PyExc_ValueError, "_c_loop: class %s has no method %s", cls->name, method);
         return NULL;
     }
-    hive_ref_t *refs = call ? PyMem_Calloc((size_t)n, sizeof *refs) : NULL;
-    if (call && !refs)
+    hive_ref_t *refs = call || list ? PyMem_Calloc((size_t)n, sizeof *refs) : NULL;
+    if ((call || list) && !refs)
         return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; list && i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(target, i);
+        if (!PyObject_TypeCheck(o, &RefType) || ((RefObj *)o)->engine != e) {
+            PyMem_Free(refs);
+            PyErr_SetString(PyExc_TypeError, "_c_loop: a list of Refs of one engine");
+            return NULL;
+        }
+        refs[i] = ((RefObj *)o)->ref;
+    }
     int rc = 0;
-    struct timespec t0, t1;
+    struct timespec t0, t1, tm0 = {0, 0}, tm1 = {0, 0};
     Py_BEGIN_ALLOW_THREADS
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!call) {
-        hive_ref_t ref = ((RefObj *)target)->ref;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    if (put) {
+        int64_t eight = 0x3837363534333231;   /* "12345678" */
+        for (Py_ssize_t i = 0; i < n && rc >= 0; i++) {
+            hive_ref_t r;
+            rc = hive_put(h, &eight, sizeof eight, &r);
+            if (rc >= 0)
+                hive_release(h, r);
+        }
+    } else if (!call) {
+        hive_ref_t ref = list ? refs[0] : ((RefObj *)target)->ref;
         for (Py_ssize_t i = 0; i < n && rc >= 0; i++) {
             const void *data;
             size_t size;
-            rc = hive_get(h, ref, 0, &data, &size);
+            rc = hive_get(h, list ? refs[i] : ref, 0, &data, &size);
         }
     } else {
         int64_t one = 1;
         hive_arg_t arg = HIVE_BYTES(&one, sizeof one);
         hive_actor_t a = ((ActorObj *)target)->actor;
         Py_ssize_t made = 0;
-        for (; made < n && rc >= 0; made++)
+        for (Py_ssize_t i = 0; sync && i < n && rc >= 0; i++) {   /* each result before the next call */
+            const void *data;
+            size_t size;
+            rc = hive_call(h, a, (unsigned)idx, &arg, 1, NULL, &refs[0]);
+            if (rc >= 0) {
+                rc = hive_get(h, refs[0], -1, &data, &size);
+                hive_release(h, refs[0]);
+            }
+        }
+        for (; !sync && made < n && rc >= 0; made++)
             rc = hive_call(h, a, (unsigned)idx, &arg, 1, NULL, &refs[made]);
-        if (rc < 0)
+        if (rc < 0 && made > 0)
             made--;
+        if (split && rc >= 0) {   /* the calls' time; then, untimed, until the last result is in */
+            const void *data;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &tm0);
+            rc = hive_get(h, refs[made - 1], -1, &data, NULL);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &tm1);
+        }
         for (Py_ssize_t i = 0; i < made; i++) {
             const void *data;
             size_t size;
@@ -2905,16 +3200,21 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
             hive_release(h, refs[i]);
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     Py_END_ALLOW_THREADS
     PyMem_Free(refs);
     if (rc < 0)
         return raise_hive(rc, "_c_loop");
-    return PyFloat_FromDouble(((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9) / (double)n);
+#define SECONDS(a, b) ((double)((b).tv_sec - (a).tv_sec) + ((b).tv_nsec - (a).tv_nsec) * 1e-9)
+    if (split)
+        return Py_BuildValue("(dd)", SECONDS(t0, tm0) / (double)n, SECONDS(tm1, t1) / (double)n);
+    return PyFloat_FromDouble(SECONDS(t0, t1) / (double)n);
+#undef SECONDS
 }
 
 static PyMethodDef module_methods[] = {
     METH("_noop", noop, METH_NOARGS, NULL),
+    METH("_noop_view", noop_view, METH_O, NULL),
     METH("_c_loop", c_loop, METH_VARARGS, NULL),
     METH("to_dlpack", to_dlpack, METH_O, "to_dlpack(buffer) -> a 'dltensor' capsule, no copy"),
     METH("_set_runners", set_runners, METH_O, NULL),

@@ -3,6 +3,8 @@
 # handed), lifetimes (dropping the Python objects empties the store; a view
 # outlives its Ref), the GIL released while get blocks.
 import gc
+import pickle
+import struct
 import threading
 
 import numpy as np
@@ -184,3 +186,95 @@ def test_ref_identity_and_repr(engine):
     assert hash(r) == hash(r)
     assert r.id != 0 and hex(r.id)[2:] in repr(r)
     assert bytes(r.get()) == b"a"
+
+
+def test_a_ref_exports_its_payload(engine, lib):
+    raw = engine.put(b"payload!")
+    m = memoryview(raw)                       # the Ref itself is the exporter, read-only
+    assert m.readonly and bytes(m) == b"payload!" and m.obj is raw
+    assert np.frombuffer(m, np.uint8).ctypes.data == addr_in_task(lib, raw)[0]
+    with pytest.raises((BufferError, TypeError)):
+        struct.pack_into("B", raw, 0, 1)      # asks for a writable buffer: refused
+    with pytest.raises(TypeError):
+        m[0:1] = b"x"
+    typed = engine.put(np.arange(4, dtype=np.int32))
+    assert bytes(memoryview(typed)) == np.arange(4, dtype=np.int32).tobytes()   # less the trailer
+    pickled = engine.remote(lambda: {"a": 1})()
+    pickled.get(timeout=30)
+    assert pickle.loads(memoryview(pickled)) == {"a": 1}
+    ref, mv = engine.create(8)
+    with pytest.raises(hive.Timeout):
+        memoryview(ref)                       # not sealed yet
+    mv[:] = b"12345678"
+    engine.seal(ref)
+    assert bytes(memoryview(ref)) == b"12345678"
+
+
+def test_get_views_the_ref_and_repeats_without_a_lookup(engine):
+    ref = engine.put(b"abcdefgh")
+    views = [engine.get(ref) for _ in range(3)] + [ref.get(), ref.get(timeout=0)]
+    assert all(v.obj is ref and bytes(v) == b"abcdefgh" for v in views)
+    assert len({np.frombuffer(v, np.uint8).ctypes.data for v in views}) == 1
+    other = hive.Engine(workers=1, store_bytes=1 << 20)
+    try:
+        with pytest.raises(ValueError):
+            other.get(ref)                    # a Ref of another engine
+    finally:
+        other.close()
+
+
+def test_close_waits_for_a_memoryview_of_a_ref():
+    eng = hive.Engine(workers=1, store_bytes=1 << 20)
+    ref = eng.put(b"still here")
+    v = eng.get(ref)
+    del ref
+    eng.close()
+    with pytest.raises(hive.ShutDown):
+        eng.get(v.obj)                        # no new view after close()
+    with pytest.raises(hive.ShutDown):
+        memoryview(v.obj)
+    assert bytes(v) == b"still here"          # still mapped: shutdown waits for it
+    del v
+    gc.collect()
+    with pytest.raises(hive.ShutDown):
+        eng.stats()
+
+
+def test_many_refs_and_futures_come_and_go(engine, lib):
+    # Refs and Futures are recycled through a free list: each keeps its own
+    # object and count, never another's
+    c = lib.actor("py_counter", 0)
+    for rnd in range(3):
+        refs = [engine.put(bytes([i % 256]) * 3) for i in range(200)]
+        futs = [c.call("add", 1) for _ in range(100)]
+        assert [bytes(engine.get(r)) for r in refs] == [bytes([i % 256]) * 3 for i in range(200)]
+        got = [int(np.frombuffer(f.get(timeout=30), np.int64)[0]) for f in futs]
+        assert got == list(range(rnd * 100 + 1, rnd * 100 + 101))
+        del refs, futs
+    assert eventually(lambda: engine.stats()["objects"] == 0), engine.stats()
+
+
+def test_put_in_one_c_call_and_its_fallbacks(engine):
+    # bytes-likes and C-contiguous arrays are put by the C method alone; numpy
+    # scalars and other arrays go through numpy first (hive._put_other)
+    assert bytes(engine.get(engine.put(bytearray(b"ba")))) == b"ba"
+    assert bytes(engine.get(engine.put(memoryview(b"xyz")[1:]))) == b"yz"
+    f = np.asfortranarray(np.arange(6).reshape(2, 3))
+    got = engine.get(engine.put(f))
+    assert got.flags.c_contiguous and np.array_equal(got, f)
+    named = np.zeros(2, dtype=[("O", np.int32), ("Obj", np.float64)])   # 'O' only as names
+    named["O"] = [4, 5]
+    got = engine.get(engine.put(named))
+    assert got.dtype == named.dtype and got["O"].tolist() == [4, 5]
+    with pytest.raises(TypeError):
+        engine.put(np.zeros(2, dtype=[("a", object), ("b", np.float64)]))
+    with pytest.raises(TypeError):
+        engine.put(np.array([1, "x"], dtype=object)[::2])   # not contiguous, then objects
+    s = engine.get(engine.put(np.float32(1.5)))
+    assert s.dtype == np.float32 and s.shape == () and s == 1.5
+    shared = engine.array((2, 3), np.int16)
+    shared[1, 2] = 9
+    assert engine.get(engine.put(shared))[1, 2] == 9          # a copy of a shared array's bytes
+    assert engine.get(engine.put(shared[:, 1]))[1] == 0      # a strided slice, copied contiguous
+    with pytest.raises(BufferError):
+        engine.put(memoryview(b"abcdef")[::2])                # a raw buffer must be contiguous
