@@ -137,19 +137,20 @@ static void test_async_roundtrip(void **state)
     }
     for (int i = 0; i < N; i++)
         assert_int_equal(seen[i], 1);
-    /* ten rounds: send each batch straight back */
+    /* ten rounds: send each batch straight back. Each env's results come
+     * in its own order (its reset, then its steps); across envs, a step
+     * sent early may finish before another env's reset */
     assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);      /* all idle again: reset again */
     int32_t act[N] = { 0 };
+    for (int i = 0; i < N; i++)
+        t[i] = -1;
     for (int r = 0; r < 10 * N / B; r++) {
         hive_envpool_batch_t b;
         assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
         int32_t ids[B];
         for (size_t i = 0; i < B; i++) {
             ids[i] = ((const int32_t *)b.env_id.data)[i];
-            if (r >= N / B)
-                t[ids[i]]++;
-            else
-                t[ids[i]] = 0;
+            t[ids[i]]++;                  /* -1 -> 0: the reset's result */
             assert_true(obs_row(&b, i)[0] == (float)t[ids[i]]);
         }
         hive_array_t a = actions_of(act, B);
@@ -289,6 +290,24 @@ static void test_states_on_nodes(void **state)
     hive_envpool_batch_t b;
     assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    /* env_worker: each state on its home worker's node (env_node ignored) */
+    unsigned workers[5] = { 2, 0, 3, 3, 1 };
+    o = (hive_envpool_opts_t){ .num_envs = 5, .env_node = nodes, .env_worker = workers };
+    assert_int_equal(hive_envpool_new(node_h, &c, &o, &p), HIVE_OK);
+    for (unsigned i = 0; i < 5; i++) {
+        hive_worker_info_t wi;
+        assert_int_equal(hive_worker_info(node_h, workers[i], &wi), HIVE_OK);
+        assert_int_equal(state_node[i], wi.node);
+    }
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    int32_t act[5] = { 0, 1, 0, 1, 0 };
+    hive_array_t a = actions_of(act, 5);
+    for (int r = 0; r < 20; r++)
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    workers[3] = 4;
+    expect_fail(hive_envpool_new(node_h, &c, &o, &p), HIVE_EINVAL,
+                "env_worker[3] = 4 is not one of the engine's 4 workers");
     assert_int_equal(hive_shutdown(node_h), HIVE_OK);
 }
 
