@@ -68,6 +68,7 @@
 #define SPIN_NS    20000u                 /* spin this long before sleeping in a wait */
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
+#define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -118,6 +119,7 @@ struct hive_envpool {
     hive_ref_t            sync_refs[4];
     const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
     int                   sync_kind;
+    double                step_ns;       /* owner: a step's cost as the owner measured it */
     block_t              *blocks;
     size_t                nblocks;
     uint64_t              recv_pos;      /* owner: blocks taken so far */
@@ -345,16 +347,19 @@ static void count_sync(hive_envpool_t *p, uint32_t k)
 
 /* Serve rings until none has anything: slice `me` first, then the others
  * nearest first (me's steal order). lost: drop instead of stepping. */
-static void serve_all(hive_envpool_t *p, unsigned me, bool lost)
+static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
     uint32_t nsync = 0;
+    size_t total = 0;
     for (unsigned k = 0; k < p->nslices;) {
         slice_t *s = &p->slices[ord[k]];
-        if (serve_once(p, s, MAX_CLAIM, lost, &nsync) == 0) {
+        unsigned got = serve_once(p, s, MAX_CLAIM, lost, &nsync);
+        if (got == 0) {
             k++;
             continue;
         }
+        total += got;
         if (nsync >= 64) {               /* count off as we go in long turns */
             count_sync(p, nsync);
             nsync = 0;
@@ -362,6 +367,7 @@ static void serve_all(hive_envpool_t *p, unsigned me, bool lost)
         k = 0;                           /* nearest first again */
     }
     count_sync(p, nsync);
+    return total;
 }
 
 static bool ring_nonempty(slice_t *s)
@@ -433,6 +439,27 @@ static void post_slices(hive_envpool_t *p, unsigned self)
     }
 }
 
+/* The owner's estimate of one step's cost, from the envs it stepped
+ * itself: ns for k envs. An average that follows changes within a few
+ * batches (owner-only field: `inside` orders owners). */
+static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
+{
+    if (k == 0)
+        return;
+    double x = (double)ns / (double)k;
+    p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
+}
+
+/* Whether k envs are cheaper to step on the calling worker alone than to
+ * hand to others: a hand-off (a post, the other worker noticing it, the
+ * count back) costs on the order of a microsecond, so a batch below
+ * INLINE_NS of work is stepped by the caller (as EnvPool with one thread
+ * would). Only a worker caller; until a cost is measured, never. */
+static bool all_inline(const hive_envpool_t *p, unsigned me, size_t k)
+{
+    return me != UINT32_MAX && p->step_ns > 0 && p->step_ns * (double)k < INLINE_NS;
+}
+
 /* The slice the calling thread serves first: its worker's, or (a user
  * thread) none of its own: UINT_MAX. */
 static unsigned self_slice(hive_envpool_t *p)
@@ -447,29 +474,43 @@ static unsigned self_slice(hive_envpool_t *p)
  * HIVE_ETIMEDOUT. Serve rings meanwhile (own slice first; dropping the
  * ids once the engine stops, so the wait ends); on a worker, run other
  * jobs when no ring has anything. */
-static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline)
+static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, uint64_t deadline)
 {
     hive__worker_t *w = hive__self_in(&p->h->sched);
     unsigned me = self_slice(p);
     const unsigned *ord = p->order + (size_t)(me == UINT32_MAX ? 0 : me) * p->nslices;
     uint64_t spin_end = 0;
+    /* the cost of the envs stepped here (note_cost): the time from the
+     * start of the wait while it did nothing but step, two clock reads in
+     * all (a clock read per env would cost as much as a CartPole step) */
+    uint64_t t0 = w != NULL ? hive__now_ns() : 0;
+    size_t served = 0;
+    bool timing = w != NULL;
     while (!done(p)) {
-        uint64_t now = hive__now_ns();
-        if (deadline != 0 && now >= deadline)
+        if (deadline != 0 && hive__now_ns() >= deadline)
             return HIVE_ETIMEDOUT;
-        /* one claim at a time, re-checking done between: a worker steps
-         * envs (from its own slice first); once the engine stops, any
+        /* a claim of `most` at a time, re-checking done between: a worker
+         * steps envs (from its own slice first); once the engine stops, any
          * waiter takes what is left without stepping it, so the wait ends.
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
         if (w != NULL || lost) {
             uint32_t nsync = 0;
-            for (unsigned k = 0; k < p->nslices && !got; k++)
-                got = serve_once(p, &p->slices[ord[k]], 1, lost, &nsync) != 0;
+            unsigned m = 0;
+            for (unsigned k = 0; k < p->nslices && m == 0; k++)
+                m = serve_once(p, &p->slices[ord[k]], most, lost, &nsync);
             count_sync(p, nsync);
+            got = m != 0;
+            served += m;
+            timing = timing && !lost;
         }
         if (got)
             continue;
+        uint64_t now = hive__now_ns();
+        if (timing) {                    /* the stepping stretch ended */
+            note_cost(p, now - t0, served);
+            timing = false;
+        }
         if (spin_end == 0)
             spin_end = now + SPIN_NS;
         if (w != NULL && hive__sched_help(w, done, p))
@@ -495,6 +536,8 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline
             hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
     }
+    if (timing)
+        note_cost(p, hive__now_ns() - t0, served);
     return HIVE_OK;
 }
 
@@ -840,13 +883,26 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     p->sync_acts = acts;
     /* relaxed: the pushes' release of tail publishes it to the steppers */
     atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
-    for (size_t i = 0; i < p->n; i++)
-        push(p, (int32_t)i | SYNC_BIT);
     unsigned me = self_slice(p);
-    post_slices(p, me);
-    if (me != UINT32_MAX)                /* our own slice first, inline */
-        serve_all(p, me, false);
-    wait_until(p, sync_done, 0);
+    if (all_inline(p, me, p->n)) {
+        /* too little work to hand out: step every env here, no ring */
+        uint64_t t0 = hive__now_ns();
+        for (size_t i = 0; i < p->n; i++)
+            run_entry(p, (int32_t)i | SYNC_BIT, false);
+        note_cost(p, hive__now_ns() - t0, p->n);
+        /* relaxed: nobody else took part */
+        atomic_store_explicit(&p->sync_left, 0, memory_order_relaxed);
+    } else {
+        for (size_t i = 0; i < p->n; i++)
+            push(p, (int32_t)i | SYNC_BIT);
+        post_slices(p, me);
+        if (me != UINT32_MAX) {          /* our own slice first, inline */
+            uint64_t t0 = hive__now_ns();
+            size_t k = serve_all(p, me, false);
+            note_cost(p, hive__now_ns() - t0, k);
+        }
+        wait_until(p, sync_done, MAX_CLAIM, 0);
+    }
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
     count_steps(p, p->n);
@@ -916,7 +972,8 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         push(p, ids[i]);
-    post_slices(p, UINT32_MAX);
+    if (!all_inline(p, self_slice(p), p->inflight + n))
+        post_slices(p, UINT32_MAX);
     p->inflight += n;
 }
 
@@ -963,7 +1020,8 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         e->kind = KIND_RESET;
         push(p, (int32_t)i);
     }
-    post_slices(p, UINT32_MAX);
+    if (!all_inline(p, self_slice(p), p->n))
+        post_slices(p, UINT32_MAX);
     p->inflight += p->n;
     return leave(p, HIVE_OK);
 }
@@ -982,7 +1040,17 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
     if (timeout_ns == 0)
         deadline = 1;                    /* already passed: poll */
-    if (wait_until(p, block_ready, deadline) != HIVE_OK)
+    /* ids a worker caller left unposted (all_inline) are not stepped by
+     * anyone else: a caller that is not a worker posts them now */
+    if (self_slice(p) == UINT32_MAX)
+        post_slices(p, UINT32_MAX);
+    /* claims of what the block still lacks at most: re-check between */
+    block_t *want = &p->blocks[p->recv_pos % p->nblocks];
+    /* relaxed: a hint for the claim size only */
+    size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+    if (lack > MAX_CLAIM)
+        lack = MAX_CLAIM;
+    if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
         return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                    "%lld ns", p->bsize, (long long)timeout_ns));
     block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
