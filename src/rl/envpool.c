@@ -65,7 +65,7 @@
 #include <string.h>
 
 #define MAX_ENVS   ((size_t)1 << 24)
-#define SPIN_NS    20000u                 /* spin this long before sleeping in a wait */
+#define SPIN_NS    5000u                  /* spin this long before sleeping in a wait */
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
