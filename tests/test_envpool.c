@@ -64,20 +64,38 @@ static void cartpole_trace(hive_t *h, size_t n, int steps, float *out)
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
 }
 
-/* The same seeds give the same trajectories on one worker and on eight
- * workers over four nodes: each env's row comes from its own state. */
+typedef struct trace_args { size_t n; int steps; float *out; } trace_args_t;
+
+static int trace_task(hive_ctx_t *ctx)
+{
+    const trace_args_t *t = hive_arg(ctx, 0, NULL);
+    cartpole_trace(hive_engine(ctx), t->n, t->steps, t->out);
+    return 0;
+}
+
+/* The same seeds give the same trajectories on one worker, on eight
+ * workers over four nodes, and driven from a task (a worker caller steps
+ * its own slice, and then, once it has measured CartPole's cost, whole
+ * batches alone): each env's row comes from its own state. */
 static void test_sync_deterministic(void **state)
 {
     (void)state;
     enum { N = 13, STEPS = 60 };
-    static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4];
+    static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4], c[(STEPS + 1) * N * 4];
     hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
     cartpole_trace(h, N, STEPS, a);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     h = start("pack:4 numa:1 core:2 pu:1", 0);
     cartpole_trace(h, N, STEPS, b);
+    trace_args_t t = { N, STEPS, c };
+    hive_ref_t r;
+    const void *v;
+    assert_int_equal(hive_submit(h, trace_task, &HIVE_VAL(t), 1, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(a, c, sizeof a);
     for (size_t i = 0; i < N * 4; i++)           /* a reset draws from [-0.05, 0.05) */
         assert_true(a[i] >= -0.05f && a[i] < 0.05f);
     /* different envs got different seeds */
