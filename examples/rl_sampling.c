@@ -553,10 +553,15 @@ static int sampler_loop(const sampler_job_t *j, hive_t *h)
     if (hive_envpool_async_reset(j->pool) != HIVE_OK)
         FAIL("hive_envpool_async_reset");
     while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
-        if (too_far_ahead(&ahead, credit(atomic_load_explicit(&sh->inserts, memory_order_relaxed),
-                                          c->spi),
-                          atomic_load_explicit(&sh->updates, memory_order_relaxed))) {
-            nap_us(20);                     /* the learner is behind: wait */
+        uint64_t paid = credit(atomic_load_explicit(&sh->inserts, memory_order_relaxed), c->spi);
+        uint64_t done_n = atomic_load_explicit(&sh->updates, memory_order_relaxed);
+        if (too_far_ahead(&ahead, paid, done_n)) {
+            /* the learner is behind: wait about as long as it needs to
+             * get back to LEAD / 2 (5 us an update is faster than any
+             * learner here: we wake early rather than late), 20 us to
+             * 1 ms, rather than wake every 20 us to find it still behind */
+            uint64_t gap = paid - done_n - LEAD / 2;
+            nap_us(gap < 4 ? 20 : gap > 200 ? 1000 : (long)(gap * 5));
             continue;
         }
         hive_envpool_batch_t b;
