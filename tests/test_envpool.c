@@ -362,6 +362,59 @@ static void test_inside_a_task(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A worker busy for long (a long actor method) holds back neither the
+ * envs homed on it nor hive_envpool_free: the other worker steals them
+ * (a user thread's send posts every worker's job), and free does not wait
+ * for the busy worker's queued job, which later finds the pool gone. */
+static _Atomic int busy_hold;
+static int busy_spin(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    while (atomic_load(&busy_hold))      /* seq_cst: a test flag */
+        sched_yield();
+    return hive_return(ctx, NULL, 0);
+}
+static const hive_method_t busy_methods[] = { { "spin", busy_spin, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t busy_class = {
+    .name = "Busy", .size = 8, .methods = busy_methods, .nmethods = 1,
+};
+static void test_busy_home_worker(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:2 pu:1", 0);
+    atomic_store(&busy_hold, 1);
+    hive_actor_opts_t ao = { .place = HIVE_PLACE_WORKER, .place_index = 1 };
+    hive_actor_t busy;
+    hive_ref_t spun;
+    assert_int_equal(hive_actor_new(h, &busy_class, NULL, 0, &ao, &busy), HIVE_OK);
+    assert_int_equal(hive_call(h, busy, 0, NULL, 0, NULL, &spun), HIVE_OK);
+    unsigned home[6] = { 1, 1, 1, 1, 1, 1 };
+    hive_env_synthetic_config_t cfg = { .cost_ns = 100, .episode_len = 1000 };
+    hive_envpool_opts_t o = { .num_envs = 6, .batch_size = 3, .config = &cfg, .env_worker = home };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(h, &hive_env_synthetic, &o, &p), HIVE_OK);
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    int32_t act[3] = { 0 };
+    hive_array_t a = actions_of(act, 3);
+    for (int r = 0; r < 20; r++) {
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        assert_int_equal(hive_envpool_send(p, &a, b.env_id.data, b.n), HIVE_OK);
+    }
+    hive_envpool_batch_t b;                        /* and a sync step */
+    assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+    int32_t act6[6] = { 0 };
+    a = actions_of(act6, 6);
+    assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);   /* worker 1 still busy */
+    atomic_store(&busy_hold, 0);
+    const void *v;
+    assert_int_equal(hive_get(h, spun, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, spun), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_async_roundtrip),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_states_on_nodes),
+        cmocka_unit_test(test_busy_home_worker),
         cmocka_unit_test(test_inside_a_task),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

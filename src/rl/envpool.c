@@ -46,9 +46,15 @@
  * signal/wait_until). A waiter serves rings first; a waiter that is a
  * worker runs other jobs when none is left.
  *
- * Lifetime: `active` counts slice jobs posted and not yet ended; a job's
- * last touch of the pool is its decrement. hive_envpool_free takes every
- * id still in a ring (dropping it) and waits for `active` to reach zero.
+ * Lifetime: the slices (with their jobs) live in a shell that outlives the
+ * pool while posted jobs still hold it: a job posted to a worker that is
+ * busy for long (a long actor method) may run after the pool is freed.
+ * A job counts itself in `running` and then checks `dead`; free sets
+ * `dead` and then waits for `running` to reach zero (a store-load pair,
+ * seq_cst: either the job sees dead and does not touch the pool, or free
+ * waits for it). The shell's `refs` (the pool's one, plus one per job
+ * posted and not yet ended) frees it when the last goes.
+ * hive_envpool_free takes every id still in a ring first (dropping it).
  */
 #include "hive_impl.h"
 #include "arena.h"
@@ -86,9 +92,12 @@ typedef struct env {
     bool                  mark;          /* owner thread only: named by the send being checked */
 } HIVE_ALIGNED env_t;
 
+struct shell;
+
 typedef struct slice {                   /* one per worker: its envs waiting for a step */
     hive__job_t           job;           /* serves the ring (posted to `worker`) */
-    struct hive_envpool  *pool;
+    struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
+    struct shell         *shell;
     _Atomic int32_t      *ring;          /* cap entries: an id, | SYNC_BIT in a sync step */
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
     unsigned              worker, node;
@@ -98,6 +107,20 @@ typedef struct slice {                   /* one per worker: its envs waiting for
 } HIVE_ALIGNED slice_t;
 
 #define SYNC_BIT ((int32_t)1 << 30)
+
+typedef struct shell {                   /* what a job may touch after its pool is freed */
+    _Atomic uint32_t      refs;          /* the pool's one + posted jobs not yet ended */
+    _Atomic uint32_t      running;       /* jobs inside the pool now */
+    _Atomic uint32_t      dead;          /* the pool is being freed: a job ends at once */
+} HIVE_ALIGNED shell_t;                  /* the slices follow it in its block */
+
+/* Drop a reference to the shell; the last frees it. acq_rel: every use
+ * of the shell by the other holders comes before the free. */
+static void shell_unref(shell_t *sh)
+{
+    if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
+        free(sh);
+}
 
 typedef struct block {                   /* one async batch */
     hive_envpool_batch_t  b;
@@ -112,7 +135,8 @@ struct hive_envpool {
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
     uint64_t              seed;
     env_t                *env;
-    slice_t              *slices;        /* one per worker of the engine */
+    shell_t              *shell;         /* the slices' block (see the top) */
+    slice_t              *slices;        /* one per worker of the engine, after the shell */
     unsigned              nslices;
     unsigned             *order;         /* per slice: the slices to steal from, nearest first */
     hive_envpool_batch_t  sync;
@@ -130,7 +154,6 @@ struct hive_envpool {
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
     _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
-    HIVE_ALIGNED _Atomic uint32_t active;     /* slice jobs posted and not yet ended */
     _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
     hive__listed_t        listed;             /* in the engine's list (statistics) */
 };
@@ -384,12 +407,16 @@ static bool ring_nonempty(slice_t *s)
 static void slice_job(hive__job_t *job, hive__worker_t *w)
 {
     slice_t *s = HIVE_CONTAINER_OF(job, slice_t, job);
-    hive_envpool_t *p = s->pool;
-    unsigned me = (unsigned)(s - p->slices);
-    if (w != NULL) {
+    shell_t *sh = s->shell;
+    /* seq_cst RMW, then seq_cst load of dead: the job's half of the pair
+     * with free (see the top) */
+    atomic_fetch_add_explicit(&sh->running, 1, memory_order_seq_cst);
+    if (w != NULL && !atomic_load_explicit(&sh->dead, memory_order_seq_cst)) {
+        hive_envpool_t *p = s->pool;
+        unsigned me = (unsigned)(s - p->slices);
         for (;;) {
             serve_all(p, me, stopping(p));
-            /* seq_cst: the job's half of the pair in post_slice: either
+            /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
              * re-check sees its push */
             atomic_store_explicit(&s->queued, 0, memory_order_seq_cst);
@@ -398,11 +425,14 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
                 break;
         }
     } else {
-        atomic_store_explicit(&s->queued, 0, memory_order_relaxed);   /* relaxed: nobody posts now */
+        /* dropped by a stop, or the pool is gone: nobody posts it now
+         * (relaxed: the flag is only read by a poster) */
+        atomic_store_explicit(&s->queued, 0, memory_order_relaxed);
     }
-    /* release: free's acquire of active sees every use of p before; our
-     * last touch of the pool */
-    atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+    /* release: free's acquire of running sees every use of the pool
+     * before; our last touch of it */
+    atomic_fetch_sub_explicit(&sh->running, 1, memory_order_release);
+    shell_unref(sh);
 }
 
 /* Push id (with its flag) into its home ring; the owner thread only. The
@@ -420,20 +450,25 @@ static void push(hive_envpool_t *p, int32_t x)
 }
 
 /* Post the job of every slice with waiting ids that is not queued yet,
- * but that of `self` (the calling worker's slice: the caller serves it).
- * queued: seq_cst, the owner's half of the store-load pair with slice_job
- * (tail stored above, then queued read): a job that ends either sees the
- * push or is posted again. The exchange makes one post per idle job. */
-static void post_slices(hive_envpool_t *p, unsigned self)
+ * but that of `skip` (the calling worker's slice in a sync step: the
+ * caller serves it). every: a caller that is not a worker steps nothing,
+ * so it posts every slice's job: a worker whose own ring is empty steals, and
+ * envs whose home worker is busy for long (a long actor method) still
+ * get stepped. queued: seq_cst, the owner's half of the store-load pair
+ * with slice_job (tail stored above, then queued read): a job that ends
+ * either sees the push or is posted again. The exchange makes one post
+ * per idle job. */
+static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 {
     for (unsigned i = 0; i < p->nslices; i++) {
         slice_t *s = &p->slices[i];
-        if (i == self || !ring_nonempty(s))
+        if (i == skip || (!every && !ring_nonempty(s)))
             continue;
         if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
             atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
-            /* relaxed: free's wait reads it after the job's release */
-            atomic_fetch_add_explicit(&p->active, 1, memory_order_relaxed);
+            /* relaxed: the post publishes the job; the count only has
+             * to be there before the job can drop it */
+            atomic_fetch_add_explicit(&p->shell->refs, 1, memory_order_relaxed);
             hive__sched_post(&p->h->sched, s->worker, &s->job);
         }
     }
@@ -623,7 +658,8 @@ static void destroy(hive_envpool_t *p)
             free((void *)p->slices[i].ring);
     free(p->env);
     free(p->blocks);
-    free(p->slices);
+    if (p->shell != NULL)
+        shell_unref(p->shell);           /* queued jobs may still hold it */
     free(p->order);
     free(p);
 }
@@ -687,11 +723,15 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
     size_t *count = hive__calloc(nodes, sizeof *count);
     size_t *home_n = hive__calloc(ns, sizeof *home_n);
     p->nslices = ns;
+    p->shell = NULL;
     p->slices = NULL;
-    if (hive__posix_memalign((void **)&p->slices, HIVE_PAD, ns * sizeof(slice_t)) != 0)
-        p->slices = NULL;
-    else
-        memset(p->slices, 0, ns * sizeof(slice_t));
+    if (hive__posix_memalign((void **)&p->shell, HIVE_PAD, sizeof(shell_t) + ns * sizeof(slice_t)) != 0) {
+        p->shell = NULL;
+    } else {
+        memset(p->shell, 0, sizeof(shell_t) + ns * sizeof(slice_t));
+        atomic_init(&p->shell->refs, 1);
+        p->slices = (slice_t *)(p->shell + 1);
+    }
     p->order = hive__calloc((size_t)ns * ns, sizeof *p->order);
     int rc = HIVE_OK;
     if (count == NULL || home_n == NULL || p->slices == NULL || p->order == NULL) {
@@ -722,6 +762,7 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
     for (unsigned i = 0; i < ns; i++) {
         slice_t *sl = &p->slices[i];
         sl->pool = p;
+        sl->shell = p->shell;
         sl->worker = i;
         sl->node = s->w[i].slot->node;
         sl->job.fn = slice_job;
@@ -827,8 +868,12 @@ int hive_envpool_free(hive_envpool_t *p)
      * them first) */
     serve_all(p, 0, true);
     hive__worker_t *w = hive__self_in(&p->h->sched);
-    /* acquire: pairs with each job's release of active */
-    while (atomic_load_explicit(&p->active, memory_order_acquire) != 0) {
+    /* seq_cst: free's half of the pair with slice_job (see the top).
+     * Jobs still queued will see dead and only drop the shell. */
+    atomic_store_explicit(&p->shell->dead, 1, memory_order_seq_cst);
+    /* seq_cst: the load of free's half of the pair; it also acquires each
+     * job's release of running */
+    while (atomic_load_explicit(&p->shell->running, memory_order_seq_cst) != 0) {
         if (w == NULL || !hive__sched_help(w, NULL, NULL))
             hive__sleep_ns(10000);
     }
@@ -895,7 +940,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     } else {
         for (size_t i = 0; i < p->n; i++)
             push(p, (int32_t)i | SYNC_BIT);
-        post_slices(p, me);
+        post_slices(p, me, me == UINT32_MAX);
         if (me != UINT32_MAX) {          /* our own slice first, inline */
             uint64_t t0 = hive__now_ns();
             size_t k = serve_all(p, me, false);
@@ -972,8 +1017,9 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         push(p, ids[i]);
-    if (!all_inline(p, self_slice(p), p->inflight + n))
-        post_slices(p, UINT32_MAX);
+    unsigned me = self_slice(p);
+    if (!all_inline(p, me, p->inflight + n))
+        post_slices(p, UINT32_MAX, me == UINT32_MAX);
     p->inflight += n;
 }
 
@@ -1020,8 +1066,9 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         e->kind = KIND_RESET;
         push(p, (int32_t)i);
     }
-    if (!all_inline(p, self_slice(p), p->n))
-        post_slices(p, UINT32_MAX);
+    unsigned me = self_slice(p);
+    if (!all_inline(p, me, p->n))
+        post_slices(p, UINT32_MAX, me == UINT32_MAX);
     p->inflight += p->n;
     return leave(p, HIVE_OK);
 }
@@ -1043,7 +1090,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     /* ids a worker caller left unposted (all_inline) are not stepped by
      * anyone else: a caller that is not a worker posts them now */
     if (self_slice(p) == UINT32_MAX)
-        post_slices(p, UINT32_MAX);
+        post_slices(p, UINT32_MAX, true);
     /* claims of what the block still lacks at most: re-check between */
     block_t *want = &p->blocks[p->recv_pos % p->nblocks];
     /* relaxed: a hint for the claim size only */
