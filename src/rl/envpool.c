@@ -1089,8 +1089,13 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         deadline = 1;                    /* already passed: poll */
     /* ids a worker caller left unposted (all_inline) are not stepped by
      * anyone else: a caller that is not a worker posts them now */
-    if (self_slice(p) == UINT32_MAX)
-        post_slices(p, UINT32_MAX, true);
+    if (self_slice(p) == UINT32_MAX) {
+        bool pending = false;
+        for (unsigned i = 0; i < p->nslices && !pending; i++)
+            pending = ring_nonempty(&p->slices[i]);
+        if (pending)
+            post_slices(p, UINT32_MAX, true);
+    }
     /* claims of what the block still lacks at most: re-check between */
     block_t *want = &p->blocks[p->recv_pos % p->nblocks];
     /* relaxed: a hint for the claim size only */
