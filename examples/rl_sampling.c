@@ -1,12 +1,17 @@
 /*
  * rl_sampling.c - the job hive is for, and the pthread program it replaces.
  *
- * hive: an env pool (include/hive/envpool.h) steps CartPole environments
- * in async mode on hive's workers; a batched policy reads each observation
- * batch in place and sends the next actions; the transitions go into a
- * lock-free prioritized replay buffer in batches; a learner actor placed on
- * its own worker (HIVE_PLACE_WORKER) samples it, updates priorities and
- * publishes new weights into a cell, which the policy reads without a lock.
+ * hive: one sampler actor per core, each placed on its own worker
+ * (HIVE_PLACE_WORKER) with an env pool (include/hive/envpool.h) of its
+ * share of the CartPole environments in async mode, homed on that worker
+ * (opts.env_worker), so the worker steps them while the sampler waits in
+ * recv; a batched policy reads each observation batch in place and sends
+ * the next actions; the transitions go into a lock-free prioritized replay
+ * buffer in batches; a learner actor placed on its own worker samples it,
+ * updates priorities and publishes new weights into a cell, which the
+ * policies read without a lock. No sampler depends on another, so a
+ * sampler that is descheduled (a loaded machine) holds back only its own
+ * environments, as one of the baseline's threads does.
  *
  * baseline: the same environments, the same policy and learner code, as a
  * C programmer writes it with plain threads: one thread per worker steps
@@ -204,7 +209,6 @@ static void learn_batch(float *w, const float *target, const transition_t *b, co
 }
 
 #define PUBLISH_EVERY 250                  /* learner updates per published version */
-#define LEARN_MAX     32
 #define LEAD          256                  /* updates the environments may run ahead of the learner */
 #define MIN_FILL      1000                 /* transitions before the first update */
 #define SOLVED        195.0                /* mean return of the last 100 episodes */
@@ -415,21 +419,31 @@ static void fill_result(const stats_t *s, double t, result_t *r)
 
 /* ------------------------------------------------------------ the hive pipeline */
 
-/* The rate limiter's two counts, shared by the sampler and the learner.
- * Relaxed loads and stores suffice: each is written by one side only and
- * is a count, not a guard of data (transitions reach the learner through
- * the replay buffer, which orders its own rows); a stale value only makes
- * a side wait or stop a moment early, and it re-reads. */
-typedef struct limiter {
-    _Alignas(64) _Atomic uint64_t inserts;  /* the sampler's transitions pushed */
+/* What the hive pipeline's threads share, all counts: each is written by
+ * one side (or by fetch_add) and read by the others, and none guards data
+ * (transitions reach the learner through the replay buffer, weights the
+ * samplers through the cell, both of which order their own contents), so
+ * relaxed loads and stores suffice: a stale count only makes a side wait
+ * or go on a moment early, and it reads again. */
+typedef struct counts {                    /* one sampler's, written by it only */
+    _Alignas(64) _Atomic uint64_t steps, episodes, lag_sum, lag_n, ret_sum, version;
+} counts_t;
+
+typedef struct shared {
+    _Alignas(64) _Atomic uint64_t inserts;  /* env steps of all samplers: the limiter's credit */
     _Alignas(64) _Atomic uint64_t updates;  /* the learner's updates done */
-} limiter_t;
+    _Alignas(64) _Atomic uint64_t nrets;    /* episode returns ever added to rets */
+    _Atomic uint32_t rets[100];             /* the last 100 returns, at nrets % 100 */
+    _Alignas(64) _Atomic int stop;          /* the run is over: samplers and learner end */
+    counts_t *per;                          /* one per sampler */
+    unsigned  nsamplers;
+} shared_t;
 
 typedef struct learner_args {
     hive_replay_t *rb;
     hive_ref_t     weights;                /* the cell the learner publishes into */
     uint64_t       seed;
-    limiter_t     *lim;
+    shared_t      *sh;
     double         spi;
 } learner_args_t;
 
@@ -472,142 +486,137 @@ static int learner_update(hive_t *h, learner_t *l)
     return 0;
 }
 
-/* learn(): updates while the inserts so far pay for them (the rate
- * limiter), LEARN_MAX at most per call so that a call ends. */
-static int learner_learn(void *self, hive_ctx_t *ctx)
+static void nap_us(long us)
 {
-    learner_t *l = self;
-    limiter_t *lim = l->a.lim;
-    uint32_t n = 0;
-    while (n < LEARN_MAX &&
-           credit(atomic_load_explicit(&lim->inserts, memory_order_relaxed), l->a.spi) > l->updates) {
-        if (learner_update(hive_engine(ctx), l) != 0)
-            return 1;
-        atomic_store_explicit(&lim->updates, l->updates, memory_order_relaxed);
-        n++;
-    }
-    return hive_return(ctx, &n, sizeof n);
+    struct timespec ts = { 0, us * 1000 };
+    nanosleep(&ts, NULL);
 }
 
-/* HIGH: a learn call goes before the environment steps queued on its worker */
-static const hive_method_t learner_methods[] = { { "learn", learner_learn, HIVE_PRIO_HIGH } };
+/* run(): the learner's whole run on its own worker, as the baseline's
+ * learner thread: update while the inserts pay for it (the rate
+ * limiter), nap while they do not, end when the run is over. */
+static int learner_run(void *self, hive_ctx_t *ctx)
+{
+    learner_t *l = self;
+    shared_t *sh = l->a.sh;
+    int rc = 0;
+    while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
+        if (credit(atomic_load_explicit(&sh->inserts, memory_order_relaxed), l->a.spi) <= l->updates) {
+            nap_us(20);                     /* the environments are behind */
+            continue;
+        }
+        if (learner_update(hive_engine(ctx), l) != 0) {
+            rc = -1;
+            break;
+        }
+        atomic_store_explicit(&sh->updates, l->updates, memory_order_relaxed);
+    }
+    return hive_return(ctx, &rc, sizeof rc);
+}
+
+static const hive_method_t learner_methods[] = { { "run", learner_run, HIVE_PRIO_NORMAL } };
 static const hive_actor_class_t learner_class = {
     .name = "Learner", .size = sizeof(learner_t), .init = learner_init,
     .methods = learner_methods, .nmethods = 1,
 };
 
-typedef struct hive_run {                  /* the sampler's side of the hive pipeline */
-    hive_t        *h;
-    hive_actor_t   learner;
-    hive_ref_t     call;                   /* the learn call in flight, or {0} */
-    limiter_t     *lim;
-    stats_t       *st;
-} hive_run_t;
+typedef struct sampler_job {               /* what a sampler actor's run() is given */
+    shared_t        *sh;
+    counts_t        *mine;
+    const run_cfg_t *c;
+    hive_envpool_t  *pool;
+    hive_replay_t   *rb;
+    hive_ref_t       cell;
+    unsigned         index;
+} sampler_job_t;
 
-/* The learn call in flight, if it finished within timeout_ns, is done
- * with; the learner's count is read either way. */
-static int collect_learner(hive_run_t *r, int64_t timeout_ns)
+/* A sampler: its own env pool (async, its envs homed on its own worker,
+ * which steps them while it waits in recv), the policy on each batch read
+ * in place, the actions sent straight back, the transitions pushed in one
+ * batch into the replay buffer. One per core, as the baseline has a
+ * thread per core stepping its slice. */
+static int sampler_loop(const sampler_job_t *j, hive_t *h)
 {
-    if (r->call.id != 0) {
-        int got = hive_wait(r->h, &r->call, 1, 1, timeout_ns, NULL);
-        if (got != HIVE_ETIMEDOUT) {
-            const void *p;
-            if (got < 0 || hive_get(r->h, r->call, 0, &p, NULL) != HIVE_OK)
-                return -1;
-            hive_release(r->h, r->call);
-            r->call.id = 0;
-        }
-    }
-    r->st->updates = atomic_load_explicit(&r->lim->updates, memory_order_relaxed);
-    return 0;
-}
-
-/* Start a learn call if none runs and the inserts pay for an update. */
-static int feed_learner(hive_run_t *r, double spi)
-{
-    atomic_store_explicit(&r->lim->inserts, r->st->steps, memory_order_relaxed);
-    if (r->call.id != 0 || credit(r->st->steps, spi) <= r->st->updates)
-        return 0;
-    return hive_call(r->h, r->learner, 0, NULL, 0, NULL, &r->call) == HIVE_OK ? 0 : -1;
-}
-
-static int sampler_loop(hive_run_t *r, const run_cfg_t *c, hive_envpool_t *pool, hive_replay_t *rb,
-                        hive_ref_t cell, tracker_t *tk, int32_t *acts, transition_t *tr)
-{
-    hive_t *h = r->h;
-    stats_t *st = r->st;
-    st->t0 = st->t_print = now_s();
-    if (hive_envpool_async_reset(pool) != HIVE_OK)
-        FAIL("hive_envpool_async_reset");
-    size_t inflight = c->nenv;
+    const run_cfg_t *c = j->c;
+    shared_t *sh = j->sh;
+    counts_t *mine = j->mine;
+    size_t n = hive_envpool_num_envs(j->pool);
+    int32_t *acts = calloc(n, sizeof *acts);
+    transition_t *tr = calloc(n, sizeof *tr);
+    tracker_t tk = { 0 };
+    int ret = -1;
     bool ahead = false;
-    for (;;) {
-        double t = now_s();
-        bool stop = run_over(st, c, t);
-        if (t - st->t_print >= 1)
-            print_second(st, t);
-        if (collect_learner(r, 0) != 0)
-            FAIL("learn");
-        if (!stop && feed_learner(r, c->spi) != 0)
-            FAIL("hive_call learn");
-        if (stop && inflight == 0)
-            break;
-        if (!stop && too_far_ahead(&ahead, credit(st->steps, c->spi), st->updates)) {
-            if (collect_learner(r, 200000) != 0)    /* the environments are ahead: wait */
-                FAIL("learn");
+    if (acts == NULL || tr == NULL || tracker_init(&tk, n, c->seed + 1 + j->index) != 0) {
+        fprintf(stderr, "out of memory\n");
+        goto out;
+    }
+    if (hive_envpool_async_reset(j->pool) != HIVE_OK)
+        FAIL("hive_envpool_async_reset");
+    while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
+        uint64_t paid = credit(atomic_load_explicit(&sh->inserts, memory_order_relaxed), c->spi);
+        uint64_t done_n = atomic_load_explicit(&sh->updates, memory_order_relaxed);
+        if (too_far_ahead(&ahead, paid, done_n)) {
+            /* the learner is behind: wait about as long as it needs to
+             * get back to LEAD / 2 (5 us an update is faster than any
+             * learner here: we wake early rather than late), 20 us to
+             * 1 ms, rather than wake every 20 us to find it still behind */
+            uint64_t gap = paid - done_n - LEAD / 2;
+            nap_us(gap < 4 ? 20 : gap > 200 ? 1000 : (long)(gap * 5));
             continue;
         }
         hive_envpool_batch_t b;
-        if (hive_envpool_recv(pool, HIVE_FOREVER, &b) != HIVE_OK)
+        if (hive_envpool_recv(j->pool, HIVE_FOREVER, &b) != HIVE_OK)
             FAIL("hive_envpool_recv");
-        inflight -= b.n;
         hive_ref_t v;
         uint64_t version;
         const void *w;
-        if (hive_cell_acquire(h, cell, &v, &version) != HIVE_OK || hive_get(h, v, 0, &w, NULL) != HIVE_OK)
+        if (hive_cell_acquire(h, j->cell, &v, &version) != HIVE_OK ||
+            hive_get(h, v, 0, &w, NULL) != HIVE_OK)
             FAIL("weights");
-        size_t m = on_batch(tk, w, version, b.n, b.env_id.data, b.obs.data, b.reward.data,
+        size_t m = on_batch(&tk, w, version, b.n, b.env_id.data, b.obs.data, b.reward.data,
                             b.done.data, acts, tr);
-        hive_release(h, v);                     /* the old version goes once nobody holds it */
-        st->version = version;
-        if (!stop) {
-            hive_array_t a = { .data = acts, .dtype = HIVE_I32, .ndim = 1,
-                               .shape = { (int64_t)b.n }, .strides = { 4 } };
-            if (hive_envpool_send(pool, &a, b.env_id.data, b.n) != HIVE_OK)
-                FAIL("hive_envpool_send");
-            inflight += b.n;
-        }
-        if (hive_replay_push_batch(rb, tr, m) != HIVE_OK)
+        hive_release(h, v);                 /* the old version goes once nobody holds it */
+        hive_array_t a = { .data = acts, .dtype = HIVE_I32, .ndim = 1,
+                           .shape = { (int64_t)b.n }, .strides = { 4 } };
+        if (hive_envpool_send(j->pool, &a, b.env_id.data, b.n) != HIVE_OK)
+            FAIL("hive_envpool_send");
+        if (hive_replay_push_batch(j->rb, tr, m) != HIVE_OK)
             FAIL("hive_replay_push_batch");
-        merge(st, tk);
+        /* the counts: ours (one writer: load + store), the shared credit
+         * and the returns window (several writers: RMWs) */
+        atomic_fetch_add_explicit(&sh->inserts, tk.steps, memory_order_relaxed);
+#define BUMP(f, x) atomic_store_explicit(&mine->f, atomic_load_explicit(&mine->f, \
+                                         memory_order_relaxed) + (x), memory_order_relaxed)
+        BUMP(steps, tk.steps);
+        BUMP(episodes, tk.episodes);
+        BUMP(lag_sum, tk.lag_sum);
+        BUMP(lag_n, tk.lag_n);
+        BUMP(ret_sum, (uint64_t)tk.ret_sum);
+#undef BUMP
+        atomic_store_explicit(&mine->version, version, memory_order_relaxed);
+        for (unsigned k = 0; k < tk.nrets; k++) {
+            uint64_t at = atomic_fetch_add_explicit(&sh->nrets, 1, memory_order_relaxed);
+            atomic_store_explicit(&sh->rets[at % 100], (uint32_t)tk.rets[k], memory_order_relaxed);
+        }
+        tk.steps = tk.episodes = tk.lag_sum = tk.lag_n = 0;
+        tk.ret_sum = 0;
+        tk.nrets = 0;
     }
-    while (r->call.id != 0)
-        if (collect_learner(r, HIVE_FOREVER) != 0)
-            FAIL("learn");
-    return 0;
+    ret = 0;
 out:
-    return -1;
+    tracker_free(&tk);
+    free(acts);
+    free(tr);
+    return ret;
 }
 
-typedef struct sampler_job {               /* what the sampler actor's run() is given */
-    hive_run_t     *r;
-    const run_cfg_t *c;
-    hive_envpool_t *pool;
-    hive_replay_t  *rb;
-    hive_ref_t      cell;
-    tracker_t      *tk;
-    int32_t        *acts;
-    transition_t   *tr;
-} sampler_job_t;
-
-/* The sampler as an actor pinned to worker 0: while it waits for the
- * environments (recv) or the learner (hive_wait) its worker steps
- * environments itself, so the pipeline is just the engine's workers. */
 static int sampler_run(void *self, hive_ctx_t *ctx)
 {
     (void)self;
     const sampler_job_t *j = *(sampler_job_t *const *)hive_arg(ctx, 0, NULL);
-    int rc = sampler_loop(j->r, j->c, j->pool, j->rb, j->cell, j->tk, j->acts, j->tr);
+    int rc = sampler_loop(j, hive_engine(ctx));
+    if (rc != 0)                            /* the others end too */
+        atomic_store_explicit(&j->sh->stop, 1, memory_order_relaxed);
     return hive_return(ctx, &rc, sizeof rc);
 }
 
@@ -616,22 +625,66 @@ static const hive_actor_class_t sampler_class = {
     .name = "Sampler", .size = 8, .methods = sampler_methods, .nmethods = 1,
 };
 
+/* The run's figures from the shared counts (the main thread, each tick):
+ * totals summed over the samplers, the last-100 window from the returns
+ * ring, solved_at when its mean first reaches SOLVED. */
+static void snapshot(const shared_t *sh, stats_t *st, uint64_t *seen_rets)
+{
+    uint64_t steps = 0, episodes = 0, lag_sum = 0, lag_n = 0, ret_sum = 0, version = 0;
+    for (unsigned i = 0; i < sh->nsamplers; i++) {
+        const counts_t *k = &sh->per[i];
+        steps += atomic_load_explicit(&k->steps, memory_order_relaxed);
+        episodes += atomic_load_explicit(&k->episodes, memory_order_relaxed);
+        lag_sum += atomic_load_explicit(&k->lag_sum, memory_order_relaxed);
+        lag_n += atomic_load_explicit(&k->lag_n, memory_order_relaxed);
+        ret_sum += atomic_load_explicit(&k->ret_sum, memory_order_relaxed);
+        uint64_t v = atomic_load_explicit(&k->version, memory_order_relaxed);
+        version = v > version ? v : version;
+    }
+    st->steps = steps;
+    st->episodes = episodes;
+    st->lag_sum = lag_sum;
+    st->lag_n = lag_n;
+    st->ret_sum = (double)ret_sum;
+    st->version = version;
+    st->updates = atomic_load_explicit(&sh->updates, memory_order_relaxed);
+    uint64_t nr = atomic_load_explicit(&sh->nrets, memory_order_relaxed);
+    if (nr == *seen_rets)
+        return;
+    *seen_rets = nr;
+    st->n100 = nr < 100 ? (unsigned)nr : 100;
+    for (unsigned i = 0; i < 100; i++)
+        st->last100[i] = atomic_load_explicit(&sh->rets[i], memory_order_relaxed);
+    double m = mean100(st);
+    if (st->n100 == 100 && m > st->best100)
+        st->best100 = m;
+    if (st->n100 == 100 && m >= SOLVED && st->solved_at == 0)
+        st->solved_at = now_s() - st->t0;
+}
+
+/* hive: a worker per core, each running a sampler actor with its own env
+ * pool, and one more worker for the learner actor; the main thread only
+ * prints and says when the run is over, as the baseline's. */
 static int run_hive(hive_t *h, const run_cfg_t *c, result_t *res)
 {
     int ret = -1;
+    unsigned ns = c->workers;
     hive_replay_t *rb = NULL;
-    hive_envpool_t *pool = NULL;
-    hive_ref_t cell = { 0 }, done = { 0 };
+    hive_envpool_t **pools = calloc(ns, sizeof *pools);
+    sampler_job_t *jobs = calloc(ns, sizeof *jobs);
+    hive_ref_t *done = calloc(ns, sizeof *done);
+    unsigned *home = calloc(c->nenv, sizeof *home);
+    shared_t sh = { .nsamplers = ns };
+    hive_ref_t cell = { 0 }, lrun = { 0 };
     stats_t st = { 0 };
-    tracker_t tk = { 0 };
-    int32_t *acts = calloc(c->nenv, sizeof *acts);
-    transition_t *tr = calloc(c->nenv, sizeof *tr);
-    limiter_t lim = { 0 };
-    hive_run_t r = { .h = h, .st = &st, .lim = &lim };
-    if (acts == NULL || tr == NULL || tracker_init(&tk, c->nenv, c->seed) != 0) {
+    uint64_t seen_rets = 0;
+    if (posix_memalign((void **)&sh.per, 64, ns * sizeof(counts_t)) != 0)
+        sh.per = NULL;
+    if (pools == NULL || jobs == NULL || done == NULL || home == NULL || sh.per == NULL) {
         fprintf(stderr, "out of memory\n");
         goto out;
     }
+    memset(sh.per, 0, ns * sizeof(counts_t));
     hive_replay_config_t rc = { .capacity = c->buffer, .item_size = sizeof(transition_t),
                                 .prioritized = 1, .alpha = 0.6, .beta = 0.4, .seed = c->seed };
     if (hive_replay_new(h, &rc, &rb) != HIVE_OK)
@@ -641,42 +694,80 @@ static int run_hive(hive_t *h, const run_cfg_t *c, result_t *res)
     if (hive_put(h, zero, sizeof zero, &w0) != HIVE_OK || hive_cell_new(h, w0, &cell) != HIVE_OK)
         FAIL("weights");
     hive_release(h, w0);
-    learner_args_t la = { .rb = rb, .weights = cell, .seed = c->seed, .lim = &lim, .spi = c->spi };
-    /* the engine has a worker per core plus one: the learner's own */
-    hive_actor_opts_t lo = { .place = HIVE_PLACE_WORKER, .place_index = c->workers };
-    if (hive_actor_new(h, &learner_class, &HIVE_VAL(la), 1, &lo, &r.learner) != HIVE_OK)
+    st.t0 = st.t_print = now_s();
+    /* the learner on the worker after the samplers' */
+    learner_args_t la = { .rb = rb, .weights = cell, .seed = c->seed, .sh = &sh, .spi = c->spi };
+    hive_actor_opts_t lo = { .place = HIVE_PLACE_WORKER, .place_index = ns };
+    hive_actor_t learner;
+    if (hive_actor_new(h, &learner_class, &HIVE_VAL(la), 1, &lo, &learner) != HIVE_OK ||
+        hive_call(h, learner, 0, NULL, 0, NULL, &lrun) != HIVE_OK)
         FAIL("learner");
     hive_env_class_t cls = demo_class();
-    hive_envpool_opts_t po = { .num_envs = c->nenv, .batch_size = c->nenv / 2, .seed = c->seed,
-                               .config = &c->cost_ns };
-    if (hive_envpool_new(h, &cls, &po, &pool) != HIVE_OK)
-        FAIL("hive_envpool_new");
-    {
-        sampler_job_t j = { &r, c, pool, rb, cell, &tk, acts, tr }, *jp = &j;
-        hive_actor_opts_t so = { .place = HIVE_PLACE_WORKER, .place_index = 0 };
+    for (unsigned i = 0; i < ns; i++) {
+        /* sampler i's envs: its share, homed on its own worker */
+        unsigned lo_env = c->nenv * i / ns, n = c->nenv * (i + 1) / ns - lo_env;
+        for (unsigned k = 0; k < n; k++)
+            home[k] = i;
+        hive_envpool_opts_t po = { .num_envs = n, .batch_size = n / 2 ? n / 2 : 1,
+                                   .seed = c->seed * 1000003 + lo_env, .config = &c->cost_ns,
+                                   .env_worker = home };
+        if (hive_envpool_new(h, &cls, &po, &pools[i]) != HIVE_OK)
+            FAIL("hive_envpool_new");
+        jobs[i] = (sampler_job_t){ &sh, &sh.per[i], c, pools[i], rb, cell, i };
+        sampler_job_t *jp = &jobs[i];
+        hive_actor_opts_t so = { .place = HIVE_PLACE_WORKER, .place_index = i };
         hive_actor_t sampler;
-        const void *p;
         if (hive_actor_new(h, &sampler_class, NULL, 0, &so, &sampler) != HIVE_OK ||
-            hive_call(h, sampler, 0, &HIVE_VAL(jp), 1, NULL, &done) != HIVE_OK ||
-            hive_get(h, done, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            hive_call(h, sampler, 0, &HIVE_VAL(jp), 1, NULL, &done[i]) != HIVE_OK)
             FAIL("sampler");
-        if (*(const int *)p != 0)
-            goto out;
     }
+    for (;;) {                              /* print each second; end the run */
+        nap_us(10000);
+        double t = now_s();
+        snapshot(&sh, &st, &seen_rets);
+        bool over = atomic_load_explicit(&sh.stop, memory_order_relaxed) || run_over(&st, c, t);
+        if (!over && t - st.t_print >= 1)
+            print_second(&st, t);
+        if (over)
+            break;
+    }
+    atomic_store_explicit(&sh.stop, 1, memory_order_relaxed);
+    int bad = 0;
+    for (unsigned i = 0; i < ns; i++) {
+        const void *p;
+        if (done[i].id == 0 || hive_get(h, done[i], HIVE_FOREVER, &p, NULL) != HIVE_OK ||
+            *(const int *)p != 0)
+            bad = 1;
+    }
+    const void *p;
+    if (hive_get(h, lrun, HIVE_FOREVER, &p, NULL) != HIVE_OK || *(const int *)p != 0)
+        bad = 1;
+    snapshot(&sh, &st, &seen_rets);
     fill_result(&st, now_s(), res);
-    ret = 0;
+    ret = bad ? -1 : 0;
 out:
-    if (done.id)
-        hive_release(h, done);
-    if (r.call.id)
-        hive_release(h, r.call);
-    hive_envpool_free(pool);
+    atomic_store_explicit(&sh.stop, 1, memory_order_relaxed);
+    for (unsigned i = 0; done != NULL && i < ns; i++)
+        if (done[i].id) {
+            const void *q;
+            hive_get(h, done[i], HIVE_FOREVER, &q, NULL);
+            hive_release(h, done[i]);
+        }
+    if (lrun.id) {
+        const void *q;
+        hive_get(h, lrun, HIVE_FOREVER, &q, NULL);
+        hive_release(h, lrun);
+    }
+    for (unsigned i = 0; pools != NULL && i < ns; i++)
+        hive_envpool_free(pools[i]);
     hive_replay_free(rb);
     if (cell.id)
         hive_release(h, cell);
-    tracker_free(&tk);
-    free(acts);
-    free(tr);
+    free(pools);
+    free(jobs);
+    free(done);
+    free(home);
+    free(sh.per);
     return ret;
 }
 
@@ -1078,8 +1169,9 @@ int main(int argc, char **argv)
            cost_us, c.spi, BATCH);
     printf("one thread: env step + policy %.3f us, learner update %.2f us -> bound on %u cores: "
            "%.0f updates/s\n", cs * 1e6, cu * 1e6, c.workers, bound);
-    printf("hive: %u workers; an env pool of %u envs (async, batches of %u), a sampler actor on "
-           "worker 0, a learner actor on worker %u\n", c.workers + 1, c.nenv, c.nenv / 2, c.workers);
+    printf("hive: %u workers; on each of workers 0..%u a sampler actor with an env pool of %u envs "
+           "(async, batches of %u, stepped on its worker), a learner actor on worker %u\n",
+           c.workers + 1, c.workers - 1, c.nenv / c.workers, c.nenv / c.workers / 2, c.workers);
     if (baseline > 0)
         printf("baseline: %u pthreads stepping slices of the same envs, a learner thread, a "
                "mutex-protected buffer, weights copied under a lock\n", c.workers);

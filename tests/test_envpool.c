@@ -64,20 +64,38 @@ static void cartpole_trace(hive_t *h, size_t n, int steps, float *out)
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
 }
 
-/* The same seeds give the same trajectories on one worker and on eight
- * workers over four nodes: each env's row comes from its own state. */
+typedef struct trace_args { size_t n; int steps; float *out; } trace_args_t;
+
+static int trace_task(hive_ctx_t *ctx)
+{
+    const trace_args_t *t = hive_arg(ctx, 0, NULL);
+    cartpole_trace(hive_engine(ctx), t->n, t->steps, t->out);
+    return 0;
+}
+
+/* The same seeds give the same trajectories on one worker, on eight
+ * workers over four nodes, and driven from a task (a worker caller steps
+ * its own slice, and then, once it has measured CartPole's cost, whole
+ * batches alone): each env's row comes from its own state. */
 static void test_sync_deterministic(void **state)
 {
     (void)state;
     enum { N = 13, STEPS = 60 };
-    static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4];
+    static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4], c[(STEPS + 1) * N * 4];
     hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
     cartpole_trace(h, N, STEPS, a);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     h = start("pack:4 numa:1 core:2 pu:1", 0);
     cartpole_trace(h, N, STEPS, b);
+    trace_args_t t = { N, STEPS, c };
+    hive_ref_t r;
+    const void *v;
+    assert_int_equal(hive_submit(h, trace_task, &HIVE_VAL(t), 1, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(a, c, sizeof a);
     for (size_t i = 0; i < N * 4; i++)           /* a reset draws from [-0.05, 0.05) */
         assert_true(a[i] >= -0.05f && a[i] < 0.05f);
     /* different envs got different seeds */
@@ -137,19 +155,20 @@ static void test_async_roundtrip(void **state)
     }
     for (int i = 0; i < N; i++)
         assert_int_equal(seen[i], 1);
-    /* ten rounds: send each batch straight back */
+    /* ten rounds: send each batch straight back. Each env's results come
+     * in its own order (its reset, then its steps); across envs, a step
+     * sent early may finish before another env's reset */
     assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);      /* all idle again: reset again */
     int32_t act[N] = { 0 };
+    for (int i = 0; i < N; i++)
+        t[i] = -1;
     for (int r = 0; r < 10 * N / B; r++) {
         hive_envpool_batch_t b;
         assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
         int32_t ids[B];
         for (size_t i = 0; i < B; i++) {
             ids[i] = ((const int32_t *)b.env_id.data)[i];
-            if (r >= N / B)
-                t[ids[i]]++;
-            else
-                t[ids[i]] = 0;
+            t[ids[i]]++;                  /* -1 -> 0: the reset's result */
             assert_true(obs_row(&b, i)[0] == (float)t[ids[i]]);
         }
         hive_array_t a = actions_of(act, B);
@@ -289,6 +308,24 @@ static void test_states_on_nodes(void **state)
     hive_envpool_batch_t b;
     assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    /* env_worker: each state on its home worker's node (env_node ignored) */
+    unsigned workers[5] = { 2, 0, 3, 3, 1 };
+    o = (hive_envpool_opts_t){ .num_envs = 5, .env_node = nodes, .env_worker = workers };
+    assert_int_equal(hive_envpool_new(node_h, &c, &o, &p), HIVE_OK);
+    for (unsigned i = 0; i < 5; i++) {
+        hive_worker_info_t wi;
+        assert_int_equal(hive_worker_info(node_h, workers[i], &wi), HIVE_OK);
+        assert_int_equal(state_node[i], wi.node);
+    }
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    int32_t act[5] = { 0, 1, 0, 1, 0 };
+    hive_array_t a = actions_of(act, 5);
+    for (int r = 0; r < 20; r++)
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    workers[3] = 4;
+    expect_fail(hive_envpool_new(node_h, &c, &o, &p), HIVE_EINVAL,
+                "env_worker[3] = 4 is not one of the engine's 4 workers");
     assert_int_equal(hive_shutdown(node_h), HIVE_OK);
 }
 
@@ -325,6 +362,59 @@ static void test_inside_a_task(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A worker busy for long (a long actor method) holds back neither the
+ * envs homed on it nor hive_envpool_free: the other worker steals them
+ * (a user thread's send posts every worker's job), and free does not wait
+ * for the busy worker's queued job, which later finds the pool gone. */
+static _Atomic int busy_hold;
+static int busy_spin(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    while (atomic_load(&busy_hold))      /* seq_cst: a test flag */
+        sched_yield();
+    return hive_return(ctx, NULL, 0);
+}
+static const hive_method_t busy_methods[] = { { "spin", busy_spin, HIVE_PRIO_NORMAL } };
+static const hive_actor_class_t busy_class = {
+    .name = "Busy", .size = 8, .methods = busy_methods, .nmethods = 1,
+};
+static void test_busy_home_worker(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:2 pu:1", 0);
+    atomic_store(&busy_hold, 1);
+    hive_actor_opts_t ao = { .place = HIVE_PLACE_WORKER, .place_index = 1 };
+    hive_actor_t busy;
+    hive_ref_t spun;
+    assert_int_equal(hive_actor_new(h, &busy_class, NULL, 0, &ao, &busy), HIVE_OK);
+    assert_int_equal(hive_call(h, busy, 0, NULL, 0, NULL, &spun), HIVE_OK);
+    unsigned home[6] = { 1, 1, 1, 1, 1, 1 };
+    hive_env_synthetic_config_t cfg = { .cost_ns = 100, .episode_len = 1000 };
+    hive_envpool_opts_t o = { .num_envs = 6, .batch_size = 3, .config = &cfg, .env_worker = home };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(h, &hive_env_synthetic, &o, &p), HIVE_OK);
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    int32_t act[3] = { 0 };
+    hive_array_t a = actions_of(act, 3);
+    for (int r = 0; r < 20; r++) {
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        assert_int_equal(hive_envpool_send(p, &a, b.env_id.data, b.n), HIVE_OK);
+    }
+    hive_envpool_batch_t b;                        /* and a sync step */
+    assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+    int32_t act6[6] = { 0 };
+    a = actions_of(act6, 6);
+    assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);   /* worker 1 still busy */
+    atomic_store(&busy_hold, 0);
+    const void *v;
+    assert_int_equal(hive_get(h, spun, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, spun), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_async_roundtrip),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_states_on_nodes),
+        cmocka_unit_test(test_busy_home_worker),
         cmocka_unit_test(test_inside_a_task),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

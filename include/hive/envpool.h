@@ -7,9 +7,22 @@
  * observation and action shapes and dtypes, reset() and step(). A pool
  * holds num_envs environments spread round robin over the engine's NUMA
  * nodes (or as opts->env_node places them): each state block is allocated
- * on its node and its steps are queued there as hive jobs, so hive's
- * workers step them (no thread of the pool's own); a worker of another
- * node takes them only when it finds nothing nearer.
+ * on its node. Each environment has a home worker on its node (the node's
+ * envs cut into contiguous ranges over its workers, or as opts->env_worker
+ * says), and hive's workers step them (no thread of the pool's own): a
+ * step or send queues each env on its home worker's slice of the pool and
+ * posts that worker a job (waking it only if it is parked); a worker with
+ * nothing of its own takes queued envs of its node's other workers, then
+ * of other nodes. The calling thread takes part when it is one of the
+ * engine's workers (a task or actor method): a sync step steps its own
+ * worker's envs inline, as a pthread program's thread 0 steps its slice,
+ * then helps with the rest; a recv steps queued envs while it waits. So a
+ * batch never waits for a worker that is late, preempted or busy in a long
+ * method. A batch cheaper than a hand-off (under about 2 us of work at the
+ * step cost the calling worker measured) is stepped by that worker alone.
+ * A calling thread that is not a worker steps nothing (its timeouts hold)
+ * and posts every worker a job, so an idle worker takes the envs of a busy
+ * one.
  *
  * Auto-reset: a step that ends an episode (done = 1) resets the
  * environment at once, inside the same step; the observation returned with
@@ -49,7 +62,7 @@
  *   HIVE_EINVAL  NULL arguments; a class with a NULL reset/step, a bad
  *                dtype or shape, or sizes that overflow; num_envs of 0 or
  *                above 2^24; batch_size > num_envs; an env_node entry >=
- *                hive_num_nodes; actions whose dtype or shape is not
+ *                hive_num_nodes; an env_worker entry >= hive_num_workers; actions whose dtype or shape is not
  *                [n, act_shape...] of act_dtype (C-contiguous); an id
  *                outside 0 .. num_envs-1, or named twice in one send.
  *   HIVE_ESTATE  an environment named by send is busy (sent and not yet
@@ -99,6 +112,10 @@ typedef struct hive_envpool_opts {      /* zero fields take their defaults */
     const void     *config;             /* passed to the class's init */
     const unsigned *env_node;           /* NULL: env i on node i mod hive_num_nodes; else
                                            num_envs node indices */
+    const unsigned *env_worker;         /* NULL: each node's envs cut into contiguous ranges
+                                           over its workers; else num_envs worker indices
+                                           (env i's home worker; its node is that worker's,
+                                           env_node is then ignored) */
 } hive_envpool_opts_t;
 
 typedef struct hive_envpool_batch {
@@ -115,8 +132,10 @@ typedef struct hive_envpool hive_envpool_t;
  * allocated on its node and init'ed (if init is set); none reset yet. */
 int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_opts_t *opts,
                      hive_envpool_t **out);
-/* hive_envpool_free - wait for steps in flight, release the arrays and
- * states. NULL is a no-op (HIVE_OK). */
+/* hive_envpool_free - drop the steps still queued (not stepped), wait for
+ * those being stepped, release the arrays and states. A job of the pool
+ * still queued on a busy worker is not waited for: it finds the pool gone
+ * and ends. NULL is a no-op (HIVE_OK). */
 int hive_envpool_free(hive_envpool_t *pool);
 
 size_t hive_envpool_num_envs(const hive_envpool_t *pool);      /* 0 for NULL */

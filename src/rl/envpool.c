@@ -1,20 +1,35 @@
 /*
  * envpool.c - the environment pool (include/hive/envpool.h): environments
- * stepped as hive jobs on their NUMA nodes, sync batches written in place,
- * async results gathered in finishing order into a ring of batch blocks.
+ * stepped by hive's workers from per-worker slices, sync batches written in
+ * place, async results gathered in finishing order into a ring of batch
+ * blocks.
  *
- * Records. Each environment has a record (env_t, one cache line apart
- * from its neighbours) in the pool's table and a block in the engine's
- * arena on its node: its state, its own observation row (async) and its
- * action (copied at send). Steps are queued as chunks: a chunk is a list
- * of environments of one node linked through `next`, run by one job (the
- * job embedded in the chunk's first environment), so cheap environments
- * do not pay a job each. A chunk's job reads an environment's `next`
- * before stepping it: once its result is out, the owner may send it again.
+ * Slices. Every environment has a home worker, fixed at creation: the envs
+ * of a node are cut into contiguous ranges, one per worker of that node (a
+ * node without workers lends its envs to all workers round robin). Each
+ * worker has a slice: a ring of the ids of its envs that are waiting for a
+ * step, filled by the pool's owner thread (one producer) and emptied by
+ * claims (a CAS on the ring's head) from any participant. A step or send
+ * pushes each id into its home ring and posts the slice's job to the home
+ * worker's inbox (only if the job is not already queued or running, and
+ * the post wakes the worker only if it is parked). A slice job serves its
+ * own ring, then steals from the rings of its node, then of other nodes,
+ * and ends when it finds nothing. The pool's owner takes part too: a sync
+ * step serves the caller's own slice inline (as the pthread program's
+ * thread 0 steps its slice) and then helps the others; a waiting recv
+ * serves and steals the same way. So a batch never waits for a worker that
+ * is late or preempted: whoever is free takes its envs, and the owner alone
+ * finishes any batch. The envs of one worker stay on that worker while it
+ * keeps up, so their state stays in its cache.
  *
- * Sync. Environment i writes row i of the sync batch in place; a chunk
- * counts its environments off sync_left at once when all have stepped, and
- * the chunk that brings it to zero signals the waiter.
+ * Claims read the ids first and then CAS the head past them: a CAS that
+ * succeeds proves the ids were still unclaimed, and they cannot have been
+ * overwritten, because a ring has room for all its home envs and an env is
+ * pushed again only after its step (see claim()).
+ *
+ * Sync. Environment i writes row i of the sync batch in place; each
+ * participant counts the envs it stepped off sync_left at once at the end
+ * of its turn, and the one that brings it to zero signals the waiter.
  *
  * Async. A finishing environment claims the next position (claim, an
  * atomic counter), writes row pos % B of block (pos / B) % K and counts
@@ -28,7 +43,18 @@
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
- * signal/wait_until). A waiter that is a worker runs other jobs instead.
+ * signal/wait_until). A waiter serves rings first; a waiter that is a
+ * worker runs other jobs when none is left.
+ *
+ * Lifetime: the slices (with their jobs) live in a shell that outlives the
+ * pool while posted jobs still hold it: a job posted to a worker that is
+ * busy for long (a long actor method) may run after the pool is freed.
+ * A job counts itself in `running` and then checks `dead`; free sets
+ * `dead` and then waits for `running` to reach zero (a store-load pair,
+ * seq_cst: either the job sees dead and does not touch the pool, or free
+ * waits for it). The shell's `refs` (the pool's one, plus one per job
+ * posted and not yet ended) frees it when the last goes.
+ * hive_envpool_free takes every id still in a ring first (dropping it).
  */
 #include "hive_impl.h"
 #include "arena.h"
@@ -47,25 +73,54 @@
 #define MAX_ENVS   ((size_t)1 << 24)
 #define SPIN_NS    5000u                  /* spin this long before sleeping in a wait */
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
-#define LANE       1u                     /* steps run in the NORMAL lane */
+#define MAX_CLAIM  16u                    /* ids taken by one claim at most */
+#define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
 
 enum { KIND_STEP, KIND_RESET };
 
 typedef struct env {
-    hive__job_t           job;           /* runs the chunk this env heads */
     struct hive_envpool  *pool;
     unsigned char        *state;         /* arena block on `node`: state | obs row | action */
     unsigned char        *own_obs;
     unsigned char        *act;
-    const unsigned char  *act_src;       /* sync: the caller's row; async: act */
-    int32_t               next;          /* next env of the chunk, -1: last */
     int32_t               id;
     uint32_t              episode;
     unsigned              node;
-    int                   kind;
-    bool                  sync;
+    unsigned              home;          /* slice (worker index) that steps it */
+    int                   kind;          /* async: step or reset (written at send) */
     bool                  busy;          /* owner thread only: sent, not yet received */
+    bool                  mark;          /* owner thread only: named by the send being checked */
 } HIVE_ALIGNED env_t;
+
+struct shell;
+
+typedef struct slice {                   /* one per worker: its envs waiting for a step */
+    hive__job_t           job;           /* serves the ring (posted to `worker`) */
+    struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
+    struct shell         *shell;
+    _Atomic int32_t      *ring;          /* cap entries: an id, | SYNC_BIT in a sync step */
+    uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
+    unsigned              worker, node;
+    HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
+    _Atomic uint64_t      tail;          /* positions pushed (the owner thread) */
+    _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
+} HIVE_ALIGNED slice_t;
+
+#define SYNC_BIT ((int32_t)1 << 30)
+
+typedef struct shell {                   /* what a job may touch after its pool is freed */
+    _Atomic uint32_t      refs;          /* the pool's one + posted jobs not yet ended */
+    _Atomic uint32_t      running;       /* jobs inside the pool now */
+    _Atomic uint32_t      dead;          /* the pool is being freed: a job ends at once */
+} HIVE_ALIGNED shell_t;                  /* the slices follow it in its block */
+
+/* Drop a reference to the shell; the last frees it. acq_rel: every use
+ * of the shell by the other holders comes before the free. */
+static void shell_unref(shell_t *sh)
+{
+    if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
+        free(sh);
+}
 
 typedef struct block {                   /* one async batch */
     hive_envpool_batch_t  b;
@@ -80,11 +135,15 @@ struct hive_envpool {
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
     uint64_t              seed;
     env_t                *env;
-    int32_t              *order;         /* env ids grouped by node (sync chunks) */
-    size_t               *node_count;    /* envs per node */
-    int32_t              *scratch;       /* send: per-node lists */
+    shell_t              *shell;         /* the slices' block (see the top) */
+    slice_t              *slices;        /* one per worker of the engine, after the shell */
+    unsigned              nslices;
+    unsigned             *order;         /* per slice: the slices to steal from, nearest first */
     hive_envpool_batch_t  sync;
     hive_ref_t            sync_refs[4];
+    const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
+    int                   sync_kind;
+    double                step_ns;       /* owner: a step's cost as the owner measured it */
     block_t              *blocks;
     size_t                nblocks;
     uint64_t              recv_pos;      /* owner: blocks taken so far */
@@ -95,8 +154,6 @@ struct hive_envpool {
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
     _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
-    _Atomic uint64_t      finished;           /* async results written */
-    uint64_t              sent;               /* owner: async steps started */
     _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
     hive__listed_t        listed;             /* in the engine's list (statistics) */
 };
@@ -168,6 +225,11 @@ static size_t round64(size_t x)
     return (x + 63) & ~(size_t)63;
 }
 
+static bool stopping(hive_envpool_t *p)
+{
+    return atomic_load_explicit(&p->h->sched.stopping, memory_order_acquire) != 0;
+}
+
 /* ------------------------------------------------------------ stepping */
 
 /* A result is out: wake the waiter if it sleeps. seq_cst, both: the
@@ -180,26 +242,9 @@ static void signal_waiter(hive_envpool_t *p)
         hive__futex_wake(&p->progress, 1);
 }
 
-/* The finisher's last touch of the pool: hive_envpool_free waits for the
- * count, so nothing of p may be used after it. release: free's acquire
- * sees every use before. */
-static void count_finished(hive_envpool_t *p)
-{
-    atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
-}
-
+/* An async result is out: into the next row of the batch being filled. */
 static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float r, int d)
 {
-    if (e->sync) {
-        ((float *)p->sync.reward.data)[e->id] = r;
-        ((uint8_t *)p->sync.done.data)[e->id] = (uint8_t)d;
-        /* seq_cst: the rows are written before the count drops (release
-         * for the waiter's acquire), and before signal's read of sleeping */
-        if (atomic_fetch_sub_explicit(&p->sync_left, 1, memory_order_seq_cst) == 1)
-            signal_waiter(p);
-        count_finished(p);
-        return;
-    }
     /* acq_rel: besides a unique position, the happens-before that makes
      * reusing a block safe. An env sent before the owner finished reading
      * a block may claim a row of that block's next round only after an
@@ -218,141 +263,303 @@ static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float
      * RMWs form one release sequence), and ordered before signal's read */
     if (atomic_fetch_add_explicit(&bl->filled, 1, memory_order_seq_cst) + 1 == p->bsize)
         signal_waiter(p);
-    count_finished(p);
 }
 
-/* One step (or reset) of e, auto-reset included: the observation goes to
- * its sync row or its own row; *obs_out says which. */
-static void step_env(hive_envpool_t *p, env_t *e, unsigned char **obs_out, float *r, int *d)
+/* One step (or reset) of e, auto-reset included, into obs. */
+static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, unsigned char *obs,
+                     float *r, int *d)
 {
-    unsigned char *obs = e->sync ? (unsigned char *)p->sync.obs.data + (size_t)e->id * p->obs_bytes
-                                 : e->own_obs;
     *r = 0;
     *d = 0;
-    if (e->kind == KIND_RESET) {
+    if (kind == KIND_RESET) {
         p->cls.reset(e->state, episode_seed(p, e), obs);
     } else {
-        p->cls.step(e->state, e->act_src, obs, r, d);
+        p->cls.step(e->state, act, obs, r, d);
         *d = *d != 0;
         if (*d) {                        /* auto-reset, inside the same step */
             e->episode++;
             p->cls.reset(e->state, episode_seed(p, e), obs);
         }
     }
-    *obs_out = obs;
 }
 
-static void run_env(hive_envpool_t *p, env_t *e)
+/* Step (or, lost: drop without stepping, at shutdown) the claimed entry
+ * x. Returns 1 for a sync entry (the caller counts them off sync_left in
+ * one RMW), 0 for an async one (published here). */
+static unsigned run_entry(hive_envpool_t *p, int32_t x, bool lost)
 {
-    unsigned char *obs;
-    float r;
-    int d;
-    step_env(p, e, &obs, &r, &d);
-    publish(p, e, obs, r, d);
-}
-
-/* A sync chunk: every env writes its rows in place, then the chunk counts
- * them all at once - one RMW on sync_left and one on finished per chunk
- * instead of per env (two contended cache lines per step were most of a
- * cheap step's cost). seq_cst on sync_left as in publish: the rows are
- * written before the count drops, and before signal's read of sleeping. */
-static void run_sync_chunk(hive_envpool_t *p, env_t *e)
-{
-    uint32_t k = 0;
-    for (int32_t i = e->id; i >= 0; k++) {
-        env_t *cur = &p->env[i];
-        i = cur->next;                   /* before the count (see top) */
-        unsigned char *obs;
-        float r;
-        int d;
-        step_env(p, cur, &obs, &r, &d);
-        ((float *)p->sync.reward.data)[cur->id] = r;
-        ((uint8_t *)p->sync.done.data)[cur->id] = (uint8_t)d;
-    }
-    if (atomic_fetch_sub_explicit(&p->sync_left, k, memory_order_seq_cst) == k)
-        signal_waiter(p);
-    /* release: free's acquire sees every use of p before; our last touch */
-    atomic_fetch_add_explicit(&p->finished, k, memory_order_release);
-}
-
-/* A chunk's job. w == NULL: the engine stopped before it ran; its envs
- * are counted (so the waiter returns) and marked lost. */
-static void chunk_job(hive__job_t *job, hive__worker_t *w)
-{
-    env_t *e = HIVE_CONTAINER_OF(job, env_t, job);
-    hive_envpool_t *p = e->pool;
-    if (w != NULL && e->sync) {          /* a chunk's envs are all sync or all async */
-        run_sync_chunk(p, e);
-        return;
-    }
-    for (int32_t i = e->id; i >= 0;) {
-        env_t *cur = &p->env[i];
-        i = cur->next;                   /* before the result is out (see top) */
-        if (w == NULL) {
-            /* relaxed: the waiter reads it after the count that follows */
+    float r = 0;
+    int d = 0;
+    if (x & SYNC_BIT) {
+        env_t *e = &p->env[x & ~SYNC_BIT];
+        if (lost) {
+            /* relaxed: the waiter reads it after sync_left's acquire */
             atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
-            publish(p, cur, cur->own_obs, 0, 0);
         } else {
-            run_env(p, cur);
+            unsigned char *obs = (unsigned char *)p->sync.obs.data + (size_t)e->id * p->obs_bytes;
+            step_env(p, e, p->sync_kind, p->sync_acts ? p->sync_acts + (size_t)e->id * p->act_bytes
+                                                      : NULL, obs, &r, &d);
+        }
+        ((float *)p->sync.reward.data)[e->id] = r;
+        ((uint8_t *)p->sync.done.data)[e->id] = (uint8_t)d;
+        return 1;
+    }
+    env_t *e = &p->env[x];
+    if (lost)
+        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);   /* relaxed: as above */
+    else
+        step_env(p, e, e->kind, e->act, e->own_obs, &r, &d);
+    publish(p, e, e->own_obs, r, d);
+    return 0;
+}
+
+/* ------------------------------------------------------------ slices */
+
+/* Claim up to `most` entries of s into out[]; 0 if it is empty. The ids
+ * are read before the CAS and are ours only if it succeeds: then none of
+ * those positions was claimed before, and none was overwritten, because
+ * the owner pushes position q + cap only after cap + 1 pushes since q,
+ * which needs an env to come back (stepped, received, sent again) from a
+ * position at or after q while q was unclaimed - impossible, as head only
+ * grows. acq_rel on the CAS: acquire of the ids' writes is the tail's
+ * (below); release so that a later claimer of a position past ours
+ * (whose step leads, through recv or sync_left, to the owner's next push
+ * into our slots) comes after our reads of the slots. relaxed loads of
+ * ring entries: a racing overwrite is possible only when the CAS then
+ * fails, and its value is then discarded. */
+static unsigned claim(slice_t *s, unsigned most, int32_t *out)
+{
+    uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+    for (;;) {
+        /* acquire: pairs with the owner's release of tail, so the ids
+         * below (and the fields the owner wrote before) are visible */
+        uint64_t t = atomic_load_explicit(&s->tail, memory_order_acquire);
+        if (h >= t)
+            return 0;
+        uint64_t avail = t - h, take = (avail + 1) / 2;   /* half: leave some for thieves */
+        if (take > most)
+            take = most;
+        for (uint64_t k = 0; k < take; k++)
+            out[k] = atomic_load_explicit(&s->ring[(h + k) & s->mask], memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&s->head, &h, h + take, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            return (unsigned)take;
+    }
+}
+
+/* One claim from slice s, stepped. Returns the entries taken (0: empty);
+ * *nsync counts the sync ones (the caller subtracts them). */
+static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost,
+                           uint32_t *nsync)
+{
+    int32_t ids[MAX_CLAIM];
+    unsigned k = claim(s, most, ids);
+    for (unsigned i = 0; i < k; i++)
+        *nsync += run_entry(p, ids[i], lost);
+    return k;
+}
+
+/* Sync envs counted off at once: one RMW per turn, not per env. seq_cst:
+ * the rows are written before the count drops (release for the waiter's
+ * acquire), and before signal's read of sleeping. */
+static void count_sync(hive_envpool_t *p, uint32_t k)
+{
+    if (k && atomic_fetch_sub_explicit(&p->sync_left, k, memory_order_seq_cst) == k)
+        signal_waiter(p);
+}
+
+/* Serve rings until none has anything: slice `me` first, then the others
+ * nearest first (me's steal order). lost: drop instead of stepping. */
+static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
+{
+    const unsigned *ord = p->order + (size_t)me * p->nslices;
+    uint32_t nsync = 0;
+    size_t total = 0;
+    for (unsigned k = 0; k < p->nslices;) {
+        slice_t *s = &p->slices[ord[k]];
+        unsigned got = serve_once(p, s, MAX_CLAIM, lost, &nsync);
+        if (got == 0) {
+            k++;
+            continue;
+        }
+        total += got;
+        if (nsync >= 64) {               /* count off as we go in long turns */
+            count_sync(p, nsync);
+            nsync = 0;
+        }
+        k = 0;                           /* nearest first again */
+    }
+    count_sync(p, nsync);
+    return total;
+}
+
+static bool ring_nonempty(slice_t *s)
+{
+    /* seq_cst: the job's half of the store-load pair in post_slice */
+    return atomic_load_explicit(&s->head, memory_order_seq_cst) <
+           atomic_load_explicit(&s->tail, memory_order_seq_cst);
+}
+
+/* A slice's job: serve its ring and steal, until nothing is left; then
+ * mark itself idle and re-check its ring (the post_slice pair). w == NULL:
+ * the engine stopped before it ran; it only ends (the envs in its ring are
+ * dropped by the waiter or by free). */
+static void slice_job(hive__job_t *job, hive__worker_t *w)
+{
+    slice_t *s = HIVE_CONTAINER_OF(job, slice_t, job);
+    shell_t *sh = s->shell;
+    /* seq_cst RMW, then seq_cst load of dead: the job's half of the pair
+     * with free (see the top) */
+    atomic_fetch_add_explicit(&sh->running, 1, memory_order_seq_cst);
+    if (w != NULL && !atomic_load_explicit(&sh->dead, memory_order_seq_cst)) {
+        hive_envpool_t *p = s->pool;
+        unsigned me = (unsigned)(s - p->slices);
+        for (;;) {
+            serve_all(p, me, stopping(p));
+            /* seq_cst: the job's half of the pair in post_slices: either
+             * the owner's read of queued sees 0 and posts again, or our
+             * re-check sees its push */
+            atomic_store_explicit(&s->queued, 0, memory_order_seq_cst);
+            if (!ring_nonempty(s) ||
+                atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) != 0)
+                break;
+        }
+    } else {
+        /* dropped by a stop, or the pool is gone: nobody posts it now
+         * (relaxed: the flag is only read by a poster) */
+        atomic_store_explicit(&s->queued, 0, memory_order_relaxed);
+    }
+    /* release: free's acquire of running sees every use of the pool
+     * before; our last touch of it */
+    atomic_fetch_sub_explicit(&sh->running, 1, memory_order_release);
+    shell_unref(sh);
+}
+
+/* Push id (with its flag) into its home ring; the owner thread only. The
+ * tail is published by post_slices. */
+static void push(hive_envpool_t *p, int32_t x)
+{
+    slice_t *s = &p->slices[p->env[x & ~SYNC_BIT].home];
+    /* relaxed: only the owner writes tail */
+    uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
+    atomic_store_explicit(&s->ring[t & s->mask], x, memory_order_relaxed);
+    /* release: the id and what the owner wrote for the env (its action,
+     * kind) before it, to claim's acquire. seq_cst: also the owner's half
+     * of the pair in post_slice (the store before the read of queued) */
+    atomic_store_explicit(&s->tail, t + 1, memory_order_seq_cst);
+}
+
+/* Post the job of every slice with waiting ids that is not queued yet,
+ * but that of `skip` (the calling worker's slice in a sync step: the
+ * caller serves it). every: a caller that is not a worker steps nothing,
+ * so it posts every slice's job: a worker whose own ring is empty steals, and
+ * envs whose home worker is busy for long (a long actor method) still
+ * get stepped. queued: seq_cst, the owner's half of the store-load pair
+ * with slice_job (tail stored above, then queued read): a job that ends
+ * either sees the push or is posted again. The exchange makes one post
+ * per idle job. */
+static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
+{
+    for (unsigned i = 0; i < p->nslices; i++) {
+        slice_t *s = &p->slices[i];
+        if (i == skip || (!every && !ring_nonempty(s)))
+            continue;
+        if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
+            atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
+            /* relaxed: the post publishes the job; the count only has
+             * to be there before the job can drop it */
+            atomic_fetch_add_explicit(&p->shell->refs, 1, memory_order_relaxed);
+            hive__sched_post(&p->h->sched, s->worker, &s->job);
         }
     }
 }
 
-/* Queue envs ids[0..n) (all of one node) as chunks of about `per` envs. */
-static void spawn_chunks(hive_envpool_t *p, const int32_t *ids, size_t n, size_t per, unsigned node)
+/* The owner's estimate of one step's cost, from the envs it stepped
+ * itself: ns for k envs. An average that follows changes within a few
+ * batches (owner-only field: `inside` orders owners). */
+static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
 {
-    for (size_t k = 0; k < n; k += per) {
-        size_t m = n - k < per ? n - k : per;
-        for (size_t j = 0; j < m; j++)
-            p->env[ids[k + j]].next = j + 1 < m ? ids[k + j + 1] : -1;
-        hive__sched_spawn(&p->h->sched, &p->env[ids[k]].job, LANE, (int)node);
-    }
+    if (k == 0)
+        return;
+    double x = (double)ns / (double)k;
+    p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
 }
 
-/* Envs per chunk for n envs on node: about two chunks per worker there. */
-static size_t chunk_size(hive_envpool_t *p, unsigned node, size_t n)
+/* Whether k envs are cheaper to step on the calling worker alone than to
+ * hand to others: a hand-off (a post, the other worker noticing it, the
+ * count back) costs on the order of a microsecond, so a batch below
+ * INLINE_NS of work is stepped by the caller (as EnvPool with one thread
+ * would). Only a worker caller; until a cost is measured, never. */
+static bool all_inline(const hive_envpool_t *p, unsigned me, size_t k)
 {
-    unsigned nw = node < p->h->sched.nnodes ? p->h->sched.nodes[node].nworkers : 0;
-    size_t chunks = 2 * (size_t)(nw ? nw : 1);
-    size_t per = (n + chunks - 1) / chunks;
-    return per ? per : 1;
+    return me != UINT32_MAX && p->step_ns > 0 && p->step_ns * (double)k < INLINE_NS;
+}
+
+/* The slice the calling thread serves first: its worker's, or (a user
+ * thread) none of its own: UINT_MAX. */
+static unsigned self_slice(hive_envpool_t *p)
+{
+    hive__worker_t *w = hive__self_in(&p->h->sched);
+    return w != NULL && w->index < p->nslices ? w->index : UINT32_MAX;
 }
 
 /* ------------------------------------------------------------ waiting */
 
-static bool stopping(hive_envpool_t *p)
-{
-    return atomic_load_explicit(&p->h->sched.stopping, memory_order_acquire) != 0;
-}
-
 /* Wait until done(p) or the deadline (deadline 0: none). HIVE_OK or
- * HIVE_ETIMEDOUT. On a worker, run other jobs meanwhile. */
-static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline)
+ * HIVE_ETIMEDOUT. Serve rings meanwhile (own slice first; dropping the
+ * ids once the engine stops, so the wait ends); on a worker, run other
+ * jobs when no ring has anything. */
+static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, uint64_t deadline)
 {
     hive__worker_t *w = hive__self_in(&p->h->sched);
-    uint64_t spin_end = hive__now_ns() + SPIN_NS;
+    unsigned me = self_slice(p);
+    const unsigned *ord = p->order + (size_t)(me == UINT32_MAX ? 0 : me) * p->nslices;
+    uint64_t spin_end = 0;
+    /* the cost of the envs stepped here (note_cost): the time from the
+     * start of the wait while it did nothing but step, two clock reads in
+     * all (a clock read per env would cost as much as a CartPole step) */
+    uint64_t t0 = w != NULL ? hive__now_ns() : 0;
+    size_t served = 0;
+    bool timing = w != NULL;
     while (!done(p)) {
-        uint64_t now = hive__now_ns();
-        if (deadline != 0 && now >= deadline)
+        if (deadline != 0 && hive__now_ns() >= deadline)
             return HIVE_ETIMEDOUT;
-        if (w != NULL) {                 /* a worker: step envs itself meanwhile */
-            if (hive__sched_help(w, done, p))
-                continue;
-            if (now < spin_end) {
-                hive__cpu_relax();       /* the last envs are about to finish */
-                continue;
-            }
-        } else if (now < spin_end) {
-            sched_yield();
+        /* a claim of `most` at a time, re-checking done between: a worker
+         * steps envs (from its own slice first); once the engine stops, any
+         * waiter takes what is left without stepping it, so the wait ends.
+         * A user thread otherwise only waits (its timeout holds). */
+        bool lost = stopping(p), got = false;
+        if (w != NULL || lost) {
+            uint32_t nsync = 0;
+            unsigned m = 0;
+            for (unsigned k = 0; k < p->nslices && m == 0; k++)
+                m = serve_once(p, &p->slices[ord[k]], most, lost, &nsync);
+            count_sync(p, nsync);
+            got = m != 0;
+            served += m;
+            timing = timing && !lost;
+        }
+        if (got)
+            continue;
+        uint64_t now = hive__now_ns();
+        if (timing) {                    /* the stepping stretch ended */
+            note_cost(p, now - t0, served);
+            timing = false;
+        }
+        if (spin_end == 0)
+            spin_end = now + SPIN_NS;
+        if (w != NULL && hive__sched_help(w, done, p))
+            continue;
+        if (now < spin_end) {
+            hive__cpu_relax();           /* the last envs are about to finish */
             continue;
         }
         /* Sleep until a result comes out. A worker naps (HELP_NAP_NS at
-         * most) and looks for work again: nothing of the pool is left to
-         * help with (its chunks are all taken), but other jobs may come.
-         * Sleeping, not yielding in a loop: a yield on a loaded machine
-         * gives the core away for a whole time slice while the results
-         * are already in, and on a machine with more workers than cores
-         * the spinning waiter takes the core from the workers stepping. */
+         * most) and looks for work again: other jobs may come. Sleeping,
+         * not yielding in a loop: a yield on a loaded machine gives the
+         * core away for a whole time slice while the results are already
+         * in, and on a machine with more workers than cores the spinning
+         * waiter takes the core from the workers stepping. */
         uint64_t nap = deadline ? deadline - now : 1000000000u;
         if (w != NULL && nap > HELP_NAP_NS)
             nap = HELP_NAP_NS;
@@ -364,20 +571,15 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), uint64_t deadline
             hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
     }
+    if (timing)
+        note_cost(p, hive__now_ns() - t0, served);
     return HIVE_OK;
-}
-
-static bool all_finished(void *arg)
-{
-    hive_envpool_t *p = arg;
-    /* acquire: pairs with publish's release of finished */
-    return atomic_load_explicit(&p->finished, memory_order_acquire) == p->sent;
 }
 
 static bool sync_done(void *arg)
 {
     hive_envpool_t *p = arg;
-    /* seq_cst: acquires the rows (see publish) and pairs with signal */
+    /* seq_cst: acquires the rows (see count_sync) and pairs with signal */
     return atomic_load_explicit(&p->sync_left, memory_order_seq_cst) == 0;
 }
 
@@ -451,11 +653,14 @@ static void destroy(hive_envpool_t *p)
     if (p->blocks != NULL)
         for (size_t k = 0; k < p->nblocks; k++)
             free_batch(p, p->blocks[k].refs);
+    if (p->slices != NULL)
+        for (unsigned i = 0; i < p->nslices; i++)
+            free((void *)p->slices[i].ring);
     free(p->env);
     free(p->blocks);
+    if (p->shell != NULL)
+        shell_unref(p->shell);           /* queued jobs may still hold it */
     free(p->order);
-    free(p->node_count);
-    free(p->scratch);
     free(p);
 }
 
@@ -467,7 +672,13 @@ static int check_opts(hive_t *h, const hive_envpool_opts_t *o)
     if (o->batch_size > o->num_envs)
         return hive__fail(HIVE_EINVAL, "hive_envpool_new: batch_size %zu is above num_envs %zu",
                           o->batch_size, o->num_envs);
-    if (o->env_node != NULL)
+    if (o->env_worker != NULL)
+        for (size_t i = 0; i < o->num_envs; i++)
+            if (o->env_worker[i] >= hive_num_workers(h))
+                return hive__fail(HIVE_EINVAL, "hive_envpool_new: env_worker[%zu] = %u is not one "
+                                  "of the engine's %u workers", i, o->env_worker[i],
+                                  hive_num_workers(h));
+    if (o->env_node != NULL && o->env_worker == NULL)
         for (size_t i = 0; i < o->num_envs; i++)
             if (o->env_node[i] >= hive_num_nodes(h))
                 return hive__fail(HIVE_EINVAL, "hive_envpool_new: env_node[%zu] = %u is not one of "
@@ -483,9 +694,8 @@ static int make_envs(hive_envpool_t *p, const hive_envpool_opts_t *o)
         env_t *e = &p->env[i];
         e->pool = p;
         e->id = (int32_t)i;
-        e->node = o->env_node ? o->env_node[i] : (unsigned)(i % nodes);
-        e->job.fn = chunk_job;
-        e->next = -1;
+        e->node = o->env_worker ? p->h->sched.w[o->env_worker[i]].slot->node
+                : o->env_node ? o->env_node[i] : (unsigned)(i % nodes);
         int err = HIVE_OK;
         e->state = hive__arena_alloc(&p->h->arena, p->block_bytes, e->node, &err);
         if (e->state == NULL)
@@ -494,18 +704,93 @@ static int make_envs(hive_envpool_t *p, const hive_envpool_opts_t *o)
         memset(e->state, 0, p->block_bytes);
         e->own_obs = e->state + round64(p->state_bytes);
         e->act = e->own_obs + round64(p->obs_bytes);
-        p->node_count[e->node]++;
         if (p->cls.init != NULL && p->cls.init(e->state, o->config, (unsigned)i) != 0)
             return hive__fail(HIVE_EINVAL, "hive_envpool_new: %s's init failed for environment %zu",
                               p->cls.name ? p->cls.name : "the class", i);
     }
-    /* ids grouped by node, in id order within a node */
-    size_t k = 0;
-    for (unsigned nd = 0; nd < nodes; nd++)
-        for (size_t i = 0; i < p->n; i++)
-            if (p->env[i].node == nd)
-                p->order[k++] = (int32_t)i;
     return HIVE_OK;
+}
+
+/* Home workers and the slices: env_worker's, or the envs of a node, in id
+ * order, cut into contiguous ranges over its workers (a node without
+ * workers: round robin over all); each slice's ring has room for all its envs, and its steal
+ * order lists its own node's slices (from the next one on) before the
+ * other nodes'. */
+static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
+{
+    hive__sched_t *s = &p->h->sched;
+    unsigned nodes = hive_num_nodes(p->h), ns = s->n;
+    size_t *count = hive__calloc(nodes, sizeof *count);
+    size_t *home_n = hive__calloc(ns, sizeof *home_n);
+    p->nslices = ns;
+    p->shell = NULL;
+    p->slices = NULL;
+    if (hive__posix_memalign((void **)&p->shell, HIVE_PAD, sizeof(shell_t) + ns * sizeof(slice_t)) != 0) {
+        p->shell = NULL;
+    } else {
+        memset(p->shell, 0, sizeof(shell_t) + ns * sizeof(slice_t));
+        atomic_init(&p->shell->refs, 1);
+        p->slices = (slice_t *)(p->shell + 1);
+    }
+    p->order = hive__calloc((size_t)ns * ns, sizeof *p->order);
+    int rc = HIVE_OK;
+    if (count == NULL || home_n == NULL || p->slices == NULL || p->order == NULL) {
+        rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate the slices of %u workers",
+                        ns);
+        goto out;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        count[p->env[i].node]++;
+    size_t *seen = hive__calloc(nodes, sizeof *seen);
+    if (seen == NULL) {
+        rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate the slices");
+        goto out;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        env_t *e = &p->env[i];
+        const hive__nodeq_t *nq = e->node < s->nnodes ? &s->nodes[e->node] : NULL;
+        size_t k = seen[e->node]++;
+        if (env_worker != NULL)
+            e->home = env_worker[i];
+        else if (nq != NULL && nq->nworkers > 0)
+            e->home = nq->workers[k * nq->nworkers / count[e->node]];
+        else
+            e->home = (unsigned)(k % ns);
+        home_n[e->home]++;
+    }
+    free(seen);
+    for (unsigned i = 0; i < ns; i++) {
+        slice_t *sl = &p->slices[i];
+        sl->pool = p;
+        sl->shell = p->shell;
+        sl->worker = i;
+        sl->node = s->w[i].slot->node;
+        sl->job.fn = slice_job;
+        uint64_t cap = 1;
+        while (cap < home_n[i])
+            cap *= 2;
+        sl->mask = cap - 1;
+        sl->ring = hive__calloc(cap, sizeof *sl->ring);
+        if (sl->ring == NULL) {
+            rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids",
+                            (unsigned long long)cap);
+            goto out;
+        }
+    }
+    for (unsigned i = 0; i < ns; i++) {
+        unsigned *ord = p->order + (size_t)i * ns, k = 0;
+        ord[k++] = i;
+        for (unsigned j = 1; j < ns; j++)          /* own node, from the next worker on */
+            if (p->slices[(i + j) % ns].node == p->slices[i].node)
+                ord[k++] = (i + j) % ns;
+        for (unsigned j = 1; j < ns; j++)          /* then the other nodes */
+            if (p->slices[(i + j) % ns].node != p->slices[i].node)
+                ord[k++] = (i + j) % ns;
+    }
+out:
+    free(count);
+    free(home_n);
+    return rc;
 }
 
 int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_opts_t *opts,
@@ -544,16 +829,15 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
                           opts->num_envs);
     }
     memset(p->env, 0, p->n * sizeof(env_t));
-    p->order = hive__calloc(p->n, sizeof(int32_t));
-    p->scratch = hive__calloc(p->n, sizeof(int32_t));
-    p->node_count = hive__calloc(hive_num_nodes(h), sizeof(size_t));
     p->blocks = hive__calloc(p->nblocks, sizeof(block_t));
-    if (p->order == NULL || p->scratch == NULL || p->node_count == NULL || p->blocks == NULL) {
+    if (p->blocks == NULL) {
         destroy(p);
         return hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate the tables for %zu "
                           "environments", opts->num_envs);
     }
     rc = make_envs(p, opts);
+    if (rc == HIVE_OK)
+        rc = make_slices(p, opts->env_worker);
     if (rc == HIVE_OK)
         rc = new_batch(p, p->n, &p->sync, p->sync_refs);
     for (size_t k = 0; rc == HIVE_OK && k < p->nblocks; k++)
@@ -578,11 +862,19 @@ int hive_envpool_free(hive_envpool_t *p)
     int rc = enter(p, "hive_envpool_free");
     if (rc != HIVE_OK)
         return rc;
-    /* every result still on its way must be out before the blocks and
-     * states go: wait for the finished count to reach what was sent */
+    /* nothing may be on its way when the blocks and states go: take
+     * every id still waiting in a ring (dropped, not stepped), then wait
+     * for every slice job to end (a job that took ids steps and publishes
+     * them first) */
+    serve_all(p, 0, true);
     hive__worker_t *w = hive__self_in(&p->h->sched);
-    while (atomic_load_explicit(&p->finished, memory_order_acquire) != p->sent) {
-        if (w == NULL || !hive__sched_help(w, all_finished, p))
+    /* seq_cst: free's half of the pair with slice_job (see the top).
+     * Jobs still queued will see dead and only drop the shell. */
+    atomic_store_explicit(&p->shell->dead, 1, memory_order_seq_cst);
+    /* seq_cst: the load of free's half of the pair; it also acquires each
+     * job's release of running */
+    while (atomic_load_explicit(&p->shell->running, memory_order_seq_cst) != 0) {
+        if (w == NULL || !hive__sched_help(w, NULL, NULL))
             hive__sleep_ns(10000);
     }
     hive__listed_remove(p->h, &p->listed);
@@ -632,23 +924,30 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
                           p->inflight);
     if (stopping(p))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down", fn);
-    for (size_t i = 0; i < p->n; i++) {
-        env_t *e = &p->env[i];
-        e->kind = kind;
-        e->sync = true;
-        e->act_src = acts ? acts + i * p->act_bytes : NULL;
-    }
-    /* relaxed: the spawns below publish it to the jobs */
+    p->sync_kind = kind;
+    p->sync_acts = acts;
+    /* relaxed: the pushes' release of tail publishes it to the steppers */
     atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
-    p->sent += p->n;
-    size_t at = 0;
-    for (unsigned nd = 0; nd < hive_num_nodes(p->h); nd++) {
-        size_t c = p->node_count[nd];
-        if (c)
-            spawn_chunks(p, p->order + at, c, chunk_size(p, nd, c), nd);
-        at += c;
+    unsigned me = self_slice(p);
+    if (all_inline(p, me, p->n)) {
+        /* too little work to hand out: step every env here, no ring */
+        uint64_t t0 = hive__now_ns();
+        for (size_t i = 0; i < p->n; i++)
+            run_entry(p, (int32_t)i | SYNC_BIT, false);
+        note_cost(p, hive__now_ns() - t0, p->n);
+        /* relaxed: nobody else took part */
+        atomic_store_explicit(&p->sync_left, 0, memory_order_relaxed);
+    } else {
+        for (size_t i = 0; i < p->n; i++)
+            push(p, (int32_t)i | SYNC_BIT);
+        post_slices(p, me, me == UINT32_MAX);
+        if (me != UINT32_MAX) {          /* our own slice first, inline */
+            uint64_t t0 = hive__now_ns();
+            size_t k = serve_all(p, me, false);
+            note_cost(p, hive__now_ns() - t0, k);
+        }
+        wait_until(p, sync_done, MAX_CLAIM, 0);
     }
-    wait_until(p, sync_done, 0);
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
     count_steps(p, p->n);
@@ -692,41 +991,36 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
         }
         env_t *e = &p->env[ids[i]];
         if (e->busy) {
-            rc = hive__fail(e->next == -2 ? HIVE_EINVAL : HIVE_ESTATE,
-                            e->next == -2 ? "hive_envpool_send: environment %d is named twice "
+            rc = hive__fail(e->mark ? HIVE_EINVAL : HIVE_ESTATE,
+                            e->mark ? "hive_envpool_send: environment %d is named twice "
                                             "(env_ids[%zu])"
                                           : "hive_envpool_send: environment %d (env_ids[%zu]) is "
                                             "busy: sent and not yet received",
                             ids[i], i);
             break;
         }
-        e->busy = true;                  /* tentatively; -2 marks "this send" */
-        e->next = -2;
+        e->busy = true;                  /* tentatively; mark: "this send" */
+        e->mark = true;
     }
-    if (rc != HIVE_OK)
-        for (size_t j = 0; j < i; j++) {   /* undo: nothing is sent */
-            p->env[ids[j]].busy = false;
-            p->env[ids[j]].next = -1;
-        }
+    for (size_t j = 0; j < i; j++) {
+        p->env[ids[j]].mark = false;
+        if (rc != HIVE_OK)
+            p->env[ids[j]].busy = false;  /* undo: nothing is sent */
+    }
     return rc;
 }
 
-/* Start the envs ids[0..n) (marked busy), grouped by node into chunks. */
+/* Start the envs ids[0..n) (marked busy, their action and kind written):
+ * into their home rings, and the slices' jobs posted - the calling
+ * worker's own too: it serves it when it waits (recv) or runs jobs. */
 static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
-    unsigned nodes = hive_num_nodes(p->h);
-    size_t at = 0;
-    for (unsigned nd = 0; nd < nodes; nd++) {
-        size_t c = 0;
-        for (size_t i = 0; i < n; i++)
-            if (p->env[ids[i]].node == nd)
-                p->scratch[at + c++] = ids[i];
-        if (c)
-            spawn_chunks(p, p->scratch + at, c, chunk_size(p, nd, c), nd);
-        at += c;
-    }
+    for (size_t i = 0; i < n; i++)
+        push(p, ids[i]);
+    unsigned me = self_slice(p);
+    if (!all_inline(p, me, p->inflight + n))
+        post_slices(p, UINT32_MAX, me == UINT32_MAX);
     p->inflight += n;
-    p->sent += n;
 }
 
 int hive_envpool_send(hive_envpool_t *p, const hive_array_t *actions, const int32_t *env_ids, size_t n)
@@ -749,9 +1043,7 @@ int hive_envpool_send(hive_envpool_t *p, const hive_array_t *actions, const int3
         env_t *e = &p->env[env_ids[k]];
         if (p->act_bytes)
             memcpy(e->act, (const unsigned char *)actions->data + k * p->act_bytes, p->act_bytes);
-        e->act_src = e->act;
         e->kind = KIND_STEP;
-        e->sync = false;
     }
     send_ids(p, env_ids, n);
     return leave(p, HIVE_OK);
@@ -772,17 +1064,12 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         env_t *e = &p->env[i];
         e->busy = true;
         e->kind = KIND_RESET;
-        e->sync = false;
+        push(p, (int32_t)i);
     }
-    size_t at = 0;                       /* every env: order is grouped by node already */
-    for (unsigned nd = 0; nd < hive_num_nodes(p->h); nd++) {
-        size_t c = p->node_count[nd];
-        if (c)
-            spawn_chunks(p, p->order + at, c, chunk_size(p, nd, c), nd);
-        at += c;
-    }
+    unsigned me = self_slice(p);
+    if (!all_inline(p, me, p->n))
+        post_slices(p, UINT32_MAX, me == UINT32_MAX);
     p->inflight += p->n;
-    p->sent += p->n;
     return leave(p, HIVE_OK);
 }
 
@@ -800,7 +1087,22 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
     if (timeout_ns == 0)
         deadline = 1;                    /* already passed: poll */
-    if (wait_until(p, block_ready, deadline) != HIVE_OK)
+    /* ids a worker caller left unposted (all_inline) are not stepped by
+     * anyone else: a caller that is not a worker posts them now */
+    if (self_slice(p) == UINT32_MAX) {
+        bool pending = false;
+        for (unsigned i = 0; i < p->nslices && !pending; i++)
+            pending = ring_nonempty(&p->slices[i]);
+        if (pending)
+            post_slices(p, UINT32_MAX, true);
+    }
+    /* claims of what the block still lacks at most: re-check between */
+    block_t *want = &p->blocks[p->recv_pos % p->nblocks];
+    /* relaxed: a hint for the claim size only */
+    size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+    if (lack > MAX_CLAIM)
+        lack = MAX_CLAIM;
+    if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
         return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                    "%lld ns", p->bsize, (long long)timeout_ns));
     block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
@@ -810,10 +1112,8 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     p->recv_pos++;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
-    for (size_t i = 0; i < p->bsize; i++) {
+    for (size_t i = 0; i < p->bsize; i++)
         p->env[ids[i]].busy = false;
-        p->env[ids[i]].next = -1;
-    }
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));

@@ -11,11 +11,16 @@
  * the expected count and checksum (a row written to the wrong slot, a
  * result delivered twice or to the wrong id, or a lost one - the driver
  * would wait on it, or send to a still-busy env - fails). Sends go to
- * random subsets of the idle envs, with random batch sizes.
+ * random subsets of the idle envs, with random batch sizes. Each run is
+ * driven from a user thread and then from a task (a worker: it steps envs
+ * itself); the cheap runs (no spin) take the inline path, where the
+ * calling worker steps a whole batch alone.
  */
 #include "testutil.h"
 
 typedef struct counter { int64_t id, life; } counter_t;
+
+static uint64_t spin_ns = 300;            /* a step's cost unit: 0 makes steps cheap (stepped inline) */
 
 static int ctr_init(void *s, const void *config, unsigned id)
 {
@@ -39,7 +44,7 @@ static void ctr_step(void *s, const void *action, void *obs, float *r, int *d)
     counter_t *c = s;
     int32_t a;
     memcpy(&a, action, sizeof a);
-    hive_env_spin((uint64_t)((c->id * 37 + c->life * 11) % 7) * 300);
+    hive_env_spin((uint64_t)((c->id * 37 + c->life * 11) % 7) * spin_ns);
     c->life++;
     ctr_observe(c, obs);
     *r = (float)a;                       /* the action comes back as the reward */
@@ -80,11 +85,8 @@ static void check_row(const hive_envpool_batch_t *b, size_t i, bool *busy, int64
     busy[id] = false;
 }
 
-static void run(const char *topology, size_t n, size_t batch, int rounds)
+static void drive(hive_t *h, size_t n, size_t batch, int rounds)
 {
-    hive_config_t cfg = { .topology = topology };
-    hive_t *h;
-    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
     hive_envpool_opts_t o = { .num_envs = n, .batch_size = batch };
     hive_envpool_t *p;
     assert_int_equal(hive_envpool_new(h, &ctr_class, &o, &p), HIVE_OK);
@@ -151,6 +153,32 @@ static void run(const char *topology, size_t n, size_t batch, int rounds)
     assert_int_equal(still, inflight);
     assert_int_equal(delivered + inflight, sent);
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
+}
+
+typedef struct drive_args { size_t n, batch; int rounds; } drive_args_t;
+
+static int drive_task(hive_ctx_t *ctx)
+{
+    const drive_args_t *a = hive_arg(ctx, 0, NULL);
+    drive(hive_engine(ctx), a->n, a->batch, a->rounds);
+    return 0;
+}
+
+/* The pool driven from a user thread, then from a task (a worker caller:
+ * it steps its own slice, helps with the others, and steps cheap batches
+ * alone, inline). */
+static void run(const char *topology, size_t n, size_t batch, int rounds)
+{
+    hive_config_t cfg = { .topology = topology };
+    hive_t *h;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    drive(h, n, batch, rounds);
+    drive_args_t a = { n, batch, rounds };
+    hive_ref_t r;
+    const void *v;
+    assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
@@ -162,6 +190,10 @@ static void test_envpool_stress(void **state)
     run("pack:2 numa:1 core:2 pu:1", 64, 7, rounds);
     run("pack:4 numa:1 core:1 pu:1", 33, 1, rounds);
     run("pack:2 numa:1 core:1 pu:1", 40, 40, rounds / 4);
+    spin_ns = 0;                         /* cheap steps: the inline path */
+    run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
+    run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds);
+    spin_ns = 300;
 }
 
 int main(void)
