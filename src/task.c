@@ -326,6 +326,8 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     q->fn = fn;
     q->h = h;
     q->meta = meta;
+    /* relaxed, both: nobody can find the record yet; publish's release
+     * carries them with the rest */
     atomic_store_explicit(&r->run, HIVE__RUN_QUEUED, memory_order_relaxed);
     atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
     /* release (publish, then the spawn's queue): the body above reaches the
@@ -334,6 +336,8 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     result->id = r->id;
     if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
         hive__trace_submit(h, t0, r->id, NULL, (const void *)(uintptr_t)fn, false);
+    /* acquire: as task_ready's; a stop begun after this look drops the
+     * queued job (small_job with w == NULL) */
     if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
         small_unrun(h, r, HIVE_ESHUTDOWN);
     else
