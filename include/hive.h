@@ -579,6 +579,11 @@ typedef struct hive_opts {                   /* NULL or zero-initialised: defaul
  * caller's node): from a worker of that node, on its own deque (others steal
  * from it); otherwise on that node's shared ring. No lock, no system call unless a
  * worker is parked, no malloc for records up to 4 KiB (inline bytes count).
+ * A small task - inline arguments only, at most 3 of them, their sizes
+ * rounded up to 8 bytes summing to at most 24, no name, max_retries <= 255 -
+ * is queued inside its own result's 128-byte record (no record of its own);
+ * others take a task record beside it. hive_arg's pointers stay valid, and
+ * aligned as malloc's, while the task runs.
  * opts->place = HIVE_PLACE_NODE overrides that with node place_index.
  * HIVE_EINVAL for NULL fn/result or args, a bad placement (a kind other
  * than DEFAULT/NODE, a node >= hive_num_nodes), or nargs so large that the

@@ -68,6 +68,20 @@ typedef struct hive__dep {
 
 struct hive__arr_meta;
 
+/* A small task's whole queued body (task.c): it lives in its result
+ * record's inline payload from submit until a worker takes it, so a queued
+ * small task costs its result record and nothing else. The worker copies
+ * what it needs onto its stack before the function runs (and may write the
+ * result into the same bytes). */
+#define HIVE__QTASK_ARGS 24
+typedef struct hive__qtask {
+    hive__job_t       job;           /* the scheduler's link and small_job */
+    hive_fn           fn;
+    struct hive      *h;
+    uint64_t          meta;          /* nargs, lane, node, retries, sizes (task.c) */
+    unsigned char     args[HIVE__QTASK_ARGS];   /* inline arguments, 8-byte steps */
+} hive__qtask_t;
+
 /* Payloads of up to this many bytes (blobs: puts, creates, task and method
  * results) live in the record itself, 64-byte aligned like the arena's: no
  * arena block to allocate and free, one cache miss fewer for a get, and a
@@ -100,6 +114,7 @@ typedef struct hive__obj {
     uint8_t           kind;
     union {
         _Alignas(64) unsigned char inl[HIVE__INLINE_MAX];   /* a small payload */
+        hive__qtask_t     queued;    /* a task result, RUN_QUEUED: its small task (task.c) */
         struct {                     /* after the last count: the free's own fields */
             struct hive     *h;
             struct rcu_head  rcu;

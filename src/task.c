@@ -15,6 +15,22 @@
  *   cleanup  argument counts and the task's count on the result are dropped,
  *            and the record goes back to the pool.
  *
+ * Small tasks: a task whose arguments are all inline and few (up to
+ * HIVE__QTASK_NARGS of them, their bytes in 8-byte steps up to
+ * HIVE__QTASK_ARGS), with no name and at most 255 retries, has no record of
+ * its own: its whole queued body (store.h, hive__qtask_t: the job link,
+ * the function, the engine, a packed word, the argument bytes) lives in
+ * the inline payload of its result record, the second cache line, which a
+ * pending result does not use. A queued small task is thus its result
+ * record and nothing else. Its job (small_job) unpacks the function and
+ * the arguments onto the worker's stack first, so the function may write
+ * its result into those same bytes (hive_return from a pointer hive_arg
+ * gave it included); then the run is the same as a full record's. Nobody
+ * else reads the body: only the one worker that took the job, and the
+ * bytes turn into a payload (or the record's dead fields) only after it.
+ * Everything else - ref arguments (dep nodes), names, more or larger
+ * arguments, actor calls - takes a full record (hive__task_t) from the pool.
+ *
  * Nested waits: hive_get / hive_wait inside a task call the store's help
  * hook (hive__task_help) instead of sleeping, which runs another ready job
  * on the same worker, nested on its stack. This keeps every core busy and
@@ -40,6 +56,10 @@
 static char zero_arg[64] __attribute__((aligned(64)));
 
 static void task_job(hive__job_t *job, hive__worker_t *w);
+static void small_job(hive__job_t *job, hive__worker_t *w);
+
+_Static_assert(sizeof(hive__qtask_t) <= HIVE__INLINE_MAX, "a small task's body fits the inline payload");
+_Static_assert(HIVE__QTASK_ARGS < 32, "an argument's size fits 5 bits of the packed word");
 
 static void free_record(hive__task_t *t)
 {
@@ -62,6 +82,15 @@ void hive__task_cleanup(hive__task_t *t)
 }
 
 #define cleanup hive__task_cleanup
+
+/* QUEUED -> RUNNING on a task's result; false if a cancel got there first. */
+static inline bool task_claim_result(hive__obj_t *r)
+{
+    uint32_t queued = HIVE__RUN_QUEUED;
+    /* acq_rel: against hive_cancel's CAS on the same word */
+    return atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_RUNNING,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
 
 /* End a task that will not run: fail its result with code (unless a cancel
  * already did), then clean up. */
@@ -213,6 +242,109 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
     return HIVE_OK;
 }
 
+/* ------------------------------------------------------------ small tasks
+ * The packed word of a queued small task (hive__qtask_t.meta):
+ *   bits 0..1    nargs (0 .. HIVE__QTASK_NARGS)
+ *   bits 2..3    lane
+ *   bits 4..15   preferred node + 1 (0: none)
+ *   bits 16..23  max_retries
+ *   bits 24..38  the arguments' sizes, 5 bits each (0 .. HIVE__QTASK_ARGS)
+ * The argument bytes follow each other in 8-byte steps in args[]. */
+#define QT_NODE_MAX    4094u
+#define QT_RETRIES_MAX 255u
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Copy a small task's argument of n <= HIVE__QTASK_ARGS bytes: the usual
+ * scalar sizes as one fixed move each, not a call into the C library. */
+static inline void copy_arg(void *dst, const void *src, size_t n)
+{
+    switch (n) {
+    case 0:  break;
+    case 4:  memcpy(dst, src, 4); break;
+    case 8:  memcpy(dst, src, 8); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, n); break;
+    }
+}
+
+/* Can this submit be a small task? Every bad input fails this test too (a
+ * NULL table or datum, a ref): the full path writes its sentence. The
+ * placement was checked against the engine's nodes already. */
+static inline bool small_fits(const hive_arg_t *args, size_t nargs, const hive_opts_t *opts)
+{
+    if (opts != NULL && (opts->name != NULL || opts->max_retries > QT_RETRIES_MAX ||
+                         (opts->place == HIVE_PLACE_NODE && opts->place_index > QT_NODE_MAX)))
+        return false;
+    if (nargs > HIVE__QTASK_NARGS || (nargs != 0 && args == NULL))
+        return false;
+    size_t used = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        if (args[i].ref.id != 0 || args[i].size > HIVE__QTASK_ARGS ||
+            (args[i].data == NULL && args[i].size != 0))
+            return false;
+        used += align8(args[i].size);
+    }
+    return used <= HIVE__QTASK_ARGS;
+}
+
+/* A small task that will not run: fail its result (unless a cancel did),
+ * drop the task's count. */
+static void small_unrun(struct hive *h, hive__obj_t *r, int code)
+{
+    uint32_t queued = HIVE__RUN_QUEUED;
+    /* acq_rel: against hive_cancel's CAS on the same word */
+    if (atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_DONE,
+                                                memory_order_acq_rel, memory_order_relaxed))
+        hive__obj_fail(h, r, code);
+    hive__obj_release(h, r);
+}
+
+static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
+                        const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
+{
+    hive__obj_t *r;
+    int rc = hive__obj_new(h, HIVE__BLOB, 0, false, &r);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    hive__qtask_t *q = &r->tail.queued;
+    unsigned lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
+    int node = opts != NULL && opts->place == HIVE_PLACE_NODE ? (int)opts->place_index : -1;
+    uint64_t meta = (uint64_t)nargs | (uint64_t)lane << 2 | (uint64_t)(node + 1) << 4 |
+                    (uint64_t)(opts ? opts->max_retries : 0) << 16;
+    size_t at = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        size_t n = args[i].size;
+        meta |= (uint64_t)n << (24 + 5 * i);
+        copy_arg(q->args + at, args[i].data, n);
+        at += align8(n);
+    }
+    q->job.fn = small_job;
+    q->fn = fn;
+    q->h = h;
+    q->meta = meta;
+    /* relaxed, both: nobody can find the record yet; publish's release
+     * carries them with the rest */
+    atomic_store_explicit(&r->run, HIVE__RUN_QUEUED, memory_order_relaxed);
+    atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
+    /* release (publish, then the spawn's queue): the body above reaches the
+     * worker that takes the job; the record's fields anyone who finds it */
+    hive__obj_publish(h, r);
+    result->id = r->id;
+    if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
+        hive__trace_submit(h, t0, r->id, NULL, (const void *)(uintptr_t)fn, false);
+    /* acquire: as task_ready's; a stop begun after this look drops the
+     * queued job (small_job with w == NULL) */
+    if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
+        small_unrun(h, r, HIVE_ESHUTDOWN);
+    else
+        hive__sched_spawn(&h->sched, &q->job, lane, node);
+    return HIVE_OK;
+}
+
 int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                 const hive_opts_t *opts, hive_ref_t *result)
 {
@@ -230,6 +362,8 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                           "nodes", opts->place_index, h->topo.nnodes);
     }
     uint64_t t0 = unlikely(h->trace.on) ? hive__trace_clock() : 0;
+    if (likely(small_fits(args, nargs, opts)))
+        return submit_small(h, fn, args, nargs, opts, result, t0);
     hive__task_t *t;
     int rc = hive__task_new(h, args, nargs, true, "hive_submit", &t);
     if (unlikely(rc != HIVE_OK))
@@ -267,66 +401,110 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
 
 /* Drop what a failed run wrote into the result (hive_return). Only the
  * running task touches the payload fields until it finishes. */
-static void drop_result(hive__task_t *t)
+static void drop_result(struct hive *h, hive__obj_t *r)
 {
-    hive__obj_t *r = t->result;
     if (r->data != NULL) {
-        hive__payload_free(t->h, r);
+        hive__payload_free(h, r);
         r->size = 0;
     }
 }
 
-static void run_task(hive__task_t *t, hive__worker_t *w)
-{
-    hive__obj_t *r = t->result;
-    if (!hive__task_claim(t)) {
-        cleanup(t);                   /* cancelled while queued: result already failed */
-        return;
-    }
-    struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = r, .depth = w->depth,
-                            .seq = ++w->task_seq };
-    uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
-    int rc = t->fn(&ctx);
-    for (unsigned retry = 0; rc != 0 && retry < t->max_retries && !hive_cancelled(&ctx); retry++) {
-        drop_result(t);               /* the next run starts from an empty result */
-        ctx.seq = ++w->task_seq;      /* a new run for worker-local values */
-        rc = t->fn(&ctx);
-    }
-    hive__count(&w->tasks, 1);
-    if (unlikely(w->tring != NULL))
-        hive__trace_span(w->tring, HIVE__TEV_TASK, t0, r->id, t->name,
-                         (const void *)(uintptr_t)t->fn, w->depth);
-    hive__task_finish(t, rc == 0 ? HIVE_OK : HIVE_ETASK);
-    cleanup(t);
-}
-
-/* Seal or fail the result of a task that ran. A cancel that reached the
+/* Seal or fail the result r of a task that ran. A cancel that reached the
  * running task decides its outcome, whatever the function returned (as
  * Ray's TaskCancelledError): HIVE_ECANCELED. The exchange and hive_cancel's
  * CAS on the same word order the two: a cancel either lands before (and
  * the result fails) or finds RUN_DONE (and says the task has finished). */
-void hive__task_finish(hive__task_t *t, int code)
+static void finish_result(struct hive *h, hive__obj_t *r, int code)
 {
-    hive__obj_t *r = t->result;
     /* acq_rel: release publishes the result's fields to a hive_cancel that
      * reads DONE; acquire pairs with its CAS */
     if (atomic_exchange_explicit(&r->run, HIVE__RUN_DONE, memory_order_acq_rel) ==
         HIVE__RUN_CANCEL_ASKED)
         code = HIVE_ECANCELED;
     if (code != HIVE_OK) {
-        drop_result(t);               /* a result written before failing is dropped */
-        hive__obj_fail(t->h, r, code);
+        drop_result(h, r);            /* a result written before failing is dropped */
+        hive__obj_fail(h, r, code);
     } else {
-        hive__obj_seal(t->h, r);
+        hive__obj_seal(h, r);
     }
+}
+
+/* Run a claimed task's function in ctx (its result RUNNING), again after
+ * a failed run up to max_retries times, and finish its result. */
+static void run_claimed(struct hive_ctx *ctx, hive_fn fn, unsigned max_retries, const char *name)
+{
+    hive__worker_t *w = ctx->w;
+    hive__obj_t *r = ctx->result;
+    uint64_t t0 = unlikely(w->tring != NULL) ? hive__trace_clock() : 0;
+    int rc = fn(ctx);
+    for (unsigned retry = 0; rc != 0 && retry < max_retries && !hive_cancelled(ctx); retry++) {
+        drop_result(ctx->h, r);       /* the next run starts from an empty result */
+        ctx->seq = ++w->task_seq;     /* a new run for worker-local values */
+        rc = fn(ctx);
+    }
+    hive__count(&w->tasks, 1);
+    if (unlikely(w->tring != NULL))
+        hive__trace_span(w->tring, HIVE__TEV_TASK, t0, r->id, name, (const void *)(uintptr_t)fn,
+                         w->depth);
+    finish_result(ctx->h, r, rc == 0 ? HIVE_OK : HIVE_ETASK);
+}
+
+static void run_task(hive__task_t *t, hive__worker_t *w)
+{
+    if (!hive__task_claim(t)) {
+        cleanup(t);                   /* cancelled while queued: result already failed */
+        return;
+    }
+    struct hive_ctx ctx = { .h = t->h, .w = w, .task = t, .result = t->result, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, t->fn, t->max_retries, t->name);
+    cleanup(t);
+}
+
+/* A small task's job: take the body out of the result record (unpacking
+ * the arguments onto this stack), then run it as a full record runs. */
+static void small_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__obj_t *r = HIVE_CONTAINER_OF(job, hive__obj_t, tail.queued.job);
+    const hive__qtask_t *q = &r->tail.queued;
+    struct hive *h = q->h;
+    if (w == NULL) {
+        small_unrun(h, r, HIVE_ESHUTDOWN);   /* dropped at shutdown */
+        return;
+    }
+    hive_fn fn = q->fn;
+    uint64_t meta = q->meta;
+    hive__sargs_t sa;
+    sa.nargs = (unsigned)(meta & 3);
+    size_t from = 0, to = 0;
+    for (unsigned i = 0; i < sa.nargs; i++) {
+        size_t n = (meta >> (24 + 5 * i)) & 31;
+        sa.size[i] = (uint8_t)n;
+        sa.off[i] = (uint8_t)to;
+        copy_arg(sa.bytes + to, q->args + from, n);
+        from += align8(n);
+        to += align16(n);
+    }
+    /* from here on the body is dead: the function may write the result
+     * over it */
+    if (!task_claim_result(r)) {
+        hive__obj_release(h, r);      /* cancelled while queued: result already failed */
+        return;
+    }
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
+    hive__obj_release(h, r);
+}
+
+void hive__task_finish(hive__task_t *t, int code)
+{
+    finish_result(t->h, t->result, code);
 }
 
 bool hive__task_claim(hive__task_t *t)
 {
-    uint32_t queued = HIVE__RUN_QUEUED;
-    /* acq_rel: against hive_cancel's CAS on the same word */
-    return atomic_compare_exchange_strong_explicit(&t->result->run, &queued, HIVE__RUN_RUNNING,
-                                                   memory_order_acq_rel, memory_order_relaxed);
+    return task_claim_result(t->result);
 }
 
 void hive__task_fail_unrun(hive__task_t *t, int code)
@@ -397,15 +575,21 @@ unsigned hive_worker_index(hive_ctx_t *ctx)
 
 size_t hive_nargs(hive_ctx_t *ctx)
 {
-    return ctx && ctx->task ? ctx->task->nargs : 0;
+    return ctx == NULL ? 0 : ctx->sargs ? ctx->sargs->nargs : ctx->task ? ctx->task->nargs : 0;
 }
 
 const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size)
 {
-    if (ctx == NULL || ctx->task == NULL || i >= ctx->task->nargs) {
-        hive__fail(HIVE_EINVAL, "hive_arg: argument %zu out of range (%zu arguments)", i,
-                   ctx && ctx->task ? ctx->task->nargs : 0);
+    size_t n = hive_nargs(ctx);
+    if (i >= n) {
+        hive__fail(HIVE_EINVAL, "hive_arg: argument %zu out of range (%zu arguments)", i, n);
         return NULL;
+    }
+    const hive__sargs_t *sa = ctx->sargs;
+    if (sa != NULL) {                 /* a small task: its bytes on the worker's stack */
+        if (size)
+            *size = sa->size[i];
+        return sa->size[i] ? (const void *)(sa->bytes + sa->off[i]) : (const void *)zero_arg;
     }
     const hive__targ_t *a = &ctx->task->args[i];
     if (a->obj != NULL) {
@@ -420,7 +604,8 @@ const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size)
 
 hive_ref_t hive_arg_ref(hive_ctx_t *ctx, size_t i)
 {
-    if (ctx == NULL || ctx->task == NULL || i >= ctx->task->nargs || ctx->task->args[i].obj == NULL)
+    if (ctx == NULL || ctx->sargs != NULL || ctx->task == NULL || i >= ctx->task->nargs ||
+        ctx->task->args[i].obj == NULL)
         return (hive_ref_t){ 0 };
     return (hive_ref_t){ ctx->task->args[i].obj->id };
 }

@@ -45,11 +45,23 @@ typedef struct hive__task {
     hive__targ_t     args[];
 } hive__task_t;
 
+/* A small task's inline arguments while it runs: unpacked from its queued
+ * body (store.h, hive__qtask_t) onto the worker's stack, each at a
+ * 16-byte boundary as in a full record. */
+#define HIVE__QTASK_NARGS 3
+typedef struct hive__sargs {
+    _Alignas(16) unsigned char bytes[2 * HIVE__QTASK_ARGS];
+    unsigned         nargs;
+    uint8_t          size[HIVE__QTASK_NARGS];
+    uint8_t          off[HIVE__QTASK_NARGS];
+} hive__sargs_t;
+
 /* What hive_ctx_t is: one per running task (on the worker's stack). */
 struct hive_ctx {
     struct hive    *h;
     hive__worker_t *w;
-    hive__task_t   *task;
+    hive__task_t   *task;        /* a full record (actor calls, spilled tasks), or NULL */
+    const hive__sargs_t *sargs;  /* a small task's arguments, or NULL */
     hive__obj_t    *result;
     unsigned        depth;       /* worker nesting level (local.c instances) */
     uint64_t        seq;         /* this run's number on its worker (local.c resets) */

@@ -9,8 +9,10 @@
  * bug shows as a failed check, never as a hang. */
 #include "testutil.h"
 #include "hive_impl.h"
+#include "task.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #define MiB        (1024u * 1024u)
 #define DEADLINE_MS 10000u                 /* against hangs only, never a timing check */
@@ -1633,9 +1635,191 @@ static void test_worker_wait_is_not_a_sleeper(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------------------------ small tasks */
+
+/* A task with few small inline arguments keeps its whole queued body in
+ * its result record's inline payload (task.c, "Small tasks"), which the
+ * task then writes its result into. echo_args first fills a 64-byte
+ * result (exactly those bytes) with 0xEE and only then reads its
+ * arguments, so arguments still read from the record would come back as
+ * 0xEE. It reports: whether it ran as a small task, nargs, every size and
+ * the misaligned count, then the argument bytes one after another. */
+typedef struct echo_head {
+    uint8_t small, nargs, misaligned, ref0;
+    uint8_t size[4];
+} echo_head_t;
+
+static int echo_args(hive_ctx_t *ctx)
+{
+    const void *ptr[4];
+    size_t size[4];
+    size_t n = hive_nargs(ctx);
+    for (size_t i = 0; i < n && i < 4; i++)
+        ptr[i] = hive_arg(ctx, i, &size[i]);
+    unsigned char *out = hive_return_alloc(ctx, 64);
+    if (out == NULL)
+        return 1;
+    memset(out, 0xEE, 64);
+    echo_head_t hd = { .small = ctx->sargs != NULL, .nargs = (uint8_t)n,
+                       .ref0 = hive_arg_ref(ctx, 0).id != 0 };
+    size_t at = sizeof hd;
+    for (size_t i = 0; i < n && i < 4; i++) {
+        hd.size[i] = (uint8_t)size[i];
+        hd.misaligned += (uintptr_t)ptr[i] % _Alignof(max_align_t) != 0;
+        if (at < 64)
+            memcpy(out + at, ptr[i], size[i] < 64 - at ? size[i] : 64 - at);
+        at += size[i];
+    }
+    memcpy(out, &hd, sizeof hd);
+    return hive_arg(ctx, n, NULL) == NULL ? 0 : 1;   /* one past the end: NULL */
+}
+
+static void test_small_task_args(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    /* sizes of up to 4 arguments (-1: none) and whether the task is small:
+     * up to 3 inline arguments whose sizes, rounded up to 8, sum to 24 */
+    static const struct { int size[4]; bool small; } cases[] = {
+        { { -1, -1, -1, -1 }, true },  { { 0, -1, -1, -1 }, true },   { { 1, -1, -1, -1 }, true },
+        { { 4, -1, -1, -1 }, true },   { { 8, -1, -1, -1 }, true },   { { 9, -1, -1, -1 }, true },
+        { { 16, -1, -1, -1 }, true },  { { 17, -1, -1, -1 }, true },  { { 24, -1, -1, -1 }, true },
+        { { 25, -1, -1, -1 }, false }, { { 40, -1, -1, -1 }, false }, { { 4, 4, 4, -1 }, true },
+        { { 8, 8, 8, -1 }, true },     { { 8, 8, 9, -1 }, false },    { { 16, 8, -1, -1 }, true },
+        { { 17, 8, -1, -1 }, false },  { { 0, 0, 0, -1 }, true },     { { 24, 0, -1, -1 }, true },
+        { { 0, 24, 0, -1 }, true },    { { 1, 1, 1, 1 }, false },     { { 7, 1, 15, -1 }, false },
+        { { 7, 1, 8, -1 }, true },
+    };
+    for (size_t c = 0; c < HIVE_ARRAY_LEN(cases); c++) {
+        unsigned char bytes[4][40];
+        hive_arg_t args[4];
+        size_t nargs = 0;
+        for (; nargs < 4 && cases[c].size[nargs] >= 0; nargs++) {
+            size_t n = (size_t)cases[c].size[nargs];
+            for (size_t k = 0; k < n; k++)
+                bytes[nargs][k] = (unsigned char)(c * 16 + nargs * 64 + k + 1);
+            args[nargs] = HIVE_BYTES(n ? bytes[nargs] : NULL, n);
+        }
+        hive_ref_t r;
+        assert_int_equal(hive_submit(h, echo_args, nargs ? args : NULL, nargs, NULL, &r), HIVE_OK);
+        memset(bytes, 0, sizeof bytes);            /* copied at submit */
+        const unsigned char *out;
+        size_t n;
+        get_ok(h, r, (const void **)&out, &n);
+        assert_int_equal(n, 64);
+        echo_head_t hd;
+        memcpy(&hd, out, sizeof hd);
+        if (hd.small != cases[c].small)
+            fail_msg("case %zu: ran as a %s task", c, hd.small ? "small" : "full");
+        assert_int_equal(hd.nargs, nargs);
+        assert_int_equal(hd.misaligned, 0);
+        assert_int_equal(hd.ref0, 0);
+        size_t at = sizeof hd;
+        for (size_t i = 0; i < nargs; i++) {
+            assert_int_equal(hd.size[i], cases[c].size[i]);
+            for (size_t k = 0; k < hd.size[i] && at + k < 64; k++)
+                if (out[at + k] != (unsigned char)(c * 16 + i * 64 + k + 1))
+                    fail_msg("case %zu: argument %zu byte %zu is %#x", c, i, k, out[at + k]);
+            at += hd.size[i];
+        }
+        assert_int_equal(hive_release(h, r), HIVE_OK);
+    }
+    /* options that need a full record: a name, many retries; and ones that do not */
+    hive_opts_t named = { .name = "named" }, retries = { .max_retries = 1000 },
+                few = { .max_retries = 255, .priority = 1, .place = HIVE_PLACE_NODE };
+    const hive_opts_t *opts[] = { &named, &retries, &few };
+    const bool small[] = { false, false, true };
+    for (size_t i = 0; i < HIVE_ARRAY_LEN(opts); i++) {
+        int v = 5;
+        hive_ref_t r;
+        assert_int_equal(hive_submit(h, echo_args, &HIVE_VAL(v), 1, opts[i], &r), HIVE_OK);
+        const unsigned char *out;
+        get_ok(h, r, (const void **)&out, NULL);
+        assert_int_equal(out[0], small[i]);
+        int got;
+        memcpy(&got, out + sizeof(echo_head_t), sizeof got);
+        assert_int_equal(got, 5);
+        hive_release(h, r);
+    }
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* A small task returns what hive_arg points at: the source is the
+ * worker's copy, never the bytes being written. */
+static int echo_first(hive_ctx_t *ctx)
+{
+    size_t n;
+    const void *p = hive_arg(ctx, 0, &n);
+    return hive_return(ctx, p, n);
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Queued behind a busy worker, a small task costs its result record (128
+ * bytes), its slot (16) and the caller's ref (8): the resident memory
+ * grows by no more than that, plus a huge page's rounding (a full record
+ * beside it made it ~280). The sanitizers' shadow memory grows with it, so
+ * they run the same tasks without the bound. Then every task runs and
+ * returns its own argument. */
+static void test_small_task_queued_memory(void **state)
+{
+    (void)state;
+    enum { N = 200000 / TEST_SCALE };
+    hive_t *h = engine((size_t)N * 160 + 64 * MiB, 1, NULL);
+    hive_ref_t *refs = malloc(N * sizeof *refs);
+    assert_non_null(refs);
+    memset(refs, 0, N * sizeof *refs);           /* the refs' pages count before */
+    gate_reset();
+    hive_ref_t g;
+    assert_int_equal(hive_submit(h, gate_task, NULL, 0, NULL, &g), HIVE_OK);
+    WAIT_UNTIL(atomic_load(&gate_entered) == 1, DEADLINE_MS);
+    size_t before = rss_bytes();
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(hive_submit(h, echo_first, &HIVE_VAL(i), 1, NULL, &refs[i]), HIVE_OK);
+    double per = (double)(rss_bytes() - before) / N;
+    print_message("%d queued small tasks: %.1f bytes each\n", (int)N, per);
+    atomic_store(&gate_open, 1);
+    for (uint32_t i = 0; i < N; i++) {
+        const void *p;
+        size_t n;
+        get_ok(h, refs[i], &p, &n);
+        uint32_t v;
+        assert_int_equal(n, sizeof v);
+        memcpy(&v, p, sizeof v);
+        assert_int_equal(v, i);
+        hive_release(h, refs[i]);
+    }
+    const void *p;
+    get_ok(h, g, &p, NULL);
+    hive_release(h, g);
+    free(refs);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    if (per > 176)
+        fail_msg("a queued small task costs %.1f bytes of resident memory (at most 176 wanted: "
+                 "record 128, slot 16, huge-page rounding)", per);
+#else
+    (void)per;
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_task_queued_memory),
+        cmocka_unit_test(test_small_task_args),
         cmocka_unit_test(test_worker_wait_is_not_a_sleeper),
         cmocka_unit_test(test_retries_count_runs),
         cmocka_unit_test(test_cancelled_task_is_not_retried),

@@ -340,12 +340,137 @@ static void test_random_dependencies(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------------------ small tasks, cancelled */
+
+/* Small tasks (task.c: the queued body inside the result record) raced by
+ * cancels: 2 threads each submit CANCEL_N tasks of three inline arguments
+ * and cancel every third one at once, or a little later, while the
+ * workers run them. A task counts its run and returns a 64-byte result
+ * filled from its arguments (written over the bytes its body was queued
+ * in). Every result must be either sealed with exactly the bytes its
+ * arguments give, after exactly one run, or failed with HIVE_ECANCELED
+ * after at most one run - and only if a cancel said HIVE_OK. */
+#define CANCEL_THREADS 2
+#define CANCEL_N       (100000 / TEST_SCALE)
+#define CANCEL_WINDOW  256
+
+static _Atomic unsigned char cancel_runs[CANCEL_THREADS * CANCEL_N];
+
+typedef struct cancel_args {
+    uint32_t i;
+    uint64_t key;
+    uint8_t  tag;
+} cancel_args_t;
+
+static void cancel_fill(unsigned char out[64], uint32_t i, uint64_t key, uint8_t tag)
+{
+    for (int k = 0; k < 64; k++)
+        out[k] = (unsigned char)(key >> (k % 8 * 8)) ^ (unsigned char)(i + k) ^ tag;
+}
+
+static int cancel_task(hive_ctx_t *ctx)
+{
+    const uint32_t *i = hive_arg(ctx, 0, NULL);
+    const uint64_t *key = hive_arg(ctx, 1, NULL);
+    const uint8_t *tag = hive_arg(ctx, 2, NULL);
+    unsigned char *out = hive_return_alloc(ctx, 64);
+    if (out == NULL || i == NULL || key == NULL || tag == NULL)
+        return 1;
+    atomic_fetch_add_explicit(&cancel_runs[*i], 1, memory_order_relaxed);
+    cancel_fill(out, *i, *key, *tag);
+    return 0;
+}
+
+typedef struct cancel_state {
+    unsigned base;
+    long     errors, cancelled, sealed;
+} cancel_state_t;
+
+static void cancel_check(cancel_state_t *s, hive_ref_t r, uint32_t i, bool cancel_ok)
+{
+    const unsigned char *p;
+    size_t n;
+    int rc = hive_get(h, r, DEADLINE_NS, (const void **)&p, &n);
+    unsigned runs = atomic_load_explicit(&cancel_runs[i], memory_order_relaxed);
+    if (rc == HIVE_OK) {
+        unsigned char want[64];
+        cancel_fill(want, i, mix(i), (uint8_t)i);
+        if (n != 64 || memcmp(p, want, 64) != 0 || runs != 1)
+            s->errors++;
+        s->sealed++;
+    } else if (rc == HIVE_ECANCELED) {
+        if (!cancel_ok || runs > 1)
+            s->errors++;
+        s->cancelled++;
+    } else {
+        s->errors++;
+    }
+    if (hive_release(h, r) != HIVE_OK)
+        s->errors++;
+}
+
+static void *cancel_thread(void *arg)
+{
+    cancel_state_t *s = arg;
+    hive_ref_t refs[CANCEL_WINDOW];
+    bool cancel_ok[CANCEL_WINDOW];
+    for (uint32_t k = 0; k < CANCEL_N; k++) {
+        uint32_t slot = k % CANCEL_WINDOW;
+        if (k >= CANCEL_WINDOW)
+            cancel_check(s, refs[slot], s->base + k - CANCEL_WINDOW, cancel_ok[slot]);
+        uint32_t i = s->base + k;
+        uint64_t key = mix(i);
+        uint8_t tag = (uint8_t)i;
+        hive_arg_t a[3] = { HIVE_VAL(i), HIVE_VAL(key), HIVE_VAL(tag) };
+        if (hive_submit(h, cancel_task, a, 3, NULL, &refs[slot]) != HIVE_OK) {
+            s->errors++;
+            return NULL;
+        }
+        cancel_ok[slot] = false;
+        if (k % 3 == 0)                         /* at once: mostly still queued */
+            cancel_ok[slot] = hive_cancel(h, refs[slot]) == HIVE_OK;
+        else if (k % 3 == 1 && k >= 8)          /* a few submits later: queued, running or done */
+            cancel_ok[(k - 8) % CANCEL_WINDOW] |= hive_cancel(h, refs[(k - 8) % CANCEL_WINDOW]) == HIVE_OK;
+    }
+    for (uint32_t k = CANCEL_N > CANCEL_WINDOW ? CANCEL_N - CANCEL_WINDOW : 0; k < CANCEL_N; k++)
+        cancel_check(s, refs[k % CANCEL_WINDOW], s->base + k, cancel_ok[k % CANCEL_WINDOW]);
+    return NULL;
+}
+
+static void test_small_tasks_cancelled(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 0, NULL);
+    memset(cancel_runs, 0, sizeof cancel_runs);
+    static cancel_state_t s[CANCEL_THREADS];
+    pthread_t t[CANCEL_THREADS];
+    for (unsigned k = 0; k < CANCEL_THREADS; k++) {
+        s[k] = (cancel_state_t){ .base = k * CANCEL_N };
+        assert_int_equal(pthread_create(&t[k], NULL, cancel_thread, &s[k]), 0);
+    }
+    for (int k = 0; k < CANCEL_THREADS; k++)
+        pthread_join(t[k], NULL);
+    for (int k = 0; k < CANCEL_THREADS; k++) {
+        print_message("thread %d: %ld sealed, %ld cancelled\n", k, s[k].sealed, s[k].cancelled);
+        assert_int_equal(s[k].errors, 0);
+        assert_int_equal(s[k].sealed + s[k].cancelled, CANCEL_N);
+        assert_true(s[k].cancelled > 0);
+        assert_true(s[k].sealed >= CANCEL_N / 3);   /* a third is never cancelled */
+    }
+    for (size_t i = 0; i < HIVE_ARRAY_LEN(cancel_runs); i++)
+        if (atomic_load(&cancel_runs[i]) > 1)
+            fail_msg("task %zu ran %d times", i, atomic_load(&cancel_runs[i]));
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_tiny_tasks),
         cmocka_unit_test(test_nested_fib_two_threads),
         cmocka_unit_test(test_random_dependencies),
+        cmocka_unit_test(test_small_tasks_cancelled),
     };
     return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
 }
