@@ -4,6 +4,7 @@
  * slot is ever held twice and none is lost (run under TSan too). */
 #include "testutil.h"
 #include "handles.h"
+#include "util/fault.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -174,6 +175,34 @@ static void test_grows_past_a_chunk(void **state)
     hive__handles_close(&t);
 }
 
+/* A chunk that cannot be mapped: the take that needed it fails with
+ * HIVE_ENOMEM and a sentence, its slot stays a hole, and the next take maps
+ * the chunk and goes on. */
+static void test_chunk_map_fails(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 3), HIVE_OK);
+    const uint32_t n = 1u << HIVE__CHUNK_BITS;             /* the first chunk, full */
+    uint64_t id;
+    for (uint32_t i = 0; i < n; i++)
+        take(&t, &id);
+    void *rec = NULL;
+    atomic_store(&hive__fault_countdown, 1);
+    assert_int_equal(hive__handles_take(&t, &id, &rec), HIVE_ENOMEM);
+    atomic_store(&hive__fault_countdown, 0);
+    assert_non_null(strstr(hive_last_error(), "cannot map records 131072.."));
+    rec_t *r = take(&t, &id);
+    assert_int_equal(hive__handles_slot_of(id), n + 1);    /* slot n is the hole */
+    hive__handles_publish(r);
+    assert_ptr_equal(hive__handles_get(&t, id), r);
+    assert_ptr_equal(hive__handles_rec(&t, id), (rec_t *)hive__handles_rec(&t, id - 1) + 1);
+    size_t seen = 0;
+    hive__handles_each(&t, count_each, &seen);
+    assert_int_equal(seen, 1);
+    hive__handles_close(&t);
+}
+
 /* ------------------------------------------------------------ stress */
 
 #define THREADS 8
@@ -303,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_generation_wraps),
         cmocka_unit_test(test_give_many),
         cmocka_unit_test(test_grows_past_a_chunk),
+        cmocka_unit_test(test_chunk_map_fails),
         cmocka_unit_test(test_stress_nothing_lost_or_doubled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
