@@ -203,6 +203,28 @@ static void test_chunk_map_fails(void **state)
     hive__handles_close(&t);
 }
 
+/* 2^30 slots are the most a table hands out: a take past them fails with
+ * HIVE_ENOMEM and its sentence (the high-water mark set there by hand: the
+ * chunks in between are never mapped, and each skips them). */
+static void test_slot_limit(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 4), HIVE_OK);
+    uint64_t id;
+    rec_t *r = take(&t, &id);
+    hive__handles_publish(r);
+    atomic_store(&t.next_slot, HIVE__MAX_SLOTS + 1);       /* as a racing take leaves it */
+    void *rec;
+    assert_int_equal(hive__handles_take(&t, &id, &rec), HIVE_ENOMEM);
+    assert_non_null(strstr(hive_last_error(), "2^30 = 1073741824 objects are live"));
+    assert_int_equal(atomic_load(&t.next_slot), HIVE__MAX_SLOTS + 1);
+    size_t seen = 0;
+    hive__handles_each(&t, count_each, &seen);
+    assert_int_equal(seen, 1);
+    hive__handles_close(&t);
+}
+
 /* ------------------------------------------------------------ stress */
 
 #define THREADS 8
@@ -333,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_give_many),
         cmocka_unit_test(test_grows_past_a_chunk),
         cmocka_unit_test(test_chunk_map_fails),
+        cmocka_unit_test(test_slot_limit),
         cmocka_unit_test(test_stress_nothing_lost_or_doubled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
