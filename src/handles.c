@@ -1,5 +1,5 @@
 /*
- * handles.c - the object table of handles.h: slots, their chunks and the
+ * handles.c - the object table of handles.h: record chunks, ids and the
  * free-slot stack.
  */
 #include "handles.h"
@@ -12,35 +12,36 @@
 #include <sys/mman.h>
 
 #define CHUNK_SLOTS ((uint32_t)1 << HIVE__CHUNK_BITS)
-#define CHUNK_BYTES ((size_t)CHUNK_SLOTS * sizeof(hive__hslot_t))
+#define CHUNK_BYTES ((size_t)CHUNK_SLOTS * HIVE__REC_BYTES)
 #define GEN_MAX     (((uint32_t)1 << HIVE__GEN_BITS) - 1)
 
-_Static_assert(sizeof(hive__hslot_t) == 16, "a slot is 16 bytes");
+_Static_assert(CHUNK_BYTES % HIVE__HUGE_PAGE == 0, "a chunk is whole huge pages");
+_Static_assert(HIVE__MAX_SLOTS < HIVE__KEY_PUB, "a free link (slot + 1) never has the key's PUB bit");
+_Static_assert(HIVE__REC_KEY % 4 == 0 && HIVE__REC_KEY + 4 <= 64, "the key is in the first line");
 
-static inline hive__hslot_t *slot_at(hive__handles_t *t, uint32_t s)
+static inline unsigned char *rec_at(hive__handles_t *t, uint32_t s)
 {
-    /* acquire: as hive__handles_slot */
-    hive__hslot_t *chunk = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
-    return &chunk[s & (CHUNK_SLOTS - 1)];
+    /* acquire: as hive__handles_rec */
+    unsigned char *chunk = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
+    return chunk + (size_t)(s & (CHUNK_SLOTS - 1)) * HIVE__REC_BYTES;
 }
 
-_Static_assert(CHUNK_BYTES == HIVE__HUGE_PAGE, "a chunk is one huge page");
-
-/* Chunk c's memory: the first on ordinary pages (an engine of a few objects
- * touches a few KiB of it), the others on one huge page each. */
+/* Chunk c's memory: huge pages, but for the first 2 MiB of the first
+ * chunk (an engine of a few objects touches a few KiB of it). */
 static void *map_chunk(size_t c)
 {
-    if (c == 0)
-        return mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return hive__map_huge(CHUNK_BYTES);
+    void *m = hive__map_huge(CHUNK_BYTES);
+    if (c == 0 && m != MAP_FAILED)
+        madvise(m, HIVE__HUGE_PAGE, MADV_NOHUGEPAGE);   /* advice: where THP is "always" too */
+    return m;
 }
 
 /* Map the chunk of slot s if nobody has; false (with the sentence) if the
  * mapping fails. */
 static bool chunk_ready(hive__handles_t *t, uint32_t s)
 {
-    _Atomic(hive__hslot_t *) *d = &t->dir[s >> HIVE__CHUNK_BITS];
-    /* acquire: as hive__handles_slot */
+    _Atomic(unsigned char *) *d = &t->dir[s >> HIVE__CHUNK_BITS];
+    /* acquire: as hive__handles_rec */
     if (likely(atomic_load_explicit(d, memory_order_acquire) != NULL))
         return true;
     pthread_mutex_lock(&t->grow);
@@ -49,11 +50,11 @@ static bool chunk_ready(hive__handles_t *t, uint32_t s)
         void *m = hive__fault() ? MAP_FAILED : map_chunk(s >> HIVE__CHUNK_BITS);
         if (m == MAP_FAILED) {
             ok = false;
-            hive__fail(HIVE_ENOMEM, "store: cannot map slots %u.. of the object table (%zu bytes)",
+            hive__fail(HIVE_ENOMEM, "store: cannot map records %u.. of the object table (%zu bytes)",
                        s & ~(CHUNK_SLOTS - 1), CHUNK_BYTES);
         } else {
             /* release: the (zeroed) chunk before its pointer */
-            atomic_store_explicit(d, (hive__hslot_t *)m, memory_order_release);
+            atomic_store_explicit(d, (unsigned char *)m, memory_order_release);
         }
     }
     pthread_mutex_unlock(&t->grow);
@@ -82,7 +83,7 @@ void hive__handles_close(hive__handles_t *t)
     if (t->dir == NULL)
         return;
     for (size_t i = 0; i < HIVE__DIR_SIZE; i++) {
-        hive__hslot_t *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
+        unsigned char *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
         if (c != NULL)
             munmap(c, CHUNK_BYTES);
     }
@@ -95,13 +96,15 @@ void hive__handles_close(hive__handles_t *t)
 static uint32_t pop_free(hive__handles_t *t)
 {
     /* acquire: pairs with the pushing CAS's release, so the popped slot's
-     * next link (written before the push) is the one we read */
+     * link (written before the push) is the one we read, and its record's
+     * last owner's writes happen before ours */
     uint64_t head = atomic_load_explicit(&t->free_head, memory_order_acquire);
     while ((uint32_t)head != 0) {
         uint32_t s = (uint32_t)head - 1;
-        /* relaxed: if the slot was popped (and its link changed) since we
-         * read head, the stack's tag changed too and the CAS fails */
-        uint32_t next = atomic_load_explicit(&slot_at(t, s)->next_free, memory_order_relaxed);
+        /* relaxed: if the slot was popped since we read head (and its key
+         * word rewritten: a new owner's publish, or another push's link),
+         * the stack's tag changed too and the CAS fails */
+        uint32_t next = atomic_load_explicit(hive__handles_key(rec_at(t, s)), memory_order_relaxed);
         uint64_t neu = (((head >> 32) + 1) << 32) | next;
         /* acquire on success and failure: as the first load */
         if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_acquire,
@@ -111,7 +114,7 @@ static uint32_t pop_free(hive__handles_t *t)
     return UINT32_MAX;
 }
 
-int hive__handles_take(hive__handles_t *t, uint64_t *id)
+int hive__handles_take(hive__handles_t *t, uint64_t *id, void **rec)
 {
     uint32_t s = pop_free(t);
     if (s == UINT32_MAX) {
@@ -125,28 +128,35 @@ int hive__handles_take(hive__handles_t *t, uint64_t *id)
         if (unlikely(!chunk_ready(t, s)))
             return HIVE_ENOMEM;              /* slot s stays a hole; the next take maps again */
     }
-    hive__hslot_t *sl = slot_at(t, s);
-    /* the slot is ours alone until given back: plain generation */
-    uint32_t gen = sl->gen == GEN_MAX ? 1 : sl->gen + 1;
-    sl->gen = gen;
-    *id = ((uint64_t)gen << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
-          ((uint64_t)t->tag << HIVE__SLOT_BITS) | s;
+    unsigned char *r = rec_at(t, s);
+    /* the record is ours alone until given back, and no finder reads its
+     * id word before matching its key (not PUB now): plain accesses. The
+     * generation of the last id handed out lives in that word. */
+    uint64_t last;
+    memcpy(&last, r + HIVE__REC_ID, sizeof last);
+    uint32_t gen = (uint32_t)(last >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & GEN_MAX;
+    gen = gen == GEN_MAX ? 1 : gen + 1;
+    uint64_t neu = ((uint64_t)gen << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
+                   ((uint64_t)t->tag << HIVE__SLOT_BITS) | s;
+    memcpy(r + HIVE__REC_ID, &neu, sizeof neu);
+    *id = neu;
+    *rec = r;
     return HIVE_OK;
 }
 
 void hive__handles_give(hive__handles_t *t, uint64_t id)
 {
-    uint32_t s = hive__handles_slot_of(id);
-    hive__hslot_t *sl = slot_at(t, s);
+    _Atomic uint32_t *key = hive__handles_key(rec_at(t, hive__handles_slot_of(id)));
+    uint32_t s1 = hive__handles_slot_of(id) + 1;
     /* relaxed: the head is read again by the CAS */
     uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
     uint64_t neu;
     do {
         /* relaxed: published by the CAS's release below */
-        atomic_store_explicit(&sl->next_free, (uint32_t)head, memory_order_relaxed);
-        neu = (((head >> 32) + 1) << 32) | (s + 1);
-        /* release: our link (and the slot's generation) before the slot
-         * is poppable */
+        atomic_store_explicit(key, (uint32_t)head, memory_order_relaxed);
+        neu = (((head >> 32) + 1) << 32) | s1;
+        /* release: our link (and the record's id, its generation) before
+         * the slot is poppable */
     } while (!atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_release,
                                                     memory_order_relaxed));
 }
@@ -157,38 +167,38 @@ void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n)
         return;
     /* link them first: they are ours alone until the push */
     for (size_t i = 0; i + 1 < n; i++)
-        atomic_store_explicit(&slot_at(t, hive__handles_slot_of(ids[i]))->next_free,
+        atomic_store_explicit(hive__handles_key(rec_at(t, hive__handles_slot_of(ids[i]))),
                               hive__handles_slot_of(ids[i + 1]) + 1, memory_order_relaxed);
     uint32_t first = hive__handles_slot_of(ids[0]);
-    hive__hslot_t *last = slot_at(t, hive__handles_slot_of(ids[n - 1]));
+    _Atomic uint32_t *last = hive__handles_key(rec_at(t, hive__handles_slot_of(ids[n - 1])));
     /* relaxed: the head is read again by the CAS */
     uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
     uint64_t neu;
     do {
         /* relaxed: published by the CAS's release below */
-        atomic_store_explicit(&last->next_free, (uint32_t)head, memory_order_relaxed);
+        atomic_store_explicit(last, (uint32_t)head, memory_order_relaxed);
         neu = (((head >> 32) + 1) << 32) | (first + 1);
-        /* release: every link (and generation) before the slots are poppable */
+        /* release: every link (and id) before the slots are poppable */
     } while (!atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_release,
                                                     memory_order_relaxed));
 }
 
-void hive__handles_each(hive__handles_t *t, void (*fn)(void *obj, void *arg), void *arg)
+void hive__handles_each(hive__handles_t *t, void (*fn)(void *rec, void *arg), void *arg)
 {
-    /* relaxed: callers run this when the slots they care about were
+    /* relaxed: callers run this when the records they care about were
      * published before (shutdown's sweep, close) */
     uint32_t n = atomic_load_explicit(&t->next_slot, memory_order_relaxed);
     if (n > HIVE__MAX_SLOTS)
         n = HIVE__MAX_SLOTS;
     for (uint32_t s = 0; s < n; s++) {
-        hive__hslot_t *c = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
+        unsigned char *c = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
         if (c == NULL) {                    /* a chunk that failed to map: skip it */
             s |= CHUNK_SLOTS - 1;
             continue;
         }
+        unsigned char *r = c + (size_t)(s & (CHUNK_SLOTS - 1)) * HIVE__REC_BYTES;
         /* acquire: as hive__handles_get */
-        void *o = atomic_load_explicit(&c[s & (CHUNK_SLOTS - 1)].obj, memory_order_acquire);
-        if (o != NULL)
-            fn(o, arg);
+        if (atomic_load_explicit(hive__handles_key(r), memory_order_acquire) & HIVE__KEY_PUB)
+            fn(r, arg);
     }
 }

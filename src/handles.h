@@ -1,6 +1,6 @@
 /*
- * handles.h - the object table: an id names a slot, and finding an object
- * is one indexed load, no hashing.
+ * handles.h - the object table: an id names a slot, the slot *is* the
+ * object's record, and finding an object is one indexed load, no hashing.
  *
  * An id is   bit 63      0 (the store leaves it to its callers: actor
  *                        handles set it)
@@ -9,30 +9,46 @@
  *            bits 0..29  the slot, 0 .. 2^30-1
  * so an id is never 0, an id of another engine names no slot here (unless
  * the engines' serials are 4096 apart), and a stale id of a reused slot is
- * refused because the record there has another id (the generation moved
- * on; it comes round again after 2^21 - 1 reuses of that slot).
+ * refused because the record there is published under another generation
+ * (it comes round again after 2^21 - 1 reuses of that slot).
  *
- * Slots live in chunks of 2^17 (16 bytes each: 2 MiB), found through a
- * directory of 2^13 chunk pointers that never moves: a lookup is two
- * dependent loads (directory, slot) and the record's. Chunks after the
- * first are 2 MiB-aligned huge pages (util/hugemap.h: one TLB entry per
- * 131,072 slots); the first is ordinary pages, so a small engine does not
- * pay 2 MiB for a few slots. Chunks are mapped on
- * demand under a mutex, once per 131,072 slots of high-water mark, and never
- * unmapped while the table lives, so a slot's memory stays readable by any
- * reader at any time.
+ * The table's slots are the records themselves: HIVE__REC_BYTES (128)
+ * each, in chunks of 2^17 (16 MiB) found through a directory of 2^13
+ * chunk pointers that never moves and stays cached. A lookup is the
+ * directory entry and then one line of the record (its header; the
+ * inline payload is the adjacent line). Chunks are mapped on 2 MiB
+ * boundaries and advised onto huge pages (util/hugemap.h: one TLB entry
+ * per 16,384 records), but for the first 2 MiB of the first chunk, so a
+ * small engine touches a few 4 KiB pages. Chunks are mapped on demand
+ * under a mutex, once per 131,072 slots of high-water mark, and never
+ * unmapped while the table lives: a record never moves, and its memory
+ * stays readable by any reader at any time.
  *
- * A slot holds the record pointer while the object is findable: set by
- * publish (release: the record's fields before it), cleared by unpublish.
- * Readers load it (acquire) inside an RCU read-side section and compare
- * the record's id with theirs; the record itself is freed through RCU, so
- * a reader that loaded the pointer just before unpublish still reads a
- * live record. Free slots form a Treiber stack whose head carries a 32-bit
- * tag that every change bumps, so a pop that read a stale next link (its
- * slot popped and pushed again meanwhile) fails its CAS instead of
- * corrupting the stack (the ABA problem). A slot goes back to the stack
- * only when its record is freed (after its grace period), so a record
- * and its slot are never both reused while a reader might hold them.
+ * The table owns two words of every record (the rest is its owner's):
+ *   id  (offset 0, plain)   the id last handed out for the slot, written
+ *                           by take (the generation lives here between
+ *                           uses); 0 for a slot never used
+ *   key (offset 60, atomic) while the record is findable: HIVE__KEY_PUB
+ *                           | bit 63 of its id at bit 30 | its
+ *                           generation; while it is on the free stack:
+ *                           the next free slot + 1 (< 2^31, 0: none);
+ *                           else anything without HIVE__KEY_PUB
+ * Publish stores the key (release: every field of the record before it),
+ * unpublish clears it, a finder loads it (acquire) and compares it with
+ * the key its id calls for: one load decides "findable, and this very
+ * object". A finder reads nothing else of the record before that match,
+ * so an owner reinitialising a reused record never races with a stale
+ * finder; after the match the record's fields are the published ones.
+ * Records are freed through RCU: a reader that matched the key just
+ * before unpublish still reads a live record until its read-side section
+ * ends, and the slot goes back to the free stack only after that grace
+ * period, so a record is never reused while a reader might hold it.
+ *
+ * Free slots form a Treiber stack (the link in the key word) whose head
+ * carries a 32-bit tag that every change bumps, so a pop that read a
+ * stale link (its slot popped and pushed again meanwhile, or published:
+ * the key word is the link's only while the slot is on the stack) fails
+ * its CAS instead of corrupting the stack (the ABA problem).
  */
 #ifndef HIVE_HANDLES_H
 #define HIVE_HANDLES_H
@@ -40,6 +56,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/common.h"
@@ -51,14 +68,14 @@
 #define HIVE__MAX_SLOTS   ((uint32_t)1 << HIVE__SLOT_BITS)
 #define HIVE__DIR_SIZE    ((size_t)1 << (HIVE__SLOT_BITS - HIVE__CHUNK_BITS))
 
-typedef struct hive__hslot {
-    _Atomic(void *)   obj;          /* the record while findable, else NULL */
-    _Atomic uint32_t  next_free;    /* free: the next free slot + 1 (0: none) */
-    uint32_t          gen;          /* the generation of the id last handed out */
-} hive__hslot_t;
+#define HIVE__REC_BYTES   128        /* a record: the table's slot */
+#define HIVE__REC_ID      0          /* offset of its uint64_t id */
+#define HIVE__REC_KEY     60         /* offset of its _Atomic uint32_t key */
+#define HIVE__KEY_PUB     ((uint32_t)1 << 31)
+#define HIVE__KEY_ACTOR   ((uint32_t)1 << 30)
 
 typedef struct hive__handles {
-    _Atomic(hive__hslot_t *) *dir;   /* HIVE__DIR_SIZE chunk pointers */
+    _Atomic(unsigned char *) *dir;  /* HIVE__DIR_SIZE chunk pointers */
     uint32_t          tag;          /* the table's 12-bit tag */
     pthread_mutex_t   grow;         /* maps chunks */
     HIVE_ALIGNED _Atomic uint64_t free_head;   /* stack tag << 32 | (slot + 1), 0 slot: empty */
@@ -69,12 +86,15 @@ typedef struct hive__handles {
 int  hive__handles_open(hive__handles_t *t, uint32_t tag);
 void hive__handles_close(hive__handles_t *t);
 
-/* A free slot and the id it now stands for; HIVE_ENOMEM (with the
- * sentence) past 2^30 slots or if a chunk cannot be mapped. Lock-free but
- * for the mapping of a new chunk. */
-int  hive__handles_take(hive__handles_t *t, uint64_t *id);
+/* A free slot: its record in *rec (HIVE__REC_BYTES, 64-byte aligned; the
+ * id word set to the new id, the key word not PUB, everything else as the
+ * last owner left it, or zero) and the id it now stands for in *id;
+ * HIVE_ENOMEM (with the sentence) past 2^30 slots or if a chunk cannot be
+ * mapped. Lock-free but for the mapping of a new chunk. */
+int  hive__handles_take(hive__handles_t *t, uint64_t *id, void **rec);
 
-/* Give id's slot back (its record was freed, or never published). */
+/* Give id's slot back (its record was freed, or never published; the
+ * caller owns it until this returns). */
 void hive__handles_give(hive__handles_t *t, uint64_t id);
 /* Give n ids' slots back with one push. */
 void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n);
@@ -84,41 +104,61 @@ static inline uint32_t hive__handles_slot_of(uint64_t id)
     return (uint32_t)(id & (HIVE__MAX_SLOTS - 1));
 }
 
-/* The slot of an id, or NULL if the id cannot be one of this table's. */
-static inline hive__hslot_t *hive__handles_slot(const hive__handles_t *t, uint64_t id)
+static inline _Atomic uint32_t *hive__handles_key(void *rec)
+{
+    return (_Atomic uint32_t *)((unsigned char *)rec + HIVE__REC_KEY);
+}
+
+/* The key a record published under id carries. */
+static inline uint32_t hive__handles_key_of(uint64_t id)
+{
+    return HIVE__KEY_PUB | ((uint32_t)(id >> 63) << 30) |
+           ((uint32_t)(id >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & (((uint32_t)1 << HIVE__GEN_BITS) - 1));
+}
+
+/* The record memory of id's slot (whatever it holds now), or NULL if the
+ * id cannot be one of this table's. Never faults: for prefetching. */
+static inline void *hive__handles_rec(const hive__handles_t *t, uint64_t id)
 {
     if (unlikely(((id >> HIVE__SLOT_BITS) & ((1u << HIVE__TAG_BITS) - 1)) != t->tag))
         return NULL;
     uint32_t s = hive__handles_slot_of(id);
-    /* relaxed load would do for the chunk's own contents (mapped zeroed
-     * and never written but through slots); acquire pairs with the
-     * release that published the pointer, keeping the mapping's
-     * initialisation ordered for tools that do not know mmap zeroes */
-    hive__hslot_t *chunk = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
-    return chunk != NULL ? &chunk[s & (((uint32_t)1 << HIVE__CHUNK_BITS) - 1)] : NULL;
+    /* relaxed would do for the chunk's own contents (mapped zeroed and
+     * never written but through records); acquire pairs with the release
+     * that published the pointer, keeping the mapping's initialisation
+     * ordered for tools that do not know mmap zeroes */
+    unsigned char *chunk = atomic_load_explicit(&t->dir[s >> HIVE__CHUNK_BITS], memory_order_acquire);
+    return chunk != NULL
+           ? chunk + (size_t)(s & (((uint32_t)1 << HIVE__CHUNK_BITS) - 1)) * HIVE__REC_BYTES : NULL;
 }
 
-/* The record id names (its record's id compared by the caller), or NULL.
- * Inside an RCU read-side section. */
+/* The record published under id, or NULL. Inside an RCU read-side
+ * section (or holding a count on the object). */
 static inline void *hive__handles_get(const hive__handles_t *t, uint64_t id)
 {
-    hive__hslot_t *sl = hive__handles_slot(t, id);
-    /* acquire: pairs with publish's release, so the record's fields are
-     * visible before the caller reads its id */
-    return sl != NULL ? atomic_load_explicit(&sl->obj, memory_order_acquire) : NULL;
+    void *rec = hive__handles_rec(t, id);
+    /* acquire: pairs with publish's release, so the record's fields (and
+     * its id) are visible once the key matches */
+    return rec != NULL &&
+           atomic_load_explicit(hive__handles_key(rec), memory_order_acquire) == hive__handles_key_of(id)
+           ? rec : NULL;
 }
 
-static inline void hive__handles_publish(hive__handles_t *t, uint64_t id, void *obj)
+/* Make rec findable under the id in its id word (taken, and perhaps given
+ * bit 63 by the caller). */
+static inline void hive__handles_publish(void *rec)
 {
-    /* release: everything written to obj so far comes first */
-    atomic_store_explicit(&hive__handles_slot(t, id)->obj, obj, memory_order_release);
+    uint64_t id;
+    __builtin_memcpy(&id, (unsigned char *)rec + HIVE__REC_ID, sizeof id);
+    /* release: everything written to rec so far comes first */
+    atomic_store_explicit(hive__handles_key(rec), hive__handles_key_of(id), memory_order_release);
 }
 
-static inline void hive__handles_unpublish(hive__handles_t *t, uint64_t id)
+static inline void hive__handles_unpublish(void *rec)
 {
-    /* relaxed: a reader that still sees the old pointer reads a record
-     * kept alive by RCU; nothing is published by clearing */
-    atomic_store_explicit(&hive__handles_slot(t, id)->obj, NULL, memory_order_relaxed);
+    /* relaxed: a reader that still matches the old key reads a record kept
+     * alive by RCU; nothing is published by clearing */
+    atomic_store_explicit(hive__handles_key(rec), 0, memory_order_relaxed);
 }
 
 /* Was id handed out by this table at some point (tag and slot in range)? */
@@ -131,8 +171,8 @@ static inline bool hive__handles_issued(const hive__handles_t *t, uint64_t id)
            hive__handles_slot_of(id) < atomic_load_explicit(&t->next_slot, memory_order_relaxed);
 }
 
-/* Call fn(obj, arg) for every record published now (inside an RCU
+/* Call fn(rec, arg) for every record published now (inside an RCU
  * read-side section, or with the table quiet). */
-void hive__handles_each(hive__handles_t *t, void (*fn)(void *obj, void *arg), void *arg);
+void hive__handles_each(hive__handles_t *t, void (*fn)(void *rec, void *arg), void *arg);
 
 #endif

@@ -1,11 +1,10 @@
 /*
- * store.c - the object store: ids, the hash table, records, states, counts,
+ * store.c - the object store: ids, the record table, states, counts,
  * waiting; and the public blob functions (put, create, seal, get, retain,
  * release, wait, stats). See store.h for the life of a record.
  */
 #include "store.h"
 #include "arena.h"
-#include "ds/pool.h"
 #include "hive_impl.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -132,27 +131,24 @@ uint32_t hive__store_tag(const struct hive *h)
 
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
 {
-    hive__obj_t *o = hive__pool_alloc(sizeof *o);
-    if (unlikely(o == NULL))
-        return hive__fail(HIVE_ENOMEM, "store: cannot allocate an object record of %zu bytes", sizeof *o);
+    /* the record is a slot of the table: taking the slot allocates it (its
+     * id word set by the take; nobody finds it before the publish) */
+    uint64_t id;
+    void *rec;
+    int rc = hive__handles_take(&h->store.table, &id, &rec);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    hive__obj_t *o = rec;
     void *data = NULL;
     if (alloc_payload) {
         int err;
         data = hive__payload_alloc(h, o, kind, size, hive__current_node(h), &err);
         if (unlikely(data == NULL)) {
-            hive__pool_free(o, sizeof *o);
+            hive__handles_give(&h->store.table, id);   /* never published: no grace period */
             if (err == HIVE_EFULL)          /* relaxed: a statistic */
                 atomic_fetch_add_explicit(&h->store.efull, 1, memory_order_relaxed);
             return err;
         }
-    }
-    int rc = hive__handles_take(&h->store.table, &o->id);
-    if (unlikely(rc != HIVE_OK)) {
-        o->data = data;
-        o->size = size;
-        hive__payload_free(h, o);
-        hive__pool_free(o, sizeof *o);
-        return rc;
     }
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
@@ -169,7 +165,10 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
     return HIVE_OK;
 }
 
-_Static_assert(sizeof(hive__obj_t) == 128, "a record is the pool's 128-byte class");
+_Static_assert(sizeof(hive__obj_t) == HIVE__REC_BYTES, "a record is a slot of the table");
+_Static_assert(_Alignof(hive__obj_t) <= 64, "records are 64-byte aligned in the table");
+_Static_assert(offsetof(hive__obj_t, id) == HIVE__REC_ID, "the table's id word");
+_Static_assert(offsetof(hive__obj_t, hkey) == HIVE__REC_KEY, "the table's key word");
 _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the second line");
 
 static void flush_all_retired(struct hive *h);
@@ -213,13 +212,15 @@ void hive__payload_free(struct hive *h, hive__obj_t *o)
     o->data = NULL;
 }
 
+/* The record's memory is its slot: giving the slot back is its free, so
+ * it comes last (the kind is read before). */
 static void free_record(struct hive *h, hive__obj_t *o)
 {
     hive__payload_free(h, o);
+    bool object = o->kind != HIVE__ACTOR;
     hive__handles_give(&h->store.table, o->id);
-    if (o->kind != HIVE__ACTOR)       /* relaxed: a statistic */
+    if (object)                       /* relaxed: a statistic */
         atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
-    hive__pool_free(o, sizeof *o);
 }
 
 void hive__obj_discard(struct hive *h, hive__obj_t *o)
@@ -229,23 +230,31 @@ void hive__obj_discard(struct hive *h, hive__obj_t *o)
 
 void hive__obj_publish(struct hive *h, hive__obj_t *o)
 {
-    /* release: every field written so far (and the payload) happens-before
-     * anything a finder does after its acquire load of state */
-    atomic_store_explicit(&o->state, atomic_load_explicit(&o->state, memory_order_relaxed),
-                          memory_order_release);
-    hive__handles_publish(&h->store.table, o->id, o);
+    (void)h;
+    /* the key's release store: every field written so far (and the
+     * payload) happens-before anything a finder does after its acquire
+     * load of the key */
+    hive__handles_publish(o);
 }
 
 void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
 {
-    hive__handles_unpublish(&h->store.table, o->id);
+    (void)h;
+    hive__handles_unpublish(o);
 }
 
+/* The record published under id, or NULL: the slot may hold a newer
+ * object (a stale id), or none. The payload's line (an inline payload)
+ * is fetched alongside the header's, not after it. */
 static hive__obj_t *lookup(struct hive *h, uint64_t id)
 {
-    hive__obj_t *o = hive__handles_get(&h->store.table, id);
-    /* the slot may hold a newer object (a stale id), or none */
-    return o != NULL && o->id == id ? o : NULL;
+    void *rec = hive__handles_rec(&h->store.table, id);
+    if (unlikely(rec == NULL))
+        return NULL;
+    __builtin_prefetch((const char *)rec + 64);
+    /* acquire: as hive__handles_get */
+    return atomic_load_explicit(hive__handles_key(rec), memory_order_acquire) == hive__handles_key_of(id)
+           ? rec : NULL;
 }
 
 bool hive__store_issued(struct hive *h, uint64_t id)
@@ -255,10 +264,7 @@ bool hive__store_issued(struct hive *h, uint64_t id)
 
 hive__obj_t *hive__obj_lookup(struct hive *h, uint64_t id)
 {
-    hive__obj_t *o = lookup(h, id);
-    if (o != NULL)
-        (void)hive__obj_state(o);    /* acquire: pairs with publish's release */
-    return o;
+    return lookup(h, id);             /* the key's acquire: pairs with publish's release */
 }
 
 hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
@@ -309,7 +315,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (n == 1) {
-        hive__handles_unpublish(&h->store.table, o->id);
+        hive__handles_unpublish(o);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
         hive__worker_t *w = hive__self;
         if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
@@ -336,8 +342,9 @@ void hive__obj_release(struct hive *h, hive__obj_t *o)
 }
 
 /* Free a chain of records (one, or a worker's batch) a grace period after
- * their last counts went: drop hooks, payloads, records, then their slots
- * in one push and the counters once. */
+ * their last counts went: drop hooks, payloads, then their slots (the
+ * records' memory) in one push per HIVE__RETIRE_BATCH, and the counters
+ * once. A record is not touched once its slot is pushed. */
 static void free_cb(struct rcu_head *head)
 {
     hive__rcu_callback_begin();
@@ -364,7 +371,6 @@ static void free_cb(struct rcu_head *head)
             nids = 0;
         }
         ids[nids++] = o->id;
-        hive__pool_free(o, sizeof *o);
         done++;
         o = next;
     }
@@ -510,7 +516,7 @@ static void free_left(void *obj, void *arg)
 {
     struct hive *h = arg;
     hive__obj_t *o = obj;
-    hive__handles_unpublish(&h->store.table, o->id);
+    hive__handles_unpublish(o);
     if (h->store.drop[o->kind] != NULL)
         h->store.drop[o->kind](h, o, true);
     free_record(h, o);
@@ -1040,27 +1046,23 @@ static int many_find(struct hive *h, hive_ref_t ref, size_t i, hive__obj_t **o)
 }
 
 /* The refs of a get_many are independent, so their cache misses need not
- * queue one behind another: before each window of MANY_AHEAD refs, every
- * slot of the window is prefetched, then every record its slot points to,
- * and the finds that follow mostly hit. (A prefetch never faults, and a
- * record freed meanwhile is pool memory, never unmapped: a stale pointer
- * costs a wasted line at most. The finds check everything as before.) */
+ * queue one behind another: before each window of MANY_AHEAD refs, both
+ * lines of every record of the window are prefetched (an id names its
+ * record's address: no load is needed to know where), and the finds that
+ * follow mostly hit. (A prefetch never faults, and the table's memory is
+ * never unmapped: a stale id costs a wasted line at most. The finds check
+ * everything as before.) */
 #define MANY_AHEAD 16
 
 static void many_prefetch(struct hive *h, const hive_ref_t *refs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        hive__hslot_t *sl = hive__handles_slot(&h->store.table, refs[i].id);
-        if (sl != NULL)
-            __builtin_prefetch(sl);
+        const char *r = hive__handles_rec(&h->store.table, refs[i].id);
+        if (r != NULL) {
+            __builtin_prefetch(r);
+            __builtin_prefetch(r + 64);
+        }
     }
-    hive__rcu_lock();
-    for (size_t i = 0; i < n; i++) {
-        void *o = hive__handles_get(&h->store.table, refs[i].id);
-        if (o != NULL)
-            __builtin_prefetch(o);
-    }
-    hive__rcu_unlock();
 }
 
 #define MANY_CODE_MAX 4096u           /* datas[i] below this: -status of a bad ref */

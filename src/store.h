@@ -1,13 +1,14 @@
 /*
- * store.h - objects: id -> record lookup (handles.h: an id names a slot),
- * states, counts, waiting, seal and free.
+ * store.h - objects: id -> record lookup (handles.h: an id names a slot,
+ * and the slot is the record), states, counts, waiting, seal and free.
  *
- * A record lives in the block pool, its payload in the arena. The record is
- * found by id through the slot table while inside an RCU read-side section;
- * the caller's own count keeps it alive afterwards. The last release clears
- * its slot and frees it through call_rcu, after every reader that could
- * still have found it has left its read-side section; the slot is reused
- * after that, under a new generation.
+ * A record lives in the table's chunks, its payload inline in it or in the
+ * arena. The record is found by id through the table while inside an RCU
+ * read-side section; the caller's own count keeps it alive afterwards. The
+ * last release unpublishes it and frees it through call_rcu, after every
+ * reader that could still have found it has left its read-side section;
+ * its slot (the record's memory) is reused after that, under a new
+ * generation.
  *
  * The state word is also a futex: PENDING until seal or failure; a getter
  * that must sleep sets WAITERS first, and a seal issues a wake only when it
@@ -85,14 +86,17 @@ typedef struct hive__qtask {
 /* Payloads of up to this many bytes (blobs: puts, creates, task and method
  * results) live in the record itself, 64-byte aligned like the arena's: no
  * arena block to allocate and free, one cache miss fewer for a get, and a
- * small object costs its 128-byte record and its 16-byte slot in all. */
+ * small object costs its 128-byte record (its slot of the table) in all. */
 #define HIVE__INLINE_MAX 64
 
-/* A record is two cache lines in the pool's 128-byte class: the header the
- * finders read (id, kind, state, counts) in the first, the inline payload
- * in the second. Once the last count is gone the payload is dead (nobody
- * may read a payload without a count), so the RCU head and the engine
- * pointer the free needs reuse its bytes. */
+/* A record is a slot of the object table (handles.h), two cache lines: the
+ * header (id, kind, state, counts, and the table's key word that finders
+ * match) in the first, the inline payload in the second. Once the last
+ * count is gone the payload is dead (nobody may read a payload without a
+ * count), so the RCU head and the engine pointer the free needs reuse its
+ * bytes. id and hkey are the table's words (handles.h): id is written by
+ * hive__handles_take (and given bit 63 by actor.c before publish), hkey
+ * only by the table. */
 typedef struct hive__obj {
     uint64_t          id;
     _Atomic int64_t   refs;
@@ -112,6 +116,7 @@ typedef struct hive__obj {
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
     _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
     uint8_t           kind;
+    _Atomic uint32_t  hkey;          /* the table's: findable key, or free-stack link */
     union {
         _Alignas(64) unsigned char inl[HIVE__INLINE_MAX];   /* a small payload */
         hive__qtask_t     queued;    /* a task result, RUN_QUEUED: its small task (task.c) */
@@ -229,7 +234,8 @@ int  hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload
  * whoever finds it). */
 void hive__obj_publish(struct hive *h, hive__obj_t *o);
 /* Make a record unfindable again (an actor's handle when it dies); free it
- * with hive__obj_discard after a grace period. */
+ * with hive__obj_discard after a grace period (its memory, the table's
+ * slot, is reused only then). */
 void hive__obj_unpublish(struct hive *h, hive__obj_t *o);
 /* Drop a record that was never published (error paths). */
 void hive__obj_discard(struct hive *h, hive__obj_t *o);
@@ -270,8 +276,9 @@ void hive__store_on_drop(struct hive *h, uint8_t kind, hive__drop_fn fn);
 
 static inline uint32_t hive__obj_state(const hive__obj_t *o)
 {
-    /* acquire: pairs with the release in seal/fail/publish, so the payload
-     * and fail_code written before are visible */
+    /* acquire: pairs with the release in seal/fail (a put's record is
+     * sealed before the publish's release of its key, which its finders
+     * acquire), so the payload and fail_code written before are visible */
     return atomic_load_explicit(&o->state, memory_order_acquire) & HIVE__STATE_MASK;
 }
 

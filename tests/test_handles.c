@@ -4,10 +4,32 @@
  * slot is ever held twice and none is lost (run under TSan too). */
 #include "testutil.h"
 #include "handles.h"
+#include "util/fault.h"
 
 #include <pthread.h>
+#include <stddef.h>
+#include <string.h>
 
-typedef struct rec { uint64_t id; } rec_t;
+/* A record as the table lays it out (handles.h): the id word first, the
+ * key at HIVE__REC_KEY, 128 bytes; the rest is the owner's. */
+typedef struct rec {
+    uint64_t          id;
+    uint64_t          mine;         /* the owner's: the stress marks its records here */
+    unsigned char     pad[HIVE__REC_KEY - 16];
+    _Atomic uint32_t  key;
+    unsigned char     line2[64];
+} rec_t;
+_Static_assert(sizeof(rec_t) == HIVE__REC_BYTES && offsetof(rec_t, key) == HIVE__REC_KEY,
+               "the table's record layout");
+
+static rec_t *take(hive__handles_t *t, uint64_t *id)
+{
+    void *r = NULL;
+    assert_int_equal(hive__handles_take(t, id, &r), HIVE_OK);
+    assert_non_null(r);
+    assert_true(((rec_t *)r)->id == *id);                  /* the take writes the id word */
+    return r;
+}
 
 static void test_ids_name_slots(void **state)
 {
@@ -15,34 +37,51 @@ static void test_ids_name_slots(void **state)
     hive__handles_t t, other;
     assert_int_equal(hive__handles_open(&t, 5), HIVE_OK);
     assert_int_equal(hive__handles_open(&other, 6), HIVE_OK);
-    rec_t r[3];
+    rec_t *r[3];
+    uint64_t id[3];
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(hive__handles_take(&t, &r[i].id), HIVE_OK);
-        assert_true(r[i].id != 0 && (r[i].id >> 63) == 0);
-        assert_int_equal(hive__handles_slot_of(r[i].id), i);
-        assert_null(hive__handles_get(&t, r[i].id));          /* not published yet */
-        hive__handles_publish(&t, r[i].id, &r[i]);
-        assert_ptr_equal(hive__handles_get(&t, r[i].id), &r[i]);
-        assert_true(hive__handles_issued(&t, r[i].id));
+        r[i] = take(&t, &id[i]);
+        assert_true(id[i] != 0 && (id[i] >> 63) == 0);
+        assert_int_equal(hive__handles_slot_of(id[i]), i);
+        assert_int_equal((uintptr_t)r[i] % 64, 0);
+        assert_ptr_equal(hive__handles_rec(&t, id[i]), r[i]);
+        assert_null(hive__handles_get(&t, id[i]));          /* not published yet */
+        hive__handles_publish(r[i]);
+        assert_ptr_equal(hive__handles_get(&t, id[i]), r[i]);
+        assert_true(hive__handles_issued(&t, id[i]));
         /* the same id in another table names nothing there */
-        assert_null(hive__handles_get(&other, r[i].id));
-        assert_false(hive__handles_issued(&other, r[i].id));
+        assert_null(hive__handles_rec(&other, id[i]));
+        assert_null(hive__handles_get(&other, id[i]));
+        assert_false(hive__handles_issued(&other, id[i]));
     }
-    /* a slot given back comes back under a new generation: the old id is
-     * stale (the caller compares the record's id) */
-    uint64_t old = r[1].id;
-    hive__handles_unpublish(&t, old);
+    assert_ptr_equal(r[1], r[0] + 1);                      /* slots are consecutive records */
+    /* a slot given back comes back under a new generation, in the same
+     * record: the old id is stale */
+    uint64_t old = id[1];
+    hive__handles_unpublish(r[1]);
     assert_null(hive__handles_get(&t, old));
     hive__handles_give(&t, old);
-    rec_t again;
-    assert_int_equal(hive__handles_take(&t, &again.id), HIVE_OK);
-    assert_int_equal(hive__handles_slot_of(again.id), 1);
-    assert_true(again.id != old);
-    hive__handles_publish(&t, again.id, &again);
-    rec_t *found = hive__handles_get(&t, old);
-    assert_true(found == NULL || found->id != old);
+    assert_null(hive__handles_get(&t, old));
+    uint64_t again;
+    rec_t *ra = take(&t, &again);
+    assert_ptr_equal(ra, r[1]);
+    assert_int_equal(hive__handles_slot_of(again), 1);
+    assert_true(again != old);
+    assert_null(hive__handles_get(&t, again));             /* taken, not yet published */
+    hive__handles_publish(ra);
+    assert_null(hive__handles_get(&t, old));
+    assert_ptr_equal(hive__handles_get(&t, again), ra);
     assert_true(hive__handles_issued(&t, old));             /* once handed out */
     assert_false(hive__handles_issued(&t, (uint64_t)5 << HIVE__SLOT_BITS | 1000));  /* gen 0 */
+    /* bit 63 (an actor's handle) is part of what the key matches */
+    hive__handles_unpublish(r[2]);
+    r[2]->id |= (uint64_t)1 << 63;
+    hive__handles_publish(r[2]);
+    assert_null(hive__handles_get(&t, id[2]));
+    assert_ptr_equal(hive__handles_get(&t, id[2] | (uint64_t)1 << 63), r[2]);
+    assert_null(hive__handles_get(&t, id[0] | (uint64_t)1 << 63));
+    /* a slot beyond the high-water mark, in a mapped chunk: nothing */
+    assert_null(hive__handles_get(&t, (id[0] & ~(uint64_t)(HIVE__MAX_SLOTS - 1)) | 77));
     hive__handles_close(&t);
     hive__handles_close(&other);
 }
@@ -57,14 +96,14 @@ static void test_give_many(void **state)
     enum { N = 70 };
     uint64_t ids[N];
     for (int i = 0; i < N; i++)
-        assert_int_equal(hive__handles_take(&t, &ids[i]), HIVE_OK);
+        take(&t, &ids[i]);
     hive__handles_give(&t, ids[N - 1]);                    /* one before the chain */
     hive__handles_give_many(&t, ids, N - 1);
     hive__handles_give_many(&t, ids, 0);                   /* nothing: no change */
     bool seen[N] = { false };
     for (int i = 0; i < N; i++) {
         uint64_t id;
-        assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
+        take(&t, &id);
         uint32_t s = hive__handles_slot_of(id);
         assert_true(s < N);
         assert_false(seen[s]);
@@ -72,31 +111,42 @@ static void test_give_many(void **state)
         assert_true(id != ids[s]);                         /* a new generation */
     }
     uint64_t fresh;
-    assert_int_equal(hive__handles_take(&t, &fresh), HIVE_OK);
+    take(&t, &fresh);
     assert_int_equal(hive__handles_slot_of(fresh), N);     /* the stack is empty again */
     hive__handles_close(&t);
 }
 
-/* The generation wraps from its largest value to 1, never to 0. */
+/* The generation (kept in the record's id word between uses) wraps from
+ * its largest value to 1, never to 0. */
 static void test_generation_wraps(void **state)
 {
     (void)state;
     hive__handles_t t;
     assert_int_equal(hive__handles_open(&t, 1), HIVE_OK);
     uint64_t id;
-    assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
-    hive__hslot_t *sl = hive__handles_slot(&t, id);
-    sl->gen = (1u << HIVE__GEN_BITS) - 2;
+    rec_t *r = take(&t, &id);
+    const int gs = HIVE__SLOT_BITS + HIVE__TAG_BITS;
+    r->id = (r->id & (((uint64_t)1 << gs) - 1)) | ((uint64_t)((1u << HIVE__GEN_BITS) - 2) << gs);
     hive__handles_give(&t, id);
-    assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
-    assert_int_equal(id >> (HIVE__SLOT_BITS + HIVE__TAG_BITS), (1u << HIVE__GEN_BITS) - 1);
+    assert_ptr_equal(take(&t, &id), r);
+    assert_int_equal(id >> gs, (1u << HIVE__GEN_BITS) - 1);
+    hive__handles_publish(r);                              /* the largest generation is findable */
+    assert_ptr_equal(hive__handles_get(&t, id), r);
+    hive__handles_unpublish(r);
     hive__handles_give(&t, id);
-    assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
-    assert_int_equal(id >> (HIVE__SLOT_BITS + HIVE__TAG_BITS), 1);
+    take(&t, &id);
+    assert_int_equal(id >> gs, 1);
     hive__handles_close(&t);
 }
 
-/* Chunks past the first are mapped as the high-water mark grows. */
+static void count_each(void *rec, void *arg)
+{
+    (void)rec;
+    (*(size_t *)arg)++;
+}
+
+/* Chunks past the first are mapped as the high-water mark grows; records
+ * never move, and each visits exactly the published ones. */
 static void test_grows_past_a_chunk(void **state)
 {
     (void)state;
@@ -104,14 +154,74 @@ static void test_grows_past_a_chunk(void **state)
     assert_int_equal(hive__handles_open(&t, 2), HIVE_OK);
     const uint32_t n = 3u << HIVE__CHUNK_BITS;
     uint64_t *ids = malloc(n * sizeof *ids);
+    rec_t **recs = malloc(n * sizeof *recs);
     for (uint32_t i = 0; i < n; i++) {
-        assert_int_equal(hive__handles_take(&t, &ids[i]), HIVE_OK);
+        recs[i] = take(&t, &ids[i]);
         assert_int_equal(hive__handles_slot_of(ids[i]), i);
-        hive__handles_publish(&t, ids[i], &ids[i]);
+        recs[i]->mine = i;
+        if (i % 3 != 0)
+            hive__handles_publish(recs[i]);
     }
-    for (uint32_t i = 0; i < n; i += 4099)
-        assert_ptr_equal(hive__handles_get(&t, ids[i]), &ids[i]);
+    for (uint32_t i = 0; i < n; i += 4099) {
+        assert_ptr_equal(hive__handles_rec(&t, ids[i]), recs[i]);
+        assert_ptr_equal(hive__handles_get(&t, ids[i]), i % 3 != 0 ? recs[i] : NULL);
+        assert_int_equal(recs[i]->mine, i);
+    }
+    size_t seen = 0;
+    hive__handles_each(&t, count_each, &seen);
+    assert_int_equal(seen, n - (n + 2) / 3);
+    free(recs);
     free(ids);
+    hive__handles_close(&t);
+}
+
+/* A chunk that cannot be mapped: the take that needed it fails with
+ * HIVE_ENOMEM and a sentence, its slot stays a hole, and the next take maps
+ * the chunk and goes on. */
+static void test_chunk_map_fails(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 3), HIVE_OK);
+    const uint32_t n = 1u << HIVE__CHUNK_BITS;             /* the first chunk, full */
+    uint64_t id;
+    for (uint32_t i = 0; i < n; i++)
+        take(&t, &id);
+    void *rec = NULL;
+    atomic_store(&hive__fault_countdown, 1);
+    assert_int_equal(hive__handles_take(&t, &id, &rec), HIVE_ENOMEM);
+    atomic_store(&hive__fault_countdown, 0);
+    assert_non_null(strstr(hive_last_error(), "cannot map records 131072.."));
+    rec_t *r = take(&t, &id);
+    assert_int_equal(hive__handles_slot_of(id), n + 1);    /* slot n is the hole */
+    hive__handles_publish(r);
+    assert_ptr_equal(hive__handles_get(&t, id), r);
+    assert_ptr_equal(hive__handles_rec(&t, id), (rec_t *)hive__handles_rec(&t, id - 1) + 1);
+    size_t seen = 0;
+    hive__handles_each(&t, count_each, &seen);
+    assert_int_equal(seen, 1);
+    hive__handles_close(&t);
+}
+
+/* 2^30 slots are the most a table hands out: a take past them fails with
+ * HIVE_ENOMEM and its sentence (the high-water mark set there by hand: the
+ * chunks in between are never mapped, and each skips them). */
+static void test_slot_limit(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 4), HIVE_OK);
+    uint64_t id;
+    rec_t *r = take(&t, &id);
+    hive__handles_publish(r);
+    atomic_store(&t.next_slot, HIVE__MAX_SLOTS + 1);       /* as a racing take leaves it */
+    void *rec;
+    assert_int_equal(hive__handles_take(&t, &id, &rec), HIVE_ENOMEM);
+    assert_non_null(strstr(hive_last_error(), "2^30 = 1073741824 objects are live"));
+    assert_int_equal(atomic_load(&t.next_slot), HIVE__MAX_SLOTS + 1);
+    size_t seen = 0;
+    hive__handles_each(&t, count_each, &seen);
+    assert_int_equal(seen, 1);
     hive__handles_close(&t);
 }
 
@@ -130,50 +240,63 @@ static _Atomic uint32_t max_slots;
 static void *stress(void *arg)
 {
     uint32_t me = (uint32_t)(uintptr_t)arg + 1;
-    rec_t recs[HOLD];                       /* records stay put; held[] lists the ones in use */
-    unsigned held[HOLD], spare[HOLD], n = 0, nspare = HOLD;
-    for (unsigned i = 0; i < HOLD; i++)
-        spare[i] = i;
+    rec_t *held[HOLD];
+    uint64_t ids[HOLD];
+    unsigned n = 0;
     uint64_t rng = me * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < ROUNDS; i++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         if (n < hold && (n == 0 || (rng >> 62) != 0)) {
-            rec_t *r = &recs[spare[--nspare]];
-            if (hive__handles_take(&st, &r->id) != HIVE_OK)
+            void *v;
+            if (hive__handles_take(&st, &ids[n], &v) != HIVE_OK)
                 fail_msg("take: %s", hive_last_error());
-            uint32_t s = hive__handles_slot_of(r->id);
+            rec_t *r = v;
+            uint32_t s = hive__handles_slot_of(ids[n]);
             if (s >= atomic_load(&max_slots))
                 fail_msg("slot %u beyond the bound", s);
             uint32_t none = 0;
             if (!atomic_compare_exchange_strong(&owner[s], &none, me))
                 fail_msg("slot %u handed to thread %u while thread %u holds it", s, me, none - 1);
-            hive__handles_publish(&st, r->id, r);
-            held[n++] = (unsigned)(r - recs);
+            if (r != hive__handles_rec(&st, ids[n]) || r->id != ids[n])
+                fail_msg("slot %u: the take's record is not the slot's", s);
+            /* the owner's plain writes: a record handed to two threads at
+             * once is a data race TSan reports, and the mark a mismatch */
+            r->mine = (uint64_t)me << 32 | (uint32_t)i;
+            memset(r->line2, (int)me, sizeof r->line2);
+            hive__handles_publish(r);
+            held[n++] = r;
         } else {
             unsigned k = (unsigned)(rng % n);
-            rec_t *r = &recs[held[k]];
-            rec_t *seen = hive__handles_get(&st, r->id);
+            rec_t *r = held[k];
+            uint64_t id = ids[k];
+            rec_t *seen = hive__handles_get(&st, id);
             if (seen != r)
-                fail_msg("id %llx finds %p, not its record %p", (unsigned long long)r->id,
+                fail_msg("id %llx finds %p, not its record %p", (unsigned long long)id,
                          (void *)seen, (void *)r);
-            hive__handles_unpublish(&st, r->id);
-            atomic_store(&owner[hive__handles_slot_of(r->id)], 0);
-            hive__handles_give(&st, r->id);
-            spare[nspare++] = held[k];
+            if (r->mine >> 32 != me || r->line2[63] != (unsigned char)me)
+                fail_msg("record of slot %u: thread %llu wrote it while thread %u held it",
+                         hive__handles_slot_of(id), (unsigned long long)(r->mine >> 32), me);
+            hive__handles_unpublish(r);
+            if (hive__handles_get(&st, id) != NULL)
+                fail_msg("id %llx still found after its unpublish", (unsigned long long)id);
+            atomic_store(&owner[hive__handles_slot_of(id)], 0);
+            hive__handles_give(&st, id);
             held[k] = held[--n];
+            ids[k] = ids[n];
         }
-        /* readers look at slots others take and give meanwhile (the load
-         * races with publish and unpublish by design; records here are not
-         * RCU-protected, so the test does not read them) */
+        /* finders look at slots others take, publish and give meanwhile
+         * (the key's load races with all of them by design; a finder reads
+         * nothing else before its key matches, and the records here are
+         * not RCU-protected, so the test reads none it does not hold) */
         uint64_t probe = (rng >> 20) % (nthreads * hold);
         (void)hive__handles_get(&st, ((uint64_t)1 << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
                                          ((uint64_t)st.tag << HIVE__SLOT_BITS) | probe);
     }
     while (n > 0) {
-        rec_t *r = &recs[held[--n]];
-        hive__handles_unpublish(&st, r->id);
-        atomic_store(&owner[hive__handles_slot_of(r->id)], 0);
-        hive__handles_give(&st, r->id);
+        n--;
+        hive__handles_unpublish(held[n]);
+        atomic_store(&owner[hive__handles_slot_of(ids[n])], 0);
+        hive__handles_give(&st, ids[n]);
     }
     return NULL;
 }
@@ -202,7 +325,7 @@ static void stress_run(int threads, unsigned holding, int rounds_scale)
     unsigned char *seen = calloc(hw, 1);
     for (uint32_t i = 0; i < hw; i++) {
         uint64_t id;
-        assert_int_equal(hive__handles_take(&st, &id), HIVE_OK);
+        take(&st, &id);
         uint32_t s = hive__handles_slot_of(id);
         if (s >= hw)
             fail_msg("slot %u off the free stack, beyond the %u handed out", s, hw);
@@ -231,6 +354,8 @@ int main(void)
         cmocka_unit_test(test_generation_wraps),
         cmocka_unit_test(test_give_many),
         cmocka_unit_test(test_grows_past_a_chunk),
+        cmocka_unit_test(test_chunk_map_fails),
+        cmocka_unit_test(test_slot_limit),
         cmocka_unit_test(test_stress_nothing_lost_or_doubled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -273,8 +273,6 @@ static void *filtered_thread(void *arg)
 static void test_hot_paths_make_no_system_call(void **state)
 {
     (void)state;
-    /* object records: room for a burst of a few grace periods ahead */
-    assert_int_equal(hive__pool_reserve(sizeof(hive__obj_t), 64 * MiB), 0);
     hive_t *h = test_engine(64 * MiB, 2, NULL);
     struct run r = { .h = h };
     assert_int_equal(hive_actor_new(h, &counter, NULL, 0, NULL, &r.actor), HIVE_OK);

@@ -1,6 +1,7 @@
 /*
  * hugemap.h - anonymous mappings on 2 MiB boundaries, advised to be backed
- * by transparent huge pages: the store's slot table and record chunks, so
+ * by transparent huge pages: the store's record table and the block pool's
+ * large chunks, so
  * that a random lookup among millions of objects costs no page-table walk
  * per miss (a 4 KiB-page TLB covers a few MiB; 2 MiB pages cover GBs).
  *

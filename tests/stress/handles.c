@@ -7,10 +7,12 @@
  * Contract checked: no slot is handed out twice while held (a per-slot
  * owner word claimed by CAS on every take), none is lost (at the end every
  * slot ever handed out comes off the stack exactly once, and none beyond
- * the high-water mark). A give_many whose push were a plain store (or
- * whose CAS lacked the stack's tag) loses runs or hands a slot twice; one
- * whose links were published without the CAS's release lets a taker read a
- * stale link, which TSan reports and the owner words catch.
+ * the high-water mark), and the record a take returns is its holder's
+ * alone (plain writes to it race under TSan otherwise). A give_many whose
+ * push were a plain store (or whose CAS lacked the stack's tag) loses runs
+ * or hands a slot twice; one whose links were published without the CAS's
+ * release lets a taker read a stale link, which TSan reports and the owner
+ * words catch.
  */
 #include "testutil.h"
 #include "handles.h"
@@ -31,6 +33,7 @@ static void *worker(void *arg)
 {
     uint32_t me = (uint32_t)(uintptr_t)arg + 1;
     uint64_t ids[BATCH];
+    uint64_t *recs[BATCH];
     uint64_t rng = me * 0x9e3779b97f4a7c15ull;
     while (!atomic_load(&go))
         ;
@@ -38,16 +41,24 @@ static void *worker(void *arg)
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         size_t n = 1 + (size_t)(rng >> 58);   /* 1 .. 64: singles and long runs */
         for (size_t i = 0; i < n; i++) {
-            if (hive__handles_take(&t, &ids[i]) != HIVE_OK) {
+            void *rec;
+            if (hive__handles_take(&t, &ids[i], &rec) != HIVE_OK) {
                 atomic_fetch_add(&bad, 1);
                 return NULL;
             }
             uint32_t none = 0, s = hive__handles_slot_of(ids[i]);
             if (!atomic_compare_exchange_strong(&owner[s], &none, me))
                 atomic_fetch_add(&bad, 1);  /* handed out while another holds it */
+            /* the owner's plain write to its record (past the table's id
+             * word): a record held twice is a race TSan reports */
+            recs[i] = rec;
+            recs[i][1] = me;
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            if (recs[i][1] != me || recs[i][0] != ids[i])
+                atomic_fetch_add(&bad, 1);  /* written by another holder */
             atomic_store(&owner[hive__handles_slot_of(ids[i])], 0);
+        }
         if (r & 1) {
             hive__handles_give_many(&t, ids, n);
         } else {
@@ -77,7 +88,8 @@ static void test_give_many_and_take(void **state)
     unsigned char *seen = calloc(hw, 1);
     for (uint32_t i = 0; i < hw; i++) {
         uint64_t id;
-        assert_int_equal(hive__handles_take(&t, &id), HIVE_OK);
+        void *rec;
+        assert_int_equal(hive__handles_take(&t, &id, &rec), HIVE_OK);
         uint32_t s = hive__handles_slot_of(id);
         if (s >= hw)
             fail_msg("slot %u off the free stack, beyond the %u handed out: one was lost", s, hw);

@@ -13,8 +13,9 @@
  * dropped a chain) leaves drops below nputs and objects above 0 after the
  * final drain; a record freed twice (two drainers taking one chain: a load
  * and a store in place of the exchange) shows as drops above nputs, as
- * free_cb's count check or the pool's double free, or a reused slot whose
- * get finds another payload.
+ * free_cb's count check, a slot pushed twice on the table's free stack
+ * (two objects in one record), or a reused slot whose get finds another
+ * payload.
  */
 #include "testutil.h"
 #include "hive_impl.h"

@@ -4,6 +4,11 @@
  *  - shared refs: threads get, retain and release a common set of objects
  *    (each holds its own counts) and put/release private ones; contents are
  *    checked on every get (a use-after-free or a mixed-up payload shows);
+ *  - stale ids: the ids of released private objects go to a shared ring,
+ *    and threads get and retain them while their records are reused for
+ *    new objects: every one must answer HIVE_ENOENT (a record found under
+ *    an old generation, or one found while a new owner fills it in, shows
+ *    here or as a TSan report);
  *  - array atomics: every thread adds to shared counters; the totals must be
  *    exact;
  *  - seqlock: writers fill a whole array with one value inside a write
@@ -27,7 +32,8 @@ static hive_ref_t shared_refs[SHARED];
 static hive_ref_t counters_ref, snap_ref, cell_ref;
 static hive_array_t counters, snap;
 static _Atomic int stop_flag;
-static _Atomic long torn, bad_payload, seq_backwards, ops;
+static _Atomic long torn, bad_payload, seq_backwards, ops, stale_found, stale_probes;
+static _Atomic uint64_t stale_ids[64];      /* ids of released objects */
 static _Atomic long bad_kind[4];
 static _Atomic int first_error_set;
 static char first_error[300];
@@ -94,6 +100,16 @@ static void *mixed(void *arg)
                     atomic_fetch_add(&bad_payload, 1);
                 }
                 hive_release(h, r);
+                /* relaxed: only the ids travel; the store orders the rest */
+                atomic_store_explicit(&stale_ids[(rng >> 24) % 64], r.id, memory_order_relaxed);
+                uint64_t sid = atomic_load_explicit(&stale_ids[(rng >> 32) % 64], memory_order_relaxed);
+                if (sid != 0) {
+                    const void *sp;
+                    if (hive_get(h, (hive_ref_t){ sid }, 0, &sp, NULL) != HIVE_ENOENT ||
+                        hive_retain(h, (hive_ref_t){ sid }) != HIVE_ENOENT)
+                        atomic_fetch_add(&stale_found, 1);
+                    atomic_fetch_add_explicit(&stale_probes, 1, memory_order_relaxed);
+                }
             }
             free(buf);
             break;
@@ -184,7 +200,8 @@ static void test_store_stress(void **state)
     for (unsigned i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
 
-    printf("store stress: %ld operations by %d threads\n", atomic_load(&ops), THREADS);
+    printf("store stress: %ld operations by %d threads, %ld stale ids probed\n", atomic_load(&ops),
+           THREADS, atomic_load(&stale_probes));
     if (atomic_load(&bad_payload))
         printf("bad: shared get %ld, retain %ld, private %ld, cell %ld\n", atomic_load(&bad_kind[0]),
                atomic_load(&bad_kind[1]), atomic_load(&bad_kind[2]), atomic_load(&bad_kind[3]));
@@ -192,6 +209,8 @@ static void test_store_stress(void **state)
         printf("first private failure: %s\n", first_error);
     assert_int_equal(atomic_load(&bad_payload), 0);
     assert_int_equal(atomic_load(&torn), 0);
+    assert_int_equal(atomic_load(&stale_found), 0);
+    assert_true(atomic_load(&stale_probes) > 0);
     assert_int_equal(atomic_load(&seq_backwards), 0);
     for (unsigned i = 0; i < THREADS; i++) {
         int64_t sum = 0;
