@@ -128,6 +128,10 @@ typedef struct hive__sched {
 /* Stack a nesting worker keeps free for the job at the top (8 MiB). Tests
  * raise it to make spare threads come early; read at thread start. */
 extern size_t hive__stack_reserve;
+/* How long an idle worker spins before it parks (20 us). Tests of the
+ * scale-out layer raise it, so that an idle worker is certain to be the
+ * one polling (remote.h); read at every idle spell (relaxed). */
+extern _Atomic uint64_t hive__idle_spin_ns;
 
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
