@@ -70,11 +70,33 @@ static void row(const char *name, double hive, double raw, const char *unit)
 }
 
 /* Round trip of a call carrying n bytes each way, beside a ping-pong of n bytes. */
+/* Which threads received the messages since *before (each rank's own):
+ * on rank 0 the answers, on rank 1 the calls. */
+static void print_receivers(const char *what, const hive_mpi_stats_t *before)
+{
+    hive_mpi_stats_t now;
+    hive_mpi_stats(h, &now);
+    uint64_t mine[3] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
+                         now.recv_progress - before->recv_progress };
+    uint64_t *all = rank == 0 ? calloc((size_t)size * 3, sizeof *all) : NULL;
+    MPI_Gather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0 || all == NULL)
+        return;
+    printf("  %s: rank 0 took its answers on: the waiting thread %llu, an idle worker %llu, the "
+           "progress thread %llu;\n  rank 1 took the calls on: a waiting thread %llu, an idle worker "
+           "%llu, the progress thread %llu\n", what, (unsigned long long)all[0], (unsigned long long)all[1],
+           (unsigned long long)all[2], (unsigned long long)all[3], (unsigned long long)all[4],
+           (unsigned long long)all[5]);
+    free(all);
+}
+
 static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
 {
     char *buf = calloc(1, n ? n : 1);
     quiet_barrier();
     double hive_us = 0, raw_us = 0;
+    hive_mpi_stats_t before;
+    hive_mpi_stats(h, &before);
     if (rank == 0) {
         for (int i = -iters / 10; i < iters; i++) {      /* the first tenth warms up */
             double t0 = now_s();
@@ -90,6 +112,9 @@ static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
         hive_us /= iters;
     }
     quiet_barrier();
+    char what[64];
+    snprintf(what, sizeof what, "round trip %zu B", n);
+    print_receivers(what, &before);
     for (int i = -iters / 10; i < iters; i++) {
         double t0 = now_s();
         if (rank == 0) {

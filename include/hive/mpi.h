@@ -112,6 +112,11 @@ typedef struct hive_mpi_stats {
     uint64_t lookups, lookup_hits;         /* names asked of the other ranks / answered from the cache */
     uint64_t cell_pushes;                  /* versions of cells owned here pushed to subscribed ranks */
     uint64_t cell_local;                   /* remote cell acquires answered from a pushed copy */
+    /* messages received, by the thread that took them: the progress thread,
+     * a thread waiting for its own answer (hive_get of a remote ref or of a
+     * remote call's future, a cell acquire, a kill, a lookup), an idle
+     * worker (polling while it spins before it sleeps) */
+    uint64_t recv_progress, recv_waiting, recv_idle;
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
 

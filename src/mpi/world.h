@@ -54,6 +54,8 @@
 
 #define HIVE__MPI_INLINE   (32u << 10)   /* payloads up to this travel inside the header message */
 #define HIVE__MPI_CHUNK    (1u << 30)    /* largest single data message */
+#define HIVE__MPI_SMALL    1024u         /* messages up to this go with MPI_Send (below every
+                                            transport's eager limit: it returns at once) */
 #define HIVE__MPI_BUCKETS  4096u
 #define HIVE__MPI_TAG_CTRL 1
 #define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
@@ -167,12 +169,16 @@ typedef struct world {
     served_t     *ready;     /* served records answered, to free */
     bool          detach_asked;
     _Atomic uint32_t kick;   /* futex word: bumped by every push */
-    _Atomic uint32_t sleeping;
+    _Atomic uint32_t sleeping;   /* 0 awake, 1 a short nap, 2 a long sleep (requests wake it) */
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
     pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` (progress or a driver) */
-    _Atomic int   drivers;   /* callers driving progress (the progress thread sleeps meanwhile) */
+    _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
+                                their answers, the idle worker holding the claim (the
+                                progress thread sleeps meanwhile) */
+    _Atomic uint64_t seen_ns;  /* when a poller last handled a message (a hint: cold or not) */
+    _Atomic int   handoff;   /* the last polling worker went to sleep: poll soon again */
     pthread_mutex_t plock;   /* pend, npend, phase changes */
     pend_t       *pend[HIVE__MPI_BUCKETS];
     size_t        npend;
@@ -192,7 +198,8 @@ typedef struct world {
     cell_subs_t  *subs;      /* cells owned here with subscribers */
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
-                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local;
+                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
+                     st_recv_progress, st_recv_waiting, st_recv_idle;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -208,12 +215,16 @@ void  hive__mpi_poll_once(world_t *w);
 /* progress.c */
 void *hive__mpi_progress(void *arg);
 void  hive__mpi_wake(world_t *w);
+void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
+bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
 int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
 /* Send a request on the caller's thread: p goes into the pending table
- * first (HIVE_ESHUTDOWN if detach passed its barrier; msg freed either way). */
-int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p);
+ * first (HIVE_ESHUTDOWN if detach passed its barrier). owned: msg was
+ * malloc'd and is freed either way; else it is the caller's (a small one
+ * goes with MPI_Send from it, a large one from a copy). */
+int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bool owned);
 /* Receive and handle this rank's messages on the calling thread (one
  * thread at a time probes: poll_lock) until obj finishes or budget_ns
  * passed; the progress thread takes over after. */

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 #include "hive/mpi.h"
+#include "sched.h"
 
 static hive_t *h;
 static int rank, size;
@@ -196,6 +197,65 @@ static void test_remote_calls_once_in_order(void **state)
     hive_mpi_stats_t st;
     assert_int_equal(hive_mpi_stats(h, &st), HIVE_OK);
     assert_true(st.calls_sent >= N && st.calls_served >= N);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 calls rank 1's actor N times, waiting for each answer at once,
+ * then N more calls without waiting, with idle workers spinning long
+ * (hive__idle_spin_ns, so that rank 1's worker is idle between calls and
+ * polls): rank 0's answers are received by the thread waiting for them (or
+ * an idle worker of rank 0), rank 1's calls by its idle worker (or a
+ * waiter), which runs them where it took them: the round trip without a
+ * hand-off between threads. Every call runs once and in order. */
+static void test_round_trip_paths(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, 200000000);   /* 200 ms */
+    hive_mpi_stats_t a, b;
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(hive_mpi_stats(h, &a), HIVE_OK);
+    if (rank == 0) {
+        for (int i = 0; i < N; i++) {
+            int32_t arg[2] = { 0, i + 1 };
+            hive_ref_t r;
+            int64_t v = 0;
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(get_i64(r, &v), HIVE_OK);
+            assert_int_equal(v, 2 * (i + 1));
+            assert_int_equal(hive_release(h, r), HIVE_OK);
+        }
+        static hive_ref_t res[N];
+        for (int i = 0; i < N; i++) {
+            int32_t arg[2] = { 0, N + i + 1 };
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &res[i]), HIVE_OK);
+        }
+        for (int i = 0; i < N; i++) {
+            int64_t v = 0;
+            assert_int_equal(get_i64(res[i], &v), HIVE_OK);
+            assert_int_equal(v, 2 * (N + i + 1));
+            assert_int_equal(hive_release(h, res[i]), HIVE_OK);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(hive_mpi_stats(h, &b), HIVE_OK);
+    uint64_t waiting = b.recv_waiting - a.recv_waiting, idle = b.recv_idle - a.recv_idle;
+    uint64_t progress = b.recv_progress - a.recv_progress;
+    if (rank == 0) {
+        assert_true(waiting + idle + progress >= 2 * N);   /* every answer came */
+        assert_true(waiting + idle >= N / 2);               /* mostly without a hand-off */
+        assert_true(waiting > 0);
+    }
+    if (rank == 1) {
+        assert_true(waiting + idle + progress >= 2 * N);   /* every call came */
+        assert_true(idle + waiting >= N / 2);
+        assert_true(idle > 0);
+        assert_true(b.calls_served - a.calls_served == 2 * N);
+    }
+    atomic_store(&hive__idle_spin_ns, spin);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -791,6 +851,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
+        cmocka_unit_test(test_round_trip_paths),
         cmocka_unit_test(test_priorities_across_ranks),
         cmocka_unit_test(test_refs_through_ranks),
         cmocka_unit_test(test_remote_refs_everywhere),
