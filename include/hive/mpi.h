@@ -46,12 +46,16 @@
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): hive makes MPI calls on the calling thread
  * (a request is sent by the thread that makes it; a thread that waits for
- * a get, cell, kill or lookup answer receives it itself), on the worker
- * that finished a served call (its reply), and on one progress thread per
- * engine, all on duplicates of the communicator, while the application
- * keeps using MPI on its own threads. The progress thread sleeps when
- * nothing is in flight (a request into a rank idle for 100 ms waits up to
- * 10 ms for it).
+ * its answer - hive_get of a remote ref or of a remote call's future, a
+ * cell acquire, a kill, a lookup - receives it itself, spinning up to
+ * 10 ms before it sleeps), on an idle worker (one at a time polls while it
+ * spins before parking, and for 2 ms after the rank's last message, so a
+ * call arriving then runs on it with no wake-up), on the worker that
+ * finished a served call (its reply), and on one progress thread per
+ * engine, which receives only while no other thread polls, all on
+ * duplicates of the communicator, while the application keeps using MPI on
+ * its own threads. The progress thread sleeps when nothing is in flight (a
+ * request into a rank idle for 100 ms waits up to 10 ms for it).
  *
  * Shutdown: hive_mpi_detach is collective. Each rank stops taking new remote
  * requests (HIVE_ESHUTDOWN), waits for the answers to its own, and keeps

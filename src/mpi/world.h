@@ -15,24 +15,36 @@
  *    on TAG_CTRL of `comm`, their answers on the reply tag of `comm`, and
  *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a second
  *    duplicate that only explicit receives read.
- *  - A thread that waits for an answer (hive_get of a remote ref, a cell
- *    acquire, a lookup, a kill) drives progress itself for up to DRIVE_NS: it
- *    takes poll_lock (the progress thread then skips its probes), probes
- *    `comm`, handles whatever came (serving other ranks' requests too) and
- *    receives its payload straight into the local copy's arena payload, so
- *    no other thread is on the answer's path and no wake-up is needed.
- *  - The progress thread serves other ranks' requests (a hive_call into the
- *    actor, an object to send), answers the replies nobody waits for, and
- *    finishes handed-over transfers. It polls while anything is in flight
- *    (pending answers, transfers, served calls) and for 1 ms after the
- *    last activity, yielding the CPU between polls; with nothing in
- *    flight it sleeps on a futex with a timeout that doubles from 16 us to
- *    1 ms, and to IDLE_MAX once the rank has been idle for 100 ms. A local
- *    request wakes it at once; a request from another rank waits at most
- *    that timeout. Open MPI has no blocking wait that does not busy-poll
- *    (MPI_Recv, MPI_Wait spin; the "blocking receive on a wake-up tag"
- *    technique would burn a core per idle rank), so the timeout is the price
- *    of an idle rank using ~0 CPU (docs/scale-out.md).
+ *  - A thread that waits for an answer (hive_get of a remote ref or of a
+ *    remote call's future - the core's wait hook -, a cell acquire, a
+ *    lookup, a kill) drives progress itself for up to DRIVE_NS: it takes
+ *    poll_lock, probes `comm`, handles whatever came (serving other ranks'
+ *    requests too) and receives its payload straight into the local copy's
+ *    arena payload, so no other thread is on the answer's path and no
+ *    wake-up is needed.
+ *  - An idle worker polls too (the core's idle hook, one worker at a time:
+ *    the claim): from its first look for work, and for IDLE_HOT_NS after
+ *    the rank's last message. A call it receives becomes a job on its own
+ *    deque, so it runs the method where it took the call and sends the
+ *    reply from there: the callee's side of a round trip has no wake-up.
+ *  - The progress thread receives only while nobody else polls (pollers,
+ *    a hint; it naps meanwhile): it serves other ranks' requests (a
+ *    hive_call into the actor, which wakes a parked worker), answers the
+ *    replies nobody waits for, and finishes handed-over transfers. It
+ *    polls while transfers are in flight and for 1 ms after its own last
+ *    activity, yielding the CPU between polls; otherwise it sleeps on a
+ *    futex with a timeout that doubles from 16 us to 1 ms (128 us while
+ *    answers are awaited), and to IDLE_MAX once the rank has been idle for
+ *    100 ms. A local request cuts only a deep sleep short (no wake-up per
+ *    call); a worker that stops polling to park hands the polling back
+ *    with a wake. A request from another rank into an idle rank waits at
+ *    most that timeout. Open MPI has no blocking wait that does not
+ *    busy-poll (MPI_Recv, MPI_Wait spin; the "blocking receive on a
+ *    wake-up tag" technique would burn a core per idle rank), so the
+ *    timeout is the price of an idle rank using ~0 CPU (docs/scale-out.md).
+ *  - Whoever polls holds poll_lock from the probe until the message is
+ *    handled (a call pushed into its actor's mailbox), so messages are
+ *    handled in the order MPI matched them, whichever thread takes them.
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
  *    order they were made; the callee's progress thread receives them in
@@ -173,7 +185,7 @@ typedef struct world {
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
-    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` (progress or a driver) */
+    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` and handling what it took */
     _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
                                 their answers, the idle worker holding the claim (the
                                 progress thread sleeps meanwhile) */
