@@ -86,6 +86,20 @@ static int m_sum(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, r, sizeof r);
 }
 
+/* all(...): the byte sum of every argument's payload, and how many there were */
+static int m_all(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    uint64_t r[2] = { 0, hive_nargs(ctx) };
+    for (size_t a = 0; a < r[1]; a++) {
+        size_t n = 0;
+        const unsigned char *p = hive_arg(ctx, a, &n);
+        for (size_t i = 0; i < n; i++)
+            r[0] += p[i];
+    }
+    return hive_return(ctx, r, sizeof r);
+}
+
 static int m_fail(void *self, hive_ctx_t *ctx)
 {
     (void)self; (void)ctx;
@@ -99,11 +113,11 @@ static int m_rank(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, &r, sizeof r);
 }
 
-enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, NMETHODS };
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, NMETHODS };
 static const hive_method_t methods[NMETHODS] = {
     [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
     [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
-    [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 },
+    [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 }, [ALL] = { "all", m_all, 0 },
 };
 static const hive_actor_class_t logger_class = {
     .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
@@ -256,6 +270,58 @@ static void test_round_trip_paths(void **state)
         assert_true(b.calls_served - a.calls_served == 2 * N);
     }
     atomic_store(&hive__idle_spin_ns, spin);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Calls with many arguments (more than the callee parses on its stack),
+ * inline bytes and refs of the caller's, of a third rank and of the callee
+ * mixed: every byte arrives. */
+static void test_many_arguments(void **state)
+{
+    (void)state;
+    enum { NA = 13 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    unsigned char bytes[NA][40];
+    hive_ref_t mine;
+    unsigned char big[3000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 7 + (size_t)rank);
+    assert_int_equal(hive_put(h, big, sizeof big, &mine), HIVE_OK);
+    uint64_t ids[64];
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int to = (rank + 1) % size, third = (rank + 2) % size;
+    hive_arg_t args[NA];
+    uint64_t want = 0;
+    for (int a = 0; a < NA; a++) {
+        size_t n = (size_t)(a * 3 % 40);
+        for (size_t i = 0; i < n; i++)
+            want += bytes[a][i] = (unsigned char)(a * 31 + (int)i);
+        args[a] = HIVE_BYTES(bytes[a], n);
+    }
+    uint64_t refsum[3] = { 0 };              /* of the caller's, the third rank's, the callee's */
+    int who[3] = { rank, third, to };
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof big; i++)
+            refsum[k] += (unsigned char)(i * 7 + (size_t)who[k]);
+    args[2] = HIVE_REF(mine);
+    args[7] = HIVE_REF(((hive_ref_t){ ids[third] }));
+    args[11] = HIVE_REF(((hive_ref_t){ ids[to] }));
+    for (int a = 2; a < NA; a += a == 2 ? 5 : 4)   /* 2, 7, 11: their inline bytes are not sent */
+        for (size_t i = 0; i < (size_t)(a * 3 % 40); i++)
+            want -= bytes[a][i];
+    want += refsum[0] + refsum[1] + refsum[2];
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, all[to], ALL, args, NA, NULL, &r), HIVE_OK);
+    const uint64_t *got;
+    size_t n;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&got, &n), HIVE_OK);
+    assert_int_equal(n, 2 * sizeof(uint64_t));
+    assert_int_equal(got[1], NA);
+    assert_int_equal(got[0], want);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);             /* every callee has fetched before the owners release */
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -852,6 +918,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
         cmocka_unit_test(test_round_trip_paths),
+        cmocka_unit_test(test_many_arguments),
         cmocka_unit_test(test_priorities_across_ranks),
         cmocka_unit_test(test_refs_through_ranks),
         cmocka_unit_test(test_remote_refs_everywhere),
