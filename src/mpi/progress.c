@@ -24,7 +24,7 @@
 #define IDLE_MAX_NS   10000000
 #define SLEEP_WAIT_NS 128000     /* answers to wait for or calls served (a long method) */
 #define SMALL_MSG     HIVE__MPI_SMALL   /* sent with MPI_Send from the stack (eager: never waits) */
-#define IDLE_HOT_NS   2000000    /* an idle worker polls this long after the rank's last message */
+#define IDLE_HOT_NS   2000000    /* an idle worker polls this long after the rank's last request */
 #define IDLE_FREE_NS  20000      /* ... and yields the CPU between polls after this */
 
 /* True while this thread serves other ranks' requests (the progress
@@ -745,7 +745,8 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
             on_reply(w, src, tag, &hdr, buf, n, own);
         return;
     }
-    served_here++;
+    if (hdr.type != M_PUSH)
+        served_here++;                   /* a request (a push asks for nothing) */
     switch (hdr.type) {
     case M_CALL:   serve_call(w, src, &hdr, buf, n); break;
     case M_GET:    serve_get(w, src, &hdr); break;
@@ -808,9 +809,10 @@ static bool poll_here(world_t *w, _Atomic uint64_t *ctr)
 {
     if (pthread_mutex_trylock(&w->poll_lock) != 0)
         return false;                    /* another thread polls */
+    uint64_t served0 = served_here;
     bool did = poll_incoming(w, true, ctr);
     pthread_mutex_unlock(&w->poll_lock);
-    if (did)   /* relaxed: a hint for the progress thread's sleep length */
+    if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps) */
         atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
     return did;
 }
@@ -983,6 +985,7 @@ void *hive__mpi_progress(void *arg)
         bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) > 0;
         if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
+        uint64_t served0 = served_here;
         if (!others && pthread_mutex_trylock(&w->poll_lock) == 0) {
             did |= poll_incoming(w, false, &w->st_recv_progress);
             pthread_mutex_unlock(&w->poll_lock);
@@ -994,8 +997,8 @@ void *hive__mpi_progress(void *arg)
         if (did) {
             last = now;
             sleep_ns = SLEEP_MIN_NS;
-            /* relaxed: a hint for the idle worker (see IDLE_HOT_NS) */
-            atomic_store_explicit(&w->seen_ns, now, memory_order_relaxed);
+            if (served_here != served0)  /* relaxed: a hint for the idle worker (IDLE_HOT_NS) */
+                atomic_store_explicit(&w->seen_ns, now, memory_order_relaxed);
         } else if (others && w->nreqs == 0 && phase != 4) {
             /* the other poller receives; it wakes us when it stops without
              * its answer or goes to sleep (a worker) */

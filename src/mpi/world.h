@@ -189,7 +189,7 @@ typedef struct world {
     _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
                                 their answers, the idle worker holding the claim (the
                                 progress thread sleeps meanwhile) */
-    _Atomic uint64_t seen_ns;  /* when a poller last handled a message (a hint: cold or not) */
+    _Atomic uint64_t seen_ns;  /* when a thread last handled another rank's request (a hint: hot or cold) */
     _Atomic int   handoff;   /* the last polling worker went to sleep: poll soon again */
     pthread_mutex_t plock;   /* pend, npend, phase changes */
     pend_t       *pend[HIVE__MPI_BUCKETS];
