@@ -1,9 +1,9 @@
 /*
  * remote.h - the core's one hook for scale-out: the table of functions an
  * attached layer (src/mpi/, libhive-mpi.a) installs so that hive_call,
- * hive_get, hive_release, hive_actor_kill, hive_cell_acquire and
- * hive_actor_lookup on an id
- * owned by another process go to it. The core never links MPI.
+ * hive_get, hive_release, hive_actor_kill, hive_cell_acquire,
+ * hive_cell_publish and hive_actor_lookup on an id owned by another process
+ * go to it. The core never links MPI.
  *
  * Cost when nothing is attached: hive__remote_of() is one load of the
  * engine's `remote` pointer and one predictable branch (NULL). Ids carry
@@ -30,6 +30,7 @@ typedef struct hive__remote_ops {
     int (*release)(void *ctx, hive_ref_t ref);
     int (*kill)(void *ctx, hive_actor_t actor);
     int (*cell_acquire)(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
+    int (*cell_publish)(void *ctx, hive_ref_t cell, hive_ref_t version);
     /* a name not registered here: ask the others (HIVE_ENOENT if none has it) */
     int (*lookup)(void *ctx, const char *name, hive_actor_t *out);
     /* another rank's ref where the core needs a record (hive_wait,

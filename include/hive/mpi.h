@@ -41,7 +41,10 @@
  *       another rank's ref (as a ref to wait for or an argument) use this
  *       rank's copy, fetched once as by hive_get; hive_retain of such a ref
  *       adds a hold on the copy, which one more hive_release drops.
- * Not remote: hive_cell_publish to another rank's cell, arrays.
+ *   hive_cell_publish to another rank's cell  sends the version's bytes
+ *       (once it is sealed) to the owner, which publishes a copy of them as
+ *       the cell's next version; the owner's status comes back.
+ * Not remote: arrays (views and writes stay on the owner).
  *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): hive makes MPI calls on the calling thread

@@ -514,6 +514,38 @@ int hive_mpi_cell_subscribe(hive_t *h, hive_ref_t cell)
     return HIVE_OK;
 }
 
+static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void *name, size_t nlen,
+                        uint64_t *answer);
+
+/* hive_cell_publish on another rank's cell: the version's bytes go to the
+ * owner inside the request (a copy of any size: a large one is staged in
+ * the owner's receive buffer), which publishes a copy of them; the answer
+ * is the owner's status. The caller keeps its version. */
+static int remote_cell_publish(void *ctx, hive_ref_t cell, hive_ref_t version)
+{
+    world_t *w = ctx;
+    int dest = owner(w, cell.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_cell_publish: cell %llu belongs to no rank of this world",
+                          (unsigned long long)cell.id);
+    if ((rc = refuse_closing(w, "hive_cell_publish")) != HIVE_OK)
+        return rc;
+    const void *data;
+    size_t size = 0;
+    if ((rc = hive_get(w->h, version, HIVE_FOREVER, &data, &size)) != HIVE_OK)
+        return hive__fail(rc, "hive_cell_publish: version %llu for cell %llu on rank %d: %s",
+                          (unsigned long long)version.id, (unsigned long long)cell.id, dest,
+                          hive_strerror(rc));
+    if (size > (size_t)INT_MAX - sizeof(wire_hdr_t))
+        return hive__fail(HIVE_EINVAL, "hive_cell_publish: a version of %zu bytes for cell %llu on "
+                          "rank %d passes the %d bytes of one message", size,
+                          (unsigned long long)cell.id, dest, INT_MAX);
+    uint64_t unused;
+    rc = ask_and_wait(w, M_PUBLISH, dest, cell.id, data, size, &unused);
+    return rc == HIVE_OK ? rc : hive__fail(rc, "hive_cell_publish: cell %llu on rank %d: %s",
+                                           (unsigned long long)cell.id, dest, hive_strerror(rc));
+}
+
 /* A cell of this engine has a new version: push it to its subscribers. */
 static void remote_published(void *ctx, hive_ref_t cell, hive__obj_t *version, uint64_t seq)
 {
@@ -534,9 +566,9 @@ static void drop_cells(world_t *w)
 
 /* Send a small request and wait for its placeholder; *answer gets the
  * reply's id field. */
-static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char *name, uint64_t *answer)
+static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void *name, size_t nlen,
+                        uint64_t *answer)
 {
-    size_t nlen = name ? strlen(name) + 1 : 0;
     wire_hdr_t hdr = { .id = id, .size = nlen };
     char *msg = malloc(sizeof hdr + nlen);
     hive__obj_t *o = NULL;
@@ -581,7 +613,7 @@ static int remote_kill(void *ctx, hive_actor_t actor)
     if ((rc = refuse_closing(w, "hive_actor_kill")) != HIVE_OK)
         return rc;
     uint64_t unused;
-    rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, &unused);
+    rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, 0, &unused);
     hive__mpi_forget_actor(w, actor.id); /* dead now, or it was already */
     return rc == HIVE_OK ? rc : hive__fail(rc, "hive_actor_kill: actor %llu on rank %d: %s",
                                            (unsigned long long)actor.id, dest, hive_strerror(rc));
@@ -660,7 +692,7 @@ static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
         return HIVE_OK;
     }
     hive__mpi_count(&w->st_lookups, 1);
-    rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, &id);
+    rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, strlen(name) + 1, &id);
     if (rc != HIVE_OK)
         return hive__fail(rc, "hive_actor_lookup: no actor is named \"%s\" on any of the %d ranks",
                           name, w->size);
@@ -710,7 +742,8 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
                                    .release = remote_release, .kill = remote_kill,
                                    .lookup = remote_lookup, .cell_acquire = remote_cell_acquire,
                                    .localize = remote_localize, .retain = remote_retain,
-                                   .published = remote_published, .wait = remote_wait,
+                                   .published = remote_published, .cell_publish = remote_cell_publish,
+                                   .wait = remote_wait,
                                    .idle = hive__mpi_idle };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);

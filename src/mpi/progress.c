@@ -541,6 +541,20 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
     hive_release(w->h, v);
 }
 
+/* A version of a cell owned here, published by another rank: a copy of
+ * its bytes becomes the cell's new version (pushed to subscribers as any). */
+static void serve_publish(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+{
+    hive_ref_t v;
+    int rc = hdr->size > n - sizeof *hdr ? HIVE_EINVAL
+             : hive_put(w->h, buf + sizeof *hdr, hdr->size, &v);
+    if (rc == HIVE_OK) {
+        rc = hive_cell_publish(w->h, (hive_ref_t){ hdr->id }, v);
+        hive_release(w->h, v);
+    }
+    reply_small(w, src, hdr->req, rc, 0);
+}
+
 static void serve_lookup(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
 {
     hive_actor_t a = { 0 };
@@ -634,7 +648,7 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
             hive__obj_release(w->h, o);
         } else
             take_payload(w, src, tag, p, hdr, buf, n, own);
-    } else if (p->kind == M_KILL) {
+    } else if (p->kind == M_KILL || p->kind == M_PUBLISH) {
         uint64_t zero = 0;
         seal_bytes(w, o, &zero, sizeof zero);
         hive__obj_release(w->h, o);
@@ -754,6 +768,7 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
     case M_CELL:   serve_cell(w, src, &hdr); break;
     case M_PUSH:   on_push(w, &hdr, buf, n); break;
+    case M_PUBLISH: serve_publish(w, src, &hdr, buf, n); break;
     default:       break;
     }
 }

@@ -72,7 +72,7 @@
 #define HIVE__MPI_TAG_CTRL 1
 #define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
