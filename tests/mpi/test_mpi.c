@@ -170,6 +170,7 @@ static void test_attach_rank_size(void **state)
     assert_int_equal(hive_mpi_owner(h, alien), HIVE_ENOENT);
     const void *p;
     assert_int_equal(hive_get(h, (hive_ref_t){ alien }, 0, &p, NULL), HIVE_ENOENT);
+    assert_int_equal(hive_cell_publish(h, (hive_ref_t){ alien }, ref), HIVE_ENOENT);
     assert_int_equal(hive_mpi_attach(h, MPI_COMM_WORLD), HIVE_ESTATE);   /* twice */
     assert_int_equal(hive_shutdown(h), HIVE_ESTATE);                     /* attached */
     assert_int_equal(hive_release(h, ref), HIVE_OK);
