@@ -773,9 +773,12 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     }
 }
 
-/* Receive a matched message and handle it; small ones land on the stack. */
-static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own)
+/* Receive a matched message and handle it; small ones land on the stack.
+ * Counted in ctr first: before its answer can be sealed or its call
+ * answered, so whoever sees that sees the count. */
+static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _Atomic uint64_t *ctr)
 {
+    hive__mpi_count(ctr, 1);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
@@ -799,10 +802,8 @@ static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr)
         MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, &m, &st);
         if (!flag)
             break;
-        take_matched(w, &m, &st, own);
+        take_matched(w, &m, &st, own, ctr);
     }
-    if (n > 0)
-        hive__mpi_count(ctr, (uint64_t)n);
     return n > 0;
 }
 
