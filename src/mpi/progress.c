@@ -392,8 +392,17 @@ static void serve_when_done(world_t *w, served_t *s)
     atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
     s->w = w;
     s->dep.ready = on_served_ready;
-    if (!hive__obj_add_dep(s->obj, &s->dep))
-        on_served_ready(&s->dep, false);
+    if (!hive__obj_add_dep(s->obj, &s->dep)) {
+        /* finished already (an object to send, mostly): answer and free
+         * the record here, outside the store's finish path, so that our
+         * count on the object goes with the answer and not whenever the
+         * progress thread next looks (an owner that releases it after its
+         * readers got it expects it gone) */
+        send_object(w, s->src, s->req, s->obj, 0, 0);
+        /* release: as in on_served_ready */
+        atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
+        served_free(w, s);
+    }
 }
 
 static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
