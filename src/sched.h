@@ -9,7 +9,9 @@
  *         this node: FIFO, any worker of the node may take them),
  *      c. the deques of the other workers of its node (steal: FIFO),
  *      d. the rings, then the deques, of the other nodes.
- * Idle, it spins briefly, then parks on a futex.
+ * Idle, it spins briefly, then parks on a futex. In an engine attached to
+ * a world of processes (remote.h), one idle worker at a time also polls the
+ * layer for other processes' messages while it spins.
  *
  * A job is an intrusive node plus a function. Jobs still queued when the
  * engine stops are handed back to their function with w == NULL, so their
