@@ -102,6 +102,9 @@ int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
 {
     if (h == NULL)
         return hive__fail(HIVE_EINVAL, "hive_cell_publish: engine is NULL");
+    const hive__remote_ops_t *rr = hive__remote_of(h, cell.id);
+    if (unlikely(rr != NULL))            /* another rank's cell: its owner publishes */
+        return rr->cell_publish(rr->ctx, cell, version);
     hive__obj_t *c, *v;
     int rc = find_cell(h, cell, "hive_cell_publish", &c);
     if (rc != HIVE_OK)

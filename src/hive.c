@@ -8,6 +8,7 @@
 #include "task.h"
 #include "util/fault.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,10 +143,67 @@ int hive_shutdown(hive_t *h)
     return rc;
 }
 
+/* The gate of the wait and idle hooks. The engine's own threads call them
+ * on local objects and while idle, at times the layer cannot rule out, so
+ * removing the table must wait for them: a Dekker pair on seq_cst
+ * operations. A hook caller first counts itself in (remote_in, or the poll
+ * claim), then reads `remote`; hive__remote_set(NULL) first clears
+ * `remote`, then reads both. In the total order either the caller's read
+ * comes after the clearing (it sees NULL and calls nothing) or the
+ * remover's read comes after the count (it waits until the caller is out).
+ * The caller leaves with a release, the remover reads with acquire: what
+ * the hook did happens before the layer frees its context. */
 void hive__remote_set(struct hive *h, const hive__remote_ops_t *ops)
 {
-    /* release: the table's fields before the pointer (hive__remote_of) */
-    atomic_store_explicit(&h->remote, ops, memory_order_release);
+    if (ops != NULL) {
+        /* release: the table's fields before the pointer (hive__remote_of) */
+        atomic_store_explicit(&h->remote, ops, memory_order_release);
+        return;
+    }
+    atomic_store_explicit(&h->remote, NULL, memory_order_seq_cst);
+    /* seq_cst loads (acquire among them): they pair with the callers'
+     * releases on leaving */
+    while (atomic_load_explicit(&h->remote_in, memory_order_seq_cst) != 0 ||
+           atomic_load_explicit(&h->remote_poller, memory_order_seq_cst) != 0)
+        sched_yield();                   /* a hook's caller leaves within its budget */
+}
+
+void hive__remote_wait(struct hive *h, struct hive__obj *o, uint64_t deadline)
+{
+    /* seq_cst: the caller's half of the gate (above) */
+    atomic_fetch_add_explicit(&h->remote_in, 1, memory_order_seq_cst);
+    const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_seq_cst);
+    if (r != NULL && r->wait != NULL)
+        r->wait(r->ctx, o, deadline);
+    /* release: the hook's accesses before the remover's acquire */
+    atomic_fetch_sub_explicit(&h->remote_in, 1, memory_order_release);
+}
+
+const hive__remote_ops_t *hive__remote_claim(struct hive *h)
+{
+    int free_ = 0;
+    /* relaxed: a look before the RMW, so idle workers do not bounce the
+     * line while one of them holds the claim */
+    if (atomic_load_explicit(&h->remote_poller, memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong_explicit(&h->remote_poller, &free_, 1, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return NULL;
+    /* seq_cst: the caller's half of the gate (above) */
+    const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_seq_cst);
+    if (r == NULL || r->idle == NULL) {
+        atomic_store_explicit(&h->remote_poller, 0, memory_order_release);   /* as unclaim */
+        return NULL;
+    }
+    r->idle(r->ctx, HIVE__IDLE_BEGIN);
+    return r;
+}
+
+void hive__remote_unclaim(struct hive *h, const hive__remote_ops_t *r, int what)
+{
+    r->idle(r->ctx, what);
+    /* release: the hook's accesses before the remover's acquire, and before
+     * the next claimant's CAS */
+    atomic_store_explicit(&h->remote_poller, 0, memory_order_release);
 }
 
 unsigned hive_num_workers(const hive_t *h)

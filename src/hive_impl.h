@@ -32,6 +32,10 @@ struct hive {
     _Atomic(const hive__remote_ops_t *) remote;   /* scale-out hook (remote.h); NULL: none */
     unsigned      nworkers;
     bool          pin;
+    /* the gate of the wait and idle hooks (hive.c), written only while
+     * attached, on a line of its own: `remote` is read by every call */
+    HIVE_ALIGNED _Atomic unsigned remote_in;   /* user threads inside the wait hook */
+    _Atomic int   remote_poller;  /* 1 while an idle worker holds the poll claim */
 };
 
 /* The scale-out hook if id belongs to another engine of an attached

@@ -1,9 +1,9 @@
 /*
  * remote.h - the core's one hook for scale-out: the table of functions an
  * attached layer (src/mpi/, libhive-mpi.a) installs so that hive_call,
- * hive_get, hive_release, hive_actor_kill, hive_cell_acquire and
- * hive_actor_lookup on an id
- * owned by another process go to it. The core never links MPI.
+ * hive_get, hive_release, hive_actor_kill, hive_cell_acquire,
+ * hive_cell_publish and hive_actor_lookup on an id owned by another process
+ * go to it. The core never links MPI.
  *
  * Cost when nothing is attached: hive__remote_of() is one load of the
  * engine's `remote` pointer and one predictable branch (NULL). Ids carry
@@ -30,6 +30,7 @@ typedef struct hive__remote_ops {
     int (*release)(void *ctx, hive_ref_t ref);
     int (*kill)(void *ctx, hive_actor_t actor);
     int (*cell_acquire)(void *ctx, hive_ref_t cell, hive_ref_t *version, uint64_t *seq);
+    int (*cell_publish)(void *ctx, hive_ref_t cell, hive_ref_t version);
     /* a name not registered here: ask the others (HIVE_ENOENT if none has it) */
     int (*lookup)(void *ctx, const char *name, hive_actor_t *out);
     /* another rank's ref where the core needs a record (hive_wait,
@@ -41,11 +42,38 @@ typedef struct hive__remote_ops {
     /* a cell of this engine has a new version (called inside an RCU read
      * section, version alive in it): the layer may push it to other ranks */
     void (*published)(void *ctx, hive_ref_t cell, struct hive__obj *version, uint64_t seq);
+    /* A user thread is about to wait in hive_get for o, an object of this
+     * engine (pending): the layer may receive o's answer from another rank
+     * on this thread (no hand-off to another thread) until o finishes or
+     * deadline (hive__now_ns; UINT64_MAX: none) passes, or return at once.
+     * Called through hive__remote_wait only (the gate below). May be NULL. */
+    void (*wait)(void *ctx, struct hive__obj *o, uint64_t deadline);
+    /* An idle worker in its spin before parking (sched.c). One worker at a
+     * time holds the engine's poll claim: HIVE__IDLE_BEGIN when it takes
+     * it, HIVE__IDLE_POLL every few looks at its queues (true: it handled
+     * something, which may have made work; the spin goes on), then
+     * HIVE__IDLE_BUSY (it found work) or HIVE__IDLE_PARK (it is going to
+     * sleep) when it lets go. May be NULL. */
+    bool (*idle)(void *ctx, int what);
 } hive__remote_ops_t;
 
+enum { HIVE__IDLE_BEGIN, HIVE__IDLE_POLL, HIVE__IDLE_BUSY, HIVE__IDLE_PARK };
+
 /* Install (ops) or remove (NULL) the hook; the layer calls this while no
- * other thread uses a remote id of the engine (attach and detach). */
+ * other thread uses a remote id of the engine (attach and detach).
+ * Removing waits until no thread is inside the wait or idle hooks, which
+ * the engine's own threads call at any time (the gate: after it returns,
+ * the layer may free what ops->ctx points to). */
 void hive__remote_set(struct hive *h, const hive__remote_ops_t *ops);
+
+/* The gated calls of the wait and idle hooks (hive.c). hive__remote_wait:
+ * a user thread about to wait for o (slow path only). The idle claim: an
+ * idle worker takes it (NULL if another worker holds it or nothing is
+ * attached), polls through the table it got, and lets go with
+ * HIVE__IDLE_BUSY or HIVE__IDLE_PARK. */
+void hive__remote_wait(struct hive *h, struct hive__obj *o, uint64_t deadline);
+const hive__remote_ops_t *hive__remote_claim(struct hive *h);
+void hive__remote_unclaim(struct hive *h, const hive__remote_ops_t *r, int what);
 
 /* Give the engine's object table a new tag: only before any id was handed
  * out (HIVE_ESTATE otherwise, with the count). */

@@ -307,18 +307,51 @@ static bool park_sleep(hive__worker_t *w, bool starting)
     return !work;
 }
 
+_Atomic uint64_t hive__idle_spin_ns = IDLE_SPIN_NS;
+
 /* Spin, yield, then sleep until there may be work; true if it slept.
  * Sleeping starts at *slept_at. */
 static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
 {
-    uint64_t until = t0 + IDLE_SPIN_NS;
-    do {
+    /* relaxed: a tunable, read once per idle spell */
+    uint64_t spin = atomic_load_explicit(&hive__idle_spin_ns, memory_order_relaxed);
+    uint64_t until = t0 + spin;
+    struct hive *h = w->sched->h;
+    /* attached (remote.h): one idle worker at a time receives other
+     * processes' messages while it spins, from its first look on, so a
+     * request finds a thread awake and its work lands here, with no
+     * wake-up. relaxed: a late view only polls one round later (the claim
+     * reads it again) */
+    const hive__remote_ops_t *r = NULL;  /* held: this worker polls for the attached layer */
+    if (unlikely(atomic_load_explicit(&h->remote, memory_order_relaxed) != NULL))
+        r = hive__remote_claim(h);
+    bool keep = false;                   /* the layer asked to spin on (traffic) */
+    for (;;) {
         for (int i = 0; i < 64; i++) {
-            if (has_work(w))
+            if (has_work(w)) {
+                if (unlikely(r != NULL))
+                    hive__remote_unclaim(h, r, HIVE__IDLE_BUSY);
                 return false;
-            hive__cpu_relax();
+            }
+            if (unlikely(r != NULL)) {   /* polling: a probe per look, then one clock read */
+                keep |= r->idle(r->ctx, HIVE__IDLE_POLL);
+                if (i == 3)
+                    break;
+            } else
+                hive__cpu_relax();
         }
-    } while (hive__now_ns() < until);
+        if (unlikely(atomic_load_explicit(&h->remote, memory_order_relaxed) != NULL) && r == NULL)
+            r = hive__remote_claim(h);   /* another worker let go of it (relaxed: as above) */
+        uint64_t now = hive__now_ns();
+        if (unlikely(keep)) {
+            until = now + spin;          /* traffic: keep spinning */
+            keep = false;
+        }
+        if (now >= until)
+            break;
+    }
+    if (unlikely(r != NULL))
+        hive__remote_unclaim(h, r, HIVE__IDLE_PARK);
     for (int i = 0; i < IDLE_YIELDS; i++) {
         if (has_work(w))
             return false;

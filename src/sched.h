@@ -9,7 +9,9 @@
  *         this node: FIFO, any worker of the node may take them),
  *      c. the deques of the other workers of its node (steal: FIFO),
  *      d. the rings, then the deques, of the other nodes.
- * Idle, it spins briefly, then parks on a futex.
+ * Idle, it spins briefly, then parks on a futex. In an engine attached to
+ * a world of processes (remote.h), one idle worker at a time also polls the
+ * layer for other processes' messages while it spins.
  *
  * A job is an intrusive node plus a function. Jobs still queued when the
  * engine stops are handed back to their function with w == NULL, so their
@@ -128,6 +130,10 @@ typedef struct hive__sched {
 /* Stack a nesting worker keeps free for the job at the top (8 MiB). Tests
  * raise it to make spare threads come early; read at thread start. */
 extern size_t hive__stack_reserve;
+/* How long an idle worker spins before it parks (20 us). Tests of the
+ * scale-out layer raise it, so that an idle worker is certain to be the
+ * one polling (remote.h); read at every idle spell (relaxed). */
+extern _Atomic uint64_t hive__idle_spin_ns;
 
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;

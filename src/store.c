@@ -713,6 +713,10 @@ static int wait_state(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const 
             hive__trace_span(w->tring, HIVE__TEV_WAIT, t0, o->id, NULL, NULL, w->depth);
         return rc;
     }
+    /* attached to a world (remote.h): the layer may receive o's answer on
+     * this thread. relaxed: the gate reads it again */
+    if (unlikely(atomic_load_explicit(&h->remote, memory_order_relaxed) != NULL) && timeout_ns != 0)
+        hive__remote_wait(h, o, deadline);
     uint64_t spin_until = start + (timeout_ns >= 0 && (uint64_t)timeout_ns < GET_SPIN_NS
                                    ? (uint64_t)timeout_ns : GET_SPIN_NS);
     do {

@@ -69,12 +69,50 @@ static void row(const char *name, double hive, double raw, const char *unit)
                 name, hive, raw, unit, ratio);
 }
 
-/* Round trip of a call carrying n bytes each way, beside a ping-pong of n bytes. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile of v[0..n) (sorts v). */
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[(int)(q * (n - 1))];
+}
+
+/* Round trip of a call carrying n bytes each way, beside a ping-pong of n
+ * bytes. The row is the mean; on a loaded machine a few descheduled round
+ * trips dominate it, so the median and the 90th percentile follow. */
+/* Which threads received the messages since *before (each rank's own):
+ * on rank 0 the answers, on rank 1 the calls. */
+static void print_receivers(const char *what, const hive_mpi_stats_t *before)
+{
+    hive_mpi_stats_t now;
+    hive_mpi_stats(h, &now);
+    uint64_t mine[3] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
+                         now.recv_progress - before->recv_progress };
+    uint64_t *all = rank == 0 ? calloc((size_t)size * 3, sizeof *all) : NULL;
+    MPI_Gather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0 || all == NULL)
+        return;
+    printf("  %s: rank 0 took its answers on: the waiting thread %llu, an idle worker %llu, the "
+           "progress thread %llu;\n  rank 1 took the calls on: a waiting thread %llu, an idle worker "
+           "%llu, the progress thread %llu\n", what, (unsigned long long)all[0], (unsigned long long)all[1],
+           (unsigned long long)all[2], (unsigned long long)all[3], (unsigned long long)all[4],
+           (unsigned long long)all[5]);
+    free(all);
+}
+
 static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
 {
     char *buf = calloc(1, n ? n : 1);
+    double *th = calloc((size_t)iters, sizeof *th), *tr = calloc((size_t)iters, sizeof *tr);
     quiet_barrier();
     double hive_us = 0, raw_us = 0;
+    hive_mpi_stats_t before;
+    hive_mpi_stats(h, &before);
     if (rank == 0) {
         for (int i = -iters / 10; i < iters; i++) {      /* the first tenth warms up */
             double t0 = now_s();
@@ -85,11 +123,14 @@ static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
                 MPI_Abort(MPI_COMM_WORLD, 3);
             hive_release(h, r);
             if (i >= 0)
-                hive_us += (now_s() - t0) * 1e6;
+                hive_us += th[i] = (now_s() - t0) * 1e6;
         }
         hive_us /= iters;
     }
     quiet_barrier();
+    char what[64];
+    snprintf(what, sizeof what, "round trip %zu B", n);
+    print_receivers(what, &before);
     for (int i = -iters / 10; i < iters; i++) {
         double t0 = now_s();
         if (rank == 0) {
@@ -100,12 +141,23 @@ static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
             MPI_Send(buf, (int)n, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
         }
         if (i >= 0)
-            raw_us += (now_s() - t0) * 1e6;
+            raw_us += tr[i] = (now_s() - t0) * 1e6;
     }
     raw_us /= iters;
     char name[64];
     snprintf(name, sizeof name, "round trip %zu B", n);
     row(name, hive_us, raw_us, "us");
+    if (rank == 0) {
+        double hm = quantile(th, iters, 0.5), rm = quantile(tr, iters, 0.5);
+        double h9 = quantile(th, iters, 0.9), r9 = quantile(tr, iters, 0.9);
+        printf("  median: hive %.2f us, raw MPI %.2f us, ratio %.2f; 90th percentile: hive %.2f us, "
+               "raw MPI %.2f us, ratio %.2f\n", hm, rm, rm / hm, h9, r9, r9 / h9);
+        if (json)
+            fprintf(json, "{\"name\": \"%s median\", \"hive\": %.3f, \"mpi\": %.3f, \"unit\": \"us\", "
+                    "\"ratio\": %.3f}\n", name, hm, rm, rm / hm);
+    }
+    free(th);
+    free(tr);
     free(buf);
 }
 

@@ -1,9 +1,12 @@
 /*
  * rl_mpi.c - the RL pipeline across MPI ranks (make demo-mpi: 4 ranks).
  * Rank 0 holds the learner: an actor named "learner" with the replay
- * buffer and the weights; its main thread runs updates. Every other rank is
- * an environment pool: it finds the learner by name (hive_actor_lookup
- * across ranks), reads the current weights with a remote call, steps its
+ * buffer and the weights; its main thread runs updates, and each update
+ * publishes the new weights into a cell. Every other rank is an
+ * environment pool: it finds the learner by name (hive_actor_lookup across
+ * ranks), asks it for the weights' cell and subscribes to it
+ * (hive_mpi_cell_subscribe: rank 0 pushes each version to it), reads the
+ * current weights with a local hive_cell_acquire (no message), steps its
  * environments with that policy, and pushes the transitions to the replay
  * buffer in batches (async remote calls, a few in flight). Rank 0 prints,
  * each second, global env steps/s, learner updates/s and the policy lag
@@ -27,6 +30,8 @@
 #define BATCH    (NENVS * STEPS)
 #define CAPACITY 65536
 #define INFLIGHT 4
+#define PUBLISH_EVERY 8                   /* updates per broadcast of the weights: each is a
+                                             push to every env rank, which takes it in */
 
 typedef struct transition { float obs[OBS]; float act, rew; } transition_t;
 typedef struct weights { uint64_t version; int stop; float w[OBS]; } weights_t;
@@ -37,7 +42,22 @@ typedef struct learner {
     uint64_t     pushed;                  /* transitions ever pushed */
     uint64_t     lag_sum, batches;        /* policy lag summed over batches */
     weights_t    cur;
+    hive_ref_t   cell;                    /* the published weights */
 } learner_t;
+
+/* A new version of the weights into the cell: subscribed ranks get it
+ * pushed (small: it travels in the push). */
+static int publish(hive_ctx_t *ctx, learner_t *l)
+{
+    hive_t *h = hive_engine(ctx);
+    hive_ref_t v;
+    int rc = hive_put(h, &l->cur, sizeof l->cur, &v);
+    if (rc != HIVE_OK)
+        return 1;
+    rc = hive_cell_publish(h, l->cell, v);
+    hive_release(h, v);
+    return rc != HIVE_OK;
+}
 
 /* push(hdr, transitions): into the ring; the lag is counted */
 static int l_push(void *self, hive_ctx_t *ctx)
@@ -56,10 +76,21 @@ static int l_push(void *self, hive_ctx_t *ctx)
     return 0;
 }
 
-static int l_weights(void *self, hive_ctx_t *ctx)
+/* cell(): the weights' cell, made on the first call */
+static int l_cell(void *self, hive_ctx_t *ctx)
 {
     learner_t *l = self;
-    return hive_return(ctx, &l->cur, sizeof l->cur);
+    if (l->cell.id == 0) {
+        hive_t *h = hive_engine(ctx);
+        hive_ref_t v;
+        if (hive_put(h, &l->cur, sizeof l->cur, &v) != HIVE_OK)
+            return 1;
+        int rc = hive_cell_new(h, v, &l->cell);
+        hive_release(h, v);
+        if (rc != HIVE_OK)
+            return 1;
+    }
+    return hive_return(ctx, &l->cell, sizeof l->cell);
 }
 
 /* update(): one step of a toy policy gradient on 256 sampled transitions */
@@ -79,7 +110,7 @@ static int l_update(void *self, hive_ctx_t *ctx)
     for (int k = 0; k < OBS; k++)
         l->cur.w[k] += 1e-4f * g[k];
     l->cur.version++;
-    return 0;
+    return l->cell.id && l->cur.version % PUBLISH_EVERY == 0 ? publish(ctx, l) : 0;
 }
 
 static int l_stats(void *self, hive_ctx_t *ctx)
@@ -92,14 +123,13 @@ static int l_stats(void *self, hive_ctx_t *ctx)
 static int l_stop(void *self, hive_ctx_t *ctx)
 {
     learner_t *l = self;
-    (void)ctx;
     l->cur.stop = 1;
-    return 0;
+    return l->cell.id ? publish(ctx, l) : 0;
 }
 
-enum { PUSH, WEIGHTS, UPDATE, STATS, STOP };
+enum { PUSH, CELL, UPDATE, STATS, STOP };
 static const hive_method_t learner_methods[] = {
-    [PUSH] = { "push", l_push, 0 }, [WEIGHTS] = { "weights", l_weights, HIVE_PRIO_HIGH },
+    [PUSH] = { "push", l_push, 0 }, [CELL] = { "cell", l_cell, HIVE_PRIO_HIGH },
     [UPDATE] = { "update", l_update, 0 }, [STATS] = { "stats", l_stats, HIVE_PRIO_HIGH },
     [STOP] = { "stop", l_stop, HIVE_PRIO_HIGH },
 };
@@ -159,6 +189,12 @@ static void run_envs(hive_t *h, int rank)
         fprintf(stderr, "rank %d: no learner: %s\n", rank, hive_last_error());
         return;
     }
+    hive_ref_t cell;
+    if (call_sync(h, learner, CELL, &cell, sizeof cell) != HIVE_OK ||
+        hive_mpi_cell_subscribe(h, cell) != HIVE_OK) {
+        fprintf(stderr, "rank %d: no weights: %s\n", rank, hive_last_error());
+        return;
+    }
     float state[NENVS][OBS];
     unsigned seed = (unsigned)rank * 2654435761u;
     for (int e = 0; e < NENVS; e++)
@@ -167,8 +203,16 @@ static void run_envs(hive_t *h, int rank)
     static transition_t batch[BATCH];
     hive_ref_t inflight[INFLIGHT] = { { 0 } };
     for (unsigned it = 0;; it++) {
-        weights_t w;
-        if (call_sync(h, learner, WEIGHTS, &w, sizeof w) != HIVE_OK || w.stop)
+        weights_t w;                         /* the newest version pushed here: no message */
+        hive_ref_t v;
+        const void *p;
+        if (hive_cell_acquire(h, cell, &v, NULL) != HIVE_OK)
+            break;
+        int rc = hive_get(h, v, HIVE_FOREVER, &p, NULL);
+        if (rc == HIVE_OK)
+            memcpy(&w, p, sizeof w);
+        hive_release(h, v);
+        if (rc != HIVE_OK || w.stop)
             break;
         int n = 0;
         for (int s = 0; s < STEPS; s++)
@@ -226,12 +270,17 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 1);
         printf("learner on rank 0, env pools of %d envs on ranks 1-%d\n", NENVS, size - 1);
     }
+    hive_ref_t cell = { 0 };
+    if (rank == 0 && call_sync(h, learner, CELL, &cell, sizeof cell) != HIVE_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);        /* the weights' cell, before any update */
     MPI_Barrier(MPI_COMM_WORLD);             /* the name exists before anyone looks */
     if (rank == 0)
         run_learner(h, learner, seconds);
     else
         run_envs(h, rank);
     hive_mpi_detach(h);                      /* collective: every rank's answers are in */
+    if (cell.id)
+        hive_release(h, cell);               /* the learner's count (nobody reads it now) */
     hive_shutdown(h);
     MPI_Finalize();
     return 0;

@@ -41,17 +41,24 @@
  *       another rank's ref (as a ref to wait for or an argument) use this
  *       rank's copy, fetched once as by hive_get; hive_retain of such a ref
  *       adds a hold on the copy, which one more hive_release drops.
- * Not remote: hive_cell_publish to another rank's cell, arrays.
+ *   hive_cell_publish to another rank's cell  sends the version's bytes
+ *       (once it is sealed) to the owner, which publishes a copy of them as
+ *       the cell's next version; the owner's status comes back.
+ * Not remote: arrays (views and writes stay on the owner).
  *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): hive makes MPI calls on the calling thread
  * (a request is sent by the thread that makes it; a thread that waits for
- * a get, cell, kill or lookup answer receives it itself), on the worker
- * that finished a served call (its reply), and on one progress thread per
- * engine, all on duplicates of the communicator, while the application
- * keeps using MPI on its own threads. The progress thread sleeps when
- * nothing is in flight (a request into a rank idle for 100 ms waits up to
- * 10 ms for it).
+ * its answer - hive_get of a remote ref or of a remote call's future, a
+ * cell acquire, a kill, a lookup - receives it itself, spinning up to
+ * 10 ms before it sleeps), on an idle worker (one at a time polls while it
+ * spins before parking, and for 2 ms after the rank's last message, so a
+ * call arriving then runs on it with no wake-up), on the worker that
+ * finished a served call (its reply), and on one progress thread per
+ * engine, which receives only while no other thread polls, all on
+ * duplicates of the communicator, while the application keeps using MPI on
+ * its own threads. The progress thread sleeps when nothing is in flight (a
+ * request into a rank idle for 100 ms waits up to 10 ms for it).
  *
  * Shutdown: hive_mpi_detach is collective. Each rank stops taking new remote
  * requests (HIVE_ESHUTDOWN), waits for the answers to its own, and keeps
@@ -112,6 +119,11 @@ typedef struct hive_mpi_stats {
     uint64_t lookups, lookup_hits;         /* names asked of the other ranks / answered from the cache */
     uint64_t cell_pushes;                  /* versions of cells owned here pushed to subscribed ranks */
     uint64_t cell_local;                   /* remote cell acquires answered from a pushed copy */
+    /* messages received, by the thread that took them: the progress thread,
+     * a thread waiting for its own answer (hive_get of a remote ref or of a
+     * remote call's future, a cell acquire, a kill, a lookup), an idle
+     * worker (polling while it spins before it sleeps) */
+    uint64_t recv_progress, recv_waiting, recv_idle;
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
 

@@ -7,6 +7,7 @@
  * answer right away (get, cell acquire, kill, lookup), drive it.
  */
 #include "mpi/world.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/rcu.h"
 
@@ -64,7 +65,7 @@ static int refuse_closing(world_t *w, const char *fn)
 
 /* How long a caller that waits for its own answer drives it before
  * leaving it to the progress thread and sleeping in the core's wait. */
-#define DRIVE_NS 2000000
+#define DRIVE_NS 10000000
 
 static pend_t *new_pend(world_t *w, int kind, hive__obj_t *obj, wire_hdr_t *hdr)
 {
@@ -137,14 +138,20 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     size_t len = 0;
     if ((rc = encode_args(args, nargs, &len)) != HIVE_OK)
         return rc;
-    char *msg = calloc(1, len);
+    /* a small call is built on the stack and goes out with MPI_Send from
+     * there (no allocation for it); zeroed: no stray bytes in the padding */
+    uint64_t small[HIVE__MPI_SMALL / 8];
+    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    bool refs = false;                   /* local ref arguments to keep until the reply */
+    for (size_t i = 0; i < nargs && !refs; i++)
+        refs = args[i].ref.id != 0;
     hive__obj_t *fut = NULL;
     wire_hdr_t hdr = { .id = actor.id, .method = method, .nargs = (uint32_t)nargs,
                        .prio = opts ? opts->priority : 0, .has_prio = opts != NULL,
                        .size = len - sizeof hdr };
     pend_t *p = NULL;
     if (msg == NULL || (rc = hive__mpi_placeholder(w, &fut)) != HIVE_OK ||
-        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (p->keep = calloc(nargs + 1, 8)) == NULL) {
+        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = calloc(nargs, 8)) == NULL)) {
         rc = msg == NULL || fut != NULL ? hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a "
                                                      "remote call of %zu bytes", len) : rc;
         goto fail;
@@ -155,9 +162,10 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     memcpy(msg, &hdr, sizeof hdr);
     result->id = fut->id;
     hive__mpi_count(&w->st_calls_sent, 1);
-    return hive__mpi_request(w, dest, msg, len, p);
+    return hive__mpi_request(w, dest, msg, len, p, msg != (char *)small);
 fail:
-    free(msg);
+    if (msg != (char *)small)
+        free(msg);
     if (p != NULL)
         hive__mpi_pend_free(w, p);
     if (fut != NULL) {
@@ -166,6 +174,24 @@ fail:
         hive__obj_release(w->h, fut);
     }
     return rc;
+}
+
+/* The core's wait hook (remote.h): a user thread about to wait for o.
+ * If o is an answer this layer fills (a placeholder: pending, with its
+ * producer marked done), the thread receives it itself, so no other thread
+ * of this rank is on the answer's path; then it waits in the core as
+ * before (the progress thread takes over). */
+static void remote_wait(void *ctx, hive__obj_t *o, uint64_t deadline)
+{
+    world_t *w = ctx;
+    /* acquire: pairs with the placeholder's publish */
+    if (atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_DONE)
+        return;                          /* a local task's result: nothing to receive */
+    uint64_t now = hive__now_ns();
+    if (now >= deadline)
+        return;
+    int64_t budget = deadline - now < DRIVE_NS ? (int64_t)(deadline - now) : DRIVE_NS;
+    hive__mpi_drive(w, o, budget);
 }
 
 /* ------------------------------------------------------------------ gets */
@@ -220,7 +246,7 @@ static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds,
     *msg = hdr;
     *out = o;
     hive__mpi_count(&w->st_fetches, 1);
-    hive__mpi_request(w, dest, msg, sizeof *msg, p);
+    hive__mpi_request(w, dest, msg, sizeof *msg, p, true);
     if (drive)
         hive__mpi_drive(w, o, DRIVE_NS);     /* the first get receives it itself */
     return HIVE_OK;
@@ -436,7 +462,7 @@ static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64
     p->cell = ans;
     *msg = hdr;
     hive_ref_t local = { o->id };
-    hive__mpi_request(w, dest, msg, sizeof *msg, p);
+    hive__mpi_request(w, dest, msg, sizeof *msg, p, true);
     hive__mpi_drive(w, o, DRIVE_NS);
     const void *data;
     rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
@@ -488,6 +514,38 @@ int hive_mpi_cell_subscribe(hive_t *h, hive_ref_t cell)
     return HIVE_OK;
 }
 
+static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void *name, size_t nlen,
+                        uint64_t *answer);
+
+/* hive_cell_publish on another rank's cell: the version's bytes go to the
+ * owner inside the request (a copy of any size: a large one is staged in
+ * the owner's receive buffer), which publishes a copy of them; the answer
+ * is the owner's status. The caller keeps its version. */
+static int remote_cell_publish(void *ctx, hive_ref_t cell, hive_ref_t version)
+{
+    world_t *w = ctx;
+    int dest = owner(w, cell.id), rc;
+    if (dest < 0)
+        return hive__fail(HIVE_ENOENT, "hive_cell_publish: cell %llu belongs to no rank of this world",
+                          (unsigned long long)cell.id);
+    if ((rc = refuse_closing(w, "hive_cell_publish")) != HIVE_OK)
+        return rc;
+    const void *data;
+    size_t size = 0;
+    if ((rc = hive_get(w->h, version, HIVE_FOREVER, &data, &size)) != HIVE_OK)
+        return hive__fail(rc, "hive_cell_publish: version %llu for cell %llu on rank %d: %s",
+                          (unsigned long long)version.id, (unsigned long long)cell.id, dest,
+                          hive_strerror(rc));
+    if (size > (size_t)INT_MAX - sizeof(wire_hdr_t))
+        return hive__fail(HIVE_EINVAL, "hive_cell_publish: a version of %zu bytes for cell %llu on "
+                          "rank %d passes the %d bytes of one message", size,
+                          (unsigned long long)cell.id, dest, INT_MAX);
+    uint64_t unused;
+    rc = ask_and_wait(w, M_PUBLISH, dest, cell.id, data, size, &unused);
+    return rc == HIVE_OK ? rc : hive__fail(rc, "hive_cell_publish: cell %llu on rank %d: %s",
+                                           (unsigned long long)cell.id, dest, hive_strerror(rc));
+}
+
 /* A cell of this engine has a new version: push it to its subscribers. */
 static void remote_published(void *ctx, hive_ref_t cell, hive__obj_t *version, uint64_t seq)
 {
@@ -508,9 +566,9 @@ static void drop_cells(world_t *w)
 
 /* Send a small request and wait for its placeholder; *answer gets the
  * reply's id field. */
-static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char *name, uint64_t *answer)
+static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void *name, size_t nlen,
+                        uint64_t *answer)
 {
-    size_t nlen = name ? strlen(name) + 1 : 0;
     wire_hdr_t hdr = { .id = id, .size = nlen };
     char *msg = malloc(sizeof hdr + nlen);
     hive__obj_t *o = NULL;
@@ -534,7 +592,7 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const char 
     if (nlen)
         memcpy(msg + sizeof hdr, name, nlen);
     hive_ref_t ref = { o->id };
-    hive__mpi_request(w, dest, msg, sizeof hdr + nlen, p);
+    hive__mpi_request(w, dest, msg, sizeof hdr + nlen, p, true);
     hive__mpi_drive(w, o, DRIVE_NS);
     const void *data;
     size_t size;
@@ -555,7 +613,7 @@ static int remote_kill(void *ctx, hive_actor_t actor)
     if ((rc = refuse_closing(w, "hive_actor_kill")) != HIVE_OK)
         return rc;
     uint64_t unused;
-    rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, &unused);
+    rc = ask_and_wait(w, M_KILL, dest, actor.id, NULL, 0, &unused);
     hive__mpi_forget_actor(w, actor.id); /* dead now, or it was already */
     return rc == HIVE_OK ? rc : hive__fail(rc, "hive_actor_kill: actor %llu on rank %d: %s",
                                            (unsigned long long)actor.id, dest, hive_strerror(rc));
@@ -634,7 +692,7 @@ static int remote_lookup(void *ctx, const char *name, hive_actor_t *out)
         return HIVE_OK;
     }
     hive__mpi_count(&w->st_lookups, 1);
-    rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, &id);
+    rc = ask_and_wait(w, M_LOOKUP, -1, 0, name, strlen(name) + 1, &id);
     if (rc != HIVE_OK)
         return hive__fail(rc, "hive_actor_lookup: no actor is named \"%s\" on any of the %d ranks",
                           name, w->size);
@@ -684,7 +742,9 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
                                    .release = remote_release, .kill = remote_kill,
                                    .lookup = remote_lookup, .cell_acquire = remote_cell_acquire,
                                    .localize = remote_localize, .retain = remote_retain,
-                                   .published = remote_published };
+                                   .published = remote_published, .cell_publish = remote_cell_publish,
+                                   .wait = remote_wait,
+                                   .idle = hive__mpi_idle };
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
@@ -714,8 +774,8 @@ int hive_mpi_detach(hive_t *h)
     pthread_mutex_unlock(&w->qlock);
     hive__mpi_wake(w);
     pthread_join(w->thread, NULL);       /* it ends after the world's barrier */
+    hive__remote_set(h, NULL);           /* waits for an idle worker or a waiter polling */
     hive__mpi_drain(w);
-    hive__remote_set(h, NULL);
     drop_cache(w);
     drop_cells(w);
     drop_names(w);
@@ -769,7 +829,9 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .gets_served = LD(st_gets_served), .cache_hits = LD(st_cache_hits),
                                .sleeps = LD(st_sleeps), .lookups = LD(st_lookups),
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
-                               .cell_local = LD(st_cell_local) };
+                               .cell_local = LD(st_cell_local),
+                               .recv_progress = LD(st_recv_progress),
+                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle) };
 #undef LD
     return HIVE_OK;
 }

@@ -23,12 +23,20 @@
 #define COLD_NS       100000000  /* idle this long: sleep up to IDLE_MAX_NS */
 #define IDLE_MAX_NS   10000000
 #define SLEEP_WAIT_NS 128000     /* answers to wait for or calls served (a long method) */
-#define SMALL_MSG     1024       /* sent with MPI_Send from the stack (eager: never waits) */
+#define SMALL_MSG     HIVE__MPI_SMALL   /* sent with MPI_Send from the stack (eager: never waits) */
+#define IDLE_HOT_NS   2000000    /* an idle worker polls this long after the rank's last request */
+#define IDLE_FREE_NS  20000      /* ... and yields the CPU between polls after this */
 
 /* True while this thread serves other ranks' requests (the progress
  * thread, or a caller driving progress): a name lookup served then answers
  * from this rank only. */
 static __thread bool serving;
+/* An idle worker's empty polls in a row, and whether the rank is hot (1:
+ * traffic less than IDLE_FREE_NS ago, 2: less than IDLE_HOT_NS ago). */
+static __thread unsigned idle_empty, idle_hot;
+/* Requests from other ranks this thread has handled (a driver that served
+ * some hands the polling back to the progress thread when it stops). */
+static __thread uint64_t served_here;
 
 bool hive__mpi_serving(void)
 {
@@ -43,6 +51,20 @@ void hive__mpi_wake(world_t *w)
     atomic_fetch_add_explicit(&w->kick, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst))
         hive__futex_wake(&w->kick, 1);
+}
+
+void hive__mpi_nudge(world_t *w)
+{
+    /* Only a deep sleep (2) is cut short: a nap ends by itself soon, and a
+     * bump per request would keep a napping progress thread from sleeping
+     * at all. No lost wake-up: the caller added its request under plock
+     * before this seq_cst load; the thread stores 2 (seq_cst) before it
+     * looks at npend under plock (idle_wait). Whichever takes plock second
+     * sees the other's write (the request, or the 2). */
+    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) == 2) {
+        atomic_fetch_add_explicit(&w->kick, 1, memory_order_seq_cst);   /* as hive__mpi_wake */
+        hive__futex_wake(&w->kick, 1);
+    }
 }
 
 int hive__mpi_reply_tag(const world_t *w, uint64_t req)
@@ -252,7 +274,7 @@ static void refuse(world_t *w, pend_t *p)
     hive__mpi_pend_free(w, p);
 }
 
-int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p)
+int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bool owned)
 {
     pthread_mutex_lock(&w->plock);
     /* acquire: pairs with step_detach's store under the same lock (the lock
@@ -264,19 +286,24 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p)
     }
     pthread_mutex_unlock(&w->plock);
     if (late) {                          /* raced with detach past the barrier */
-        free(msg);
+        if (owned)
+            free(msg);
         refuse(w, p);
         return HIVE_OK;                  /* the future says HIVE_ESHUTDOWN */
     }
-    if (dest >= 0)
+    if (dest >= 0 && owned && len > SMALL_MSG)
         send_msg(w, w->comm, msg, len, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = msg });
-    else {                               /* every other rank */
-        for (int d = 0; d < w->size; d++)
+    else {                               /* small (eager: MPI_Send returns at once), or to every other rank */
+        for (int d = dest >= 0 ? dest : 0; d < (dest >= 0 ? dest + 1 : w->size); d++)
             if (d != w->rank)
                 send_copy(w, d, HIVE__MPI_TAG_CTRL, msg, len);
-        free(msg);
+        if (owned)
+            free(msg);
     }
-    hive__mpi_wake(w);                   /* answers nobody drives are the progress thread's */
+    /* answers nobody drives are the progress thread's: it naps at most
+     * SLEEP_WAIT_NS while requests are out, so only a long sleep is cut
+     * short (a caller that waits at once drives its answer itself) */
+    hive__mpi_nudge(w);
     return HIVE_OK;
 }
 
@@ -365,8 +392,17 @@ static void serve_when_done(world_t *w, served_t *s)
     atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
     s->w = w;
     s->dep.ready = on_served_ready;
-    if (!hive__obj_add_dep(s->obj, &s->dep))
-        on_served_ready(&s->dep, false);
+    if (!hive__obj_add_dep(s->obj, &s->dep)) {
+        /* finished already (an object to send, mostly): answer and free
+         * the record here, outside the store's finish path, so that our
+         * count on the object goes with the answer and not whenever the
+         * progress thread next looks (an owner that releases it after its
+         * readers got it expects it gone) */
+        send_object(w, s->src, s->req, s->obj, 0, 0);
+        /* release: as in on_served_ready */
+        atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
+        served_free(w, s);
+    }
 }
 
 static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
@@ -413,7 +449,7 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     *h = (wire_hdr_t){ .type = M_GET, .req = p->req, .id = rid };
     hive__mpi_count(&w->st_fetches, 1);
     *out = o;
-    return hive__mpi_request(w, (int)hive__id_tag(rid) - 1, h, sizeof *h, p);
+    return hive__mpi_request(w, (int)hive__id_tag(rid) - 1, h, sizeof *h, p, true);
 }
 
 /* Parse a call's arguments; remote refs become local placeholders. */
@@ -442,6 +478,9 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
         }
         if (tag < 1 || tag > w->size)
             return HIVE_ENOENT;
+        if (s->fetched == NULL &&        /* the first remote ref: room for every argument */
+            (s->fetched = calloc(hdr->nargs, sizeof *s->fetched)) == NULL)
+            return HIVE_ENOMEM;
         hive__obj_t *o;
         int rc = fetch_arg(w, a.ref, &o);
         if (rc != HIVE_OK)
@@ -456,10 +495,10 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
 {
     size_t most = n / sizeof(wire_arg_t);
     served_t *s = calloc(1, sizeof *s);
-    hive_arg_t *args = hdr->nargs <= most ? calloc(hdr->nargs + 1, sizeof *args) : NULL;
-    if (s != NULL)
-        s->fetched = hdr->nargs <= most ? calloc(hdr->nargs + 1, sizeof *s->fetched) : NULL;
-    int rc = hdr->nargs > most ? HIVE_EINVAL : s && args && s->fetched ? HIVE_OK : HIVE_ENOMEM;
+    hive_arg_t few[8];                   /* the usual call's arguments: no allocation */
+    hive_arg_t *args = hdr->nargs > most ? NULL
+                       : hdr->nargs <= 8 ? few : calloc(hdr->nargs, sizeof *args);
+    int rc = hdr->nargs > most ? HIVE_EINVAL : s && args ? HIVE_OK : HIVE_ENOMEM;
     if (rc == HIVE_OK)
         rc = parse_args(w, hdr, buf, n, args, s);
     hive_ref_t res = { 0 };
@@ -467,7 +506,8 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     if (rc == HIVE_OK)
         rc = hive_call(w->h, (hive_actor_t){ hdr->id }, hdr->method, args, hdr->nargs,
                        hdr->has_prio ? &opts : NULL, &res);
-    free(args);
+    if (args != few)
+        free(args);
     if (rc != HIVE_OK) {
         reply_small(w, src, hdr->req, rc, 0);
         if (s != NULL)
@@ -508,6 +548,20 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
         send_object(w, src, hdr->req, o, seq, sub);
     }
     hive_release(w->h, v);
+}
+
+/* A version of a cell owned here, published by another rank: a copy of
+ * its bytes becomes the cell's new version (pushed to subscribers as any). */
+static void serve_publish(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+{
+    hive_ref_t v;
+    int rc = hdr->size > n - sizeof *hdr ? HIVE_EINVAL
+             : hive_put(w->h, buf + sizeof *hdr, hdr->size, &v);
+    if (rc == HIVE_OK) {
+        rc = hive_cell_publish(w->h, (hive_ref_t){ hdr->id }, v);
+        hive_release(w->h, v);
+    }
+    reply_small(w, src, hdr->req, rc, 0);
 }
 
 static void serve_lookup(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
@@ -603,7 +657,7 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
             hive__obj_release(w->h, o);
         } else
             take_payload(w, src, tag, p, hdr, buf, n, own);
-    } else if (p->kind == M_KILL) {
+    } else if (p->kind == M_KILL || p->kind == M_PUBLISH) {
         uint64_t zero = 0;
         seal_bytes(w, o, &zero, sizeof zero);
         hive__obj_release(w->h, o);
@@ -714,6 +768,8 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
             on_reply(w, src, tag, &hdr, buf, n, own);
         return;
     }
+    if (hdr.type != M_PUSH)
+        served_here++;                   /* a request (a push asks for nothing) */
     switch (hdr.type) {
     case M_CALL:   serve_call(w, src, &hdr, buf, n); break;
     case M_GET:    serve_get(w, src, &hdr); break;
@@ -721,13 +777,17 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
     case M_CELL:   serve_cell(w, src, &hdr); break;
     case M_PUSH:   on_push(w, &hdr, buf, n); break;
+    case M_PUBLISH: serve_publish(w, src, &hdr, buf, n); break;
     default:       break;
     }
 }
 
-/* Receive a matched message and handle it; small ones land on the stack. */
-static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own)
+/* Receive a matched message and handle it; small ones land on the stack.
+ * Counted in ctr first: before its answer can be sealed or its call
+ * answered, so whoever sees that sees the count. */
+static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _Atomic uint64_t *ctr)
 {
+    hive__mpi_count(ctr, 1);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
@@ -740,21 +800,20 @@ static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own)
         free(buf);
 }
 
-/* Receive what has arrived (the caller holds poll_lock). */
-static bool poll_incoming(world_t *w, bool own)
+/* Receive what has arrived (the caller holds poll_lock); count it in ctr. */
+static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr)
 {
-    bool did = false;
-    for (int i = 0; i < 64; i++) {
+    int n = 0;
+    for (; n < 64; n++) {
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
         MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, &m, &st);
         if (!flag)
             break;
-        take_matched(w, &m, &st, own);
-        did = true;
+        take_matched(w, &m, &st, own, ctr);
     }
-    return did;
+    return n > 0;
 }
 
 void hive__mpi_poll_once(world_t *w)
@@ -763,30 +822,109 @@ void hive__mpi_poll_once(world_t *w)
         return;                          /* another thread receives */
     bool was = serving;
     serving = true;
-    poll_incoming(w, true);
+    poll_incoming(w, true, &w->st_recv_waiting);
     serving = was;
     pthread_mutex_unlock(&w->poll_lock);
 }
 
+/* One poll by a thread other than the progress thread (poll_lock taken if
+ * free: one thread at a time receives, so messages are handled in the
+ * order they were matched); true if it handled something. */
+static bool poll_here(world_t *w, _Atomic uint64_t *ctr)
+{
+    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+        return false;                    /* another thread polls */
+    uint64_t served0 = served_here;
+    bool did = poll_incoming(w, true, ctr);
+    pthread_mutex_unlock(&w->poll_lock);
+    if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps) */
+        atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
+    return did;
+}
+
+/* Polls that find nothing spin this long (a reply is usually microseconds
+ * away) before they yield the CPU between polls (ranks may share cores). */
+#define DRIVE_SPIN_NS 50000
+
 void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
 {
-    uint64_t t0 = hive__now_ns();
+    uint64_t t0 = hive__now_ns(), now = t0;
     bool was = serving;
     serving = true;
     /* relaxed: a hint that lets the progress thread sleep meanwhile */
-    atomic_fetch_add_explicit(&w->drivers, 1, memory_order_relaxed);
-    while (hive__obj_state(obj) == HIVE__PENDING && hive__now_ns() - t0 < (uint64_t)budget_ns) {
-        bool did = false;
-        if (pthread_mutex_trylock(&w->poll_lock) == 0) {   /* else another thread polls */
-            did = poll_incoming(w, true);
-            pthread_mutex_unlock(&w->poll_lock);
-        }
-        if (!did)
-            sched_yield();               /* ranks may share cores */
+    atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
+    uint64_t served0 = served_here;
+    /* acquire: a stopped world (phase 3) is not polled any more */
+    while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
+           atomic_load_explicit(&w->phase, memory_order_acquire) != 3) {
+        /* no pause between polls while spinning: a probe takes long
+         * enough, and each pause would add to the answer's latency */
+        if (!poll_here(w, &w->st_recv_waiting) && now - t0 >= DRIVE_SPIN_NS)
+            sched_yield();
+        now = hive__now_ns();
     }
-    atomic_fetch_sub_explicit(&w->drivers, 1, memory_order_relaxed);   /* relaxed: as above */
-    hive__mpi_wake(w);                   /* the progress thread polls again */
+    /* relaxed: as above. The progress thread naps while others poll; wake
+     * it if this was the last poller and it leaves work behind: its answer
+     * (out of budget) or other ranks' requests, which may go on (a caller
+     * that only took its answers leaves it be: no wake-up per round trip) */
+    if (atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed) == 1 &&
+        (hive__obj_state(obj) == HIVE__PENDING || served_here != served0)) {
+        atomic_store_explicit(&w->handoff, 1, memory_order_relaxed);   /* relaxed: the wake
+                                                    orders it (seq_cst RMW) */
+        hive__mpi_wake(w);
+    }
     serving = was;
+}
+
+/* The core's idle hook (remote.h): an idle worker polls while it spins. */
+bool hive__mpi_idle(void *ctx, int what)
+{
+    world_t *w = ctx;
+    switch (what) {
+    case HIVE__IDLE_BEGIN:
+        idle_empty = 0;
+        /* relaxed: as in hive__mpi_drive */
+        atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
+        return false;
+    case HIVE__IDLE_POLL: {
+        /* acquire: a stopped world (phase 3) is not polled any more */
+        if (atomic_load_explicit(&w->phase, memory_order_acquire) == 3)
+            return false;
+        bool was = serving;
+        serving = true;
+        bool did = poll_here(w, &w->st_recv_idle);
+        serving = was;
+        if (did) {
+            idle_empty = 0;
+            return true;
+        }
+        /* Traffic within IDLE_HOT_NS: stay awake (yielding the CPU between
+         * polls after the first IDLE_FREE_NS), so the next request of a
+         * conversation finds this worker running instead of costing two
+         * wake-ups (the progress thread's, then this worker's), each a
+         * scheduler's round on a loaded machine. The clock is read every
+         * 16th empty poll (the verdict is kept in between): a probe is
+         * cheaper than a clock read here. relaxed: a hint */
+        if (idle_empty++ % 16 == 0) {
+            uint64_t now = hive__now_ns(), seen = atomic_load_explicit(&w->seen_ns, memory_order_relaxed);
+            idle_hot = seen > now || now - seen < IDLE_HOT_NS ? 1 + (now - seen >= IDLE_FREE_NS) : 0;
+        }
+        if (idle_hot == 2)
+            sched_yield();
+        return idle_hot != 0;
+    }
+    default:
+        /* relaxed: as in hive__mpi_drive. The last poller going to sleep
+         * hands the polling back to the progress thread at once; one that
+         * found work will poll again when it is idle (not worth a wake-up) */
+        if (atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed) == 1 &&
+            what == HIVE__IDLE_PARK) {
+            atomic_store_explicit(&w->handoff, 1, memory_order_relaxed);   /* relaxed: the wake
+                                                    below orders it (seq_cst RMW) */
+            hive__mpi_wake(w);
+        }
+        return false;
+    }
 }
 
 /* ---------------------------------------------------------- detach */
@@ -825,14 +963,24 @@ static bool step_detach(world_t *w)
 
 /* ---------------------------------------------------------- the loop */
 
-static void idle_wait(world_t *w, uint32_t kick, int64_t ns)
+/* Sleep until kicked or ns passed. deep: a local request cuts it short
+ * (hive__mpi_nudge); otherwise only hand-overs, detach and a poller that
+ * stops without its answer do. */
+static void idle_wait(world_t *w, uint32_t kick, int64_t ns, bool deep)
 {
-    /* seq_cst: see hive__mpi_wake() */
-    atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&w->kick, memory_order_seq_cst) == kick)
+    /* seq_cst: see hive__mpi_wake() and hive__mpi_nudge() */
+    atomic_store_explicit(&w->sleeping, deep ? 2 : 1, memory_order_seq_cst);
+    bool asked = false;
+    if (deep) {                          /* a request may have come without a nudge */
+        pthread_mutex_lock(&w->plock);
+        asked = w->npend > 0;
+        pthread_mutex_unlock(&w->plock);
+    }
+    if (!asked && atomic_load_explicit(&w->kick, memory_order_seq_cst) == kick) {
         hive__futex_wait(&w->kick, kick, ns);
+        hive__mpi_count(&w->st_sleeps, 1);
+    }
     atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
-    hive__mpi_count(&w->st_sleeps, 1);
 }
 
 /* Something this rank waits on or owes: answers, transfers, served calls. */
@@ -857,8 +1005,14 @@ void *hive__mpi_progress(void *arg)
         uint32_t kick = atomic_load_explicit(&w->kick, memory_order_acquire);
         bool did = take_handed(w);
         take_ready(w);
-        if (pthread_mutex_trylock(&w->poll_lock) == 0) {   /* else a waiting caller polls */
-            did |= poll_incoming(w, false);
+        /* relaxed, both: hints. Another thread polls (a caller driving its
+         * answer, an idle worker): leave the receiving to it */
+        bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) > 0;
+        if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
+            sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
+        uint64_t served0 = served_here;
+        if (!others && pthread_mutex_trylock(&w->poll_lock) == 0) {
+            did |= poll_incoming(w, false, &w->st_recv_progress);
             pthread_mutex_unlock(&w->poll_lock);
         }
         did |= test_xfers(w);
@@ -868,14 +1022,21 @@ void *hive__mpi_progress(void *arg)
         if (did) {
             last = now;
             sleep_ns = SLEEP_MIN_NS;
-        } else if (atomic_load_explicit(&w->drivers, memory_order_relaxed) > 0 && w->nreqs == 0 &&
-                   phase != 4) {
-            idle_wait(w, kick, SLEEP_WAIT_NS);   /* a waiting caller polls; relaxed: a hint */
+            if (served_here != served0)  /* relaxed: a hint for the idle worker (IDLE_HOT_NS) */
+                atomic_store_explicit(&w->seen_ns, now, memory_order_relaxed);
+        } else if (others && w->nreqs == 0 && phase != 4) {
+            /* the other poller receives; it wakes us when it stops without
+             * its answer or goes to sleep (a worker) */
+            idle_wait(w, kick, SLEEP_MAX_NS, false);
         } else if (now - last < HOT_NS || phase == 4 || w->nreqs > 0) {
             sched_yield();               /* MPI moves big payloads only while polled */
         } else {
-            idle_wait(w, kick, sleep_ns);
-            int64_t cap = in_flight(w) ? SLEEP_WAIT_NS : now - last < COLD_NS ? SLEEP_MAX_NS : IDLE_MAX_NS;
+            idle_wait(w, kick, sleep_ns, sleep_ns > SLEEP_WAIT_NS);
+            /* relaxed: a hint (the pollers' traffic keeps the rank warm) */
+            uint64_t seen = atomic_load_explicit(&w->seen_ns, memory_order_relaxed);
+            uint64_t recent = seen > last ? seen : last;
+            int64_t cap = in_flight(w) ? SLEEP_WAIT_NS
+                          : recent > now || now - recent < COLD_NS ? SLEEP_MAX_NS : IDLE_MAX_NS;
             sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
         }
     }

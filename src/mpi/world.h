@@ -15,24 +15,36 @@
  *    on TAG_CTRL of `comm`, their answers on the reply tag of `comm`, and
  *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a second
  *    duplicate that only explicit receives read.
- *  - A thread that waits for an answer (hive_get of a remote ref, a cell
- *    acquire, a lookup, a kill) drives progress itself for up to DRIVE_NS: it
- *    takes poll_lock (the progress thread then skips its probes), probes
- *    `comm`, handles whatever came (serving other ranks' requests too) and
- *    receives its payload straight into the local copy's arena payload, so
- *    no other thread is on the answer's path and no wake-up is needed.
- *  - The progress thread serves other ranks' requests (a hive_call into the
- *    actor, an object to send), answers the replies nobody waits for, and
- *    finishes handed-over transfers. It polls while anything is in flight
- *    (pending answers, transfers, served calls) and for 1 ms after the
- *    last activity, yielding the CPU between polls; with nothing in
- *    flight it sleeps on a futex with a timeout that doubles from 16 us to
- *    1 ms, and to IDLE_MAX once the rank has been idle for 100 ms. A local
- *    request wakes it at once; a request from another rank waits at most
- *    that timeout. Open MPI has no blocking wait that does not busy-poll
- *    (MPI_Recv, MPI_Wait spin; the "blocking receive on a wake-up tag"
- *    technique would burn a core per idle rank), so the timeout is the price
- *    of an idle rank using ~0 CPU (docs/scale-out.md).
+ *  - A thread that waits for an answer (hive_get of a remote ref or of a
+ *    remote call's future - the core's wait hook -, a cell acquire, a
+ *    lookup, a kill) drives progress itself for up to DRIVE_NS: it takes
+ *    poll_lock, probes `comm`, handles whatever came (serving other ranks'
+ *    requests too) and receives its payload straight into the local copy's
+ *    arena payload, so no other thread is on the answer's path and no
+ *    wake-up is needed.
+ *  - An idle worker polls too (the core's idle hook, one worker at a time:
+ *    the claim): from its first look for work, and for IDLE_HOT_NS after
+ *    the rank's last message. A call it receives becomes a job on its own
+ *    deque, so it runs the method where it took the call and sends the
+ *    reply from there: the callee's side of a round trip has no wake-up.
+ *  - The progress thread receives only while nobody else polls (pollers,
+ *    a hint; it naps meanwhile): it serves other ranks' requests (a
+ *    hive_call into the actor, which wakes a parked worker), answers the
+ *    replies nobody waits for, and finishes handed-over transfers. It
+ *    polls while transfers are in flight and for 1 ms after its own last
+ *    activity, yielding the CPU between polls; otherwise it sleeps on a
+ *    futex with a timeout that doubles from 16 us to 1 ms (128 us while
+ *    answers are awaited), and to IDLE_MAX once the rank has been idle for
+ *    100 ms. A local request cuts only a deep sleep short (no wake-up per
+ *    call); a worker that stops polling to park hands the polling back
+ *    with a wake. A request from another rank into an idle rank waits at
+ *    most that timeout. Open MPI has no blocking wait that does not
+ *    busy-poll (MPI_Recv, MPI_Wait spin; the "blocking receive on a
+ *    wake-up tag" technique would burn a core per idle rank), so the
+ *    timeout is the price of an idle rank using ~0 CPU (docs/scale-out.md).
+ *  - Whoever polls holds poll_lock from the probe until the message is
+ *    handled (a call pushed into its actor's mailbox), so messages are
+ *    handled in the order MPI matched them, whichever thread takes them.
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
  *    order they were made; the callee's progress thread receives them in
@@ -54,11 +66,13 @@
 
 #define HIVE__MPI_INLINE   (32u << 10)   /* payloads up to this travel inside the header message */
 #define HIVE__MPI_CHUNK    (1u << 30)    /* largest single data message */
+#define HIVE__MPI_SMALL    1024u         /* messages up to this go with MPI_Send (below every
+                                            transport's eager limit: it returns at once) */
 #define HIVE__MPI_BUCKETS  4096u
 #define HIVE__MPI_TAG_CTRL 1
 #define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -167,12 +181,16 @@ typedef struct world {
     served_t     *ready;     /* served records answered, to free */
     bool          detach_asked;
     _Atomic uint32_t kick;   /* futex word: bumped by every push */
-    _Atomic uint32_t sleeping;
+    _Atomic uint32_t sleeping;   /* 0 awake, 1 a short nap, 2 a long sleep (requests wake it) */
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
-    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` (progress or a driver) */
-    _Atomic int   drivers;   /* callers driving progress (the progress thread sleeps meanwhile) */
+    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` and handling what it took */
+    _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
+                                their answers, the idle worker holding the claim (the
+                                progress thread sleeps meanwhile) */
+    _Atomic uint64_t seen_ns;  /* when a thread last handled another rank's request (a hint: hot or cold) */
+    _Atomic int   handoff;   /* the last polling worker went to sleep: poll soon again */
     pthread_mutex_t plock;   /* pend, npend, phase changes */
     pend_t       *pend[HIVE__MPI_BUCKETS];
     size_t        npend;
@@ -192,7 +210,8 @@ typedef struct world {
     cell_subs_t  *subs;      /* cells owned here with subscribers */
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
-                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local;
+                     st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
+                     st_recv_progress, st_recv_waiting, st_recv_idle;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -208,12 +227,16 @@ void  hive__mpi_poll_once(world_t *w);
 /* progress.c */
 void *hive__mpi_progress(void *arg);
 void  hive__mpi_wake(world_t *w);
+void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
+bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
 int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
 /* Send a request on the caller's thread: p goes into the pending table
- * first (HIVE_ESHUTDOWN if detach passed its barrier; msg freed either way). */
-int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p);
+ * first (HIVE_ESHUTDOWN if detach passed its barrier). owned: msg was
+ * malloc'd and is freed either way; else it is the caller's (a small one
+ * goes with MPI_Send from it, a large one from a copy). */
+int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bool owned);
 /* Receive and handle this rank's messages on the calling thread (one
  * thread at a time probes: poll_lock) until obj finishes or budget_ns
  * passed; the progress thread takes over after. */

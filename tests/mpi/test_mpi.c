@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 #include "hive/mpi.h"
+#include "sched.h"
 
 static hive_t *h;
 static int rank, size;
@@ -85,6 +86,20 @@ static int m_sum(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, r, sizeof r);
 }
 
+/* all(...): the byte sum of every argument's payload, and how many there were */
+static int m_all(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    uint64_t r[2] = { 0, hive_nargs(ctx) };
+    for (size_t a = 0; a < r[1]; a++) {
+        size_t n = 0;
+        const unsigned char *p = hive_arg(ctx, a, &n);
+        for (size_t i = 0; i < n; i++)
+            r[0] += p[i];
+    }
+    return hive_return(ctx, r, sizeof r);
+}
+
 static int m_fail(void *self, hive_ctx_t *ctx)
 {
     (void)self; (void)ctx;
@@ -98,11 +113,11 @@ static int m_rank(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, &r, sizeof r);
 }
 
-enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, NMETHODS };
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, NMETHODS };
 static const hive_method_t methods[NMETHODS] = {
     [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
     [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
-    [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 },
+    [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 }, [ALL] = { "all", m_all, 0 },
 };
 static const hive_actor_class_t logger_class = {
     .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
@@ -155,6 +170,7 @@ static void test_attach_rank_size(void **state)
     assert_int_equal(hive_mpi_owner(h, alien), HIVE_ENOENT);
     const void *p;
     assert_int_equal(hive_get(h, (hive_ref_t){ alien }, 0, &p, NULL), HIVE_ENOENT);
+    assert_int_equal(hive_cell_publish(h, (hive_ref_t){ alien }, ref), HIVE_ENOENT);
     assert_int_equal(hive_mpi_attach(h, MPI_COMM_WORLD), HIVE_ESTATE);   /* twice */
     assert_int_equal(hive_shutdown(h), HIVE_ESTATE);                     /* attached */
     assert_int_equal(hive_release(h, ref), HIVE_OK);
@@ -196,6 +212,127 @@ static void test_remote_calls_once_in_order(void **state)
     hive_mpi_stats_t st;
     assert_int_equal(hive_mpi_stats(h, &st), HIVE_OK);
     assert_true(st.calls_sent >= N && st.calls_served >= N);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 calls rank 1's actor N times, waiting for each answer at once,
+ * then N more calls without waiting, with idle workers spinning long
+ * (hive__idle_spin_ns, so that rank 1's worker is idle between calls and
+ * polls): rank 0's answers are mostly received by the thread waiting for
+ * them, rank 1's calls by its idle worker, which runs them where it took
+ * them (the round trip without a hand-off between threads). Every call
+ * runs once and in order, and every message is counted once by the kind
+ * of thread that took it. */
+static void test_round_trip_paths(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, 200000000);   /* 200 ms */
+    hive_mpi_stats_t a, b;
+    assert_int_equal(hive_mpi_stats(h, &a), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);             /* every rank counts from before the first call */
+    if (rank == 0) {
+        for (int i = 0; i < N; i++) {
+            int32_t arg[2] = { 0, i + 1 };
+            hive_ref_t r;
+            int64_t v = 0;
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(get_i64(r, &v), HIVE_OK);
+            assert_int_equal(v, 2 * (i + 1));
+            assert_int_equal(hive_release(h, r), HIVE_OK);
+        }
+        static hive_ref_t res[N];
+        for (int i = 0; i < N; i++) {
+            int32_t arg[2] = { 0, N + i + 1 };
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &res[i]), HIVE_OK);
+        }
+        for (int i = 0; i < N; i++) {
+            int64_t v = 0;
+            assert_int_equal(get_i64(res[i], &v), HIVE_OK);
+            assert_int_equal(v, 2 * (N + i + 1));
+            assert_int_equal(hive_release(h, res[i]), HIVE_OK);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(hive_mpi_stats(h, &b), HIVE_OK);
+    uint64_t waiting = b.recv_waiting - a.recv_waiting, idle = b.recv_idle - a.recv_idle;
+    uint64_t progress = b.recv_progress - a.recv_progress;
+    /* Every answer (rank 0) and every call (rank 1) was taken by one of
+     * the three, and counted once. Which one is the scheduler's choice
+     * (a waiter stops driving after 10 ms, a worker polls only while
+     * idle): bench-mpi shows the split, which on an unloaded pair of
+     * cores is all waiting (rank 0) and idle (rank 1) but a few. */
+    if (rank == 0)
+        assert_int_equal(waiting + idle + progress, 2 * N);
+    if (rank == 1) {
+        assert_int_equal(waiting + idle + progress, 2 * N);
+        /* a call is counted as served once it is in its mailbox, which
+         * the thread that took it may do after the worker answered it */
+        uint64_t deadline = test_now_ns() + 30000000000ull;
+        while (b.calls_served - a.calls_served < 2 * N && test_now_ns() < deadline) {
+            test_sleep_ms(1);
+            assert_int_equal(hive_mpi_stats(h, &b), HIVE_OK);
+        }
+        assert_int_equal(b.calls_served - a.calls_served, 2 * N);
+    }
+    if (rank > 1)
+        assert_int_equal(waiting + idle + progress, 0);
+    atomic_store(&hive__idle_spin_ns, spin);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Calls with many arguments (more than the callee parses on its stack),
+ * inline bytes and refs of the caller's, of a third rank and of the callee
+ * mixed: every byte arrives. */
+static void test_many_arguments(void **state)
+{
+    (void)state;
+    enum { NA = 13 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    unsigned char bytes[NA][40];
+    hive_ref_t mine;
+    unsigned char big[3000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 7 + (size_t)rank);
+    assert_int_equal(hive_put(h, big, sizeof big, &mine), HIVE_OK);
+    uint64_t ids[64];
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int to = (rank + 1) % size, third = (rank + 2) % size;
+    hive_arg_t args[NA];
+    uint64_t want = 0;
+    for (int a = 0; a < NA; a++) {
+        size_t n = (size_t)(a * 3 % 40);
+        for (size_t i = 0; i < n; i++)
+            want += bytes[a][i] = (unsigned char)(a * 31 + (int)i);
+        args[a] = HIVE_BYTES(bytes[a], n);
+    }
+    uint64_t refsum[3] = { 0 };              /* of the caller's, the third rank's, the callee's */
+    int who[3] = { rank, third, to };
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof big; i++)
+            refsum[k] += (unsigned char)(i * 7 + (size_t)who[k]);
+    args[2] = HIVE_REF(mine);
+    args[7] = HIVE_REF(((hive_ref_t){ ids[third] }));
+    args[11] = HIVE_REF(((hive_ref_t){ ids[to] }));
+    for (int a = 2; a < NA; a += a == 2 ? 5 : 4)   /* 2, 7, 11: their inline bytes are not sent */
+        for (size_t i = 0; i < (size_t)(a * 3 % 40); i++)
+            want -= bytes[a][i];
+    want += refsum[0] + refsum[1] + refsum[2];
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, all[to], ALL, args, NA, NULL, &r), HIVE_OK);
+    const uint64_t *got;
+    size_t n;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&got, &n), HIVE_OK);
+    assert_int_equal(n, 2 * sizeof(uint64_t));
+    assert_int_equal(got[1], NA);
+    assert_int_equal(got[0], want);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);             /* every callee has fetched before the owners release */
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -603,6 +740,78 @@ static void test_cell_pushed(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Every other rank publishes into rank 0's cell (a small version, then
+ * rank 1 a large one): each publish is a new version on the owner, pushed
+ * to a subscriber and seen by a pulling acquire; the publisher keeps its
+ * own version. Errors: a version that is no blob, a cell that is gone. */
+static void test_cell_publish_across_ranks(void **state)
+{
+    (void)state;
+    enum { BIG = 70000 };
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        assert_int_equal(hive_put(h, "v0", 3, &v), HIVE_OK);
+        assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+        hive_release(h, v);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank == size - 1 && rank != 1)
+        assert_int_equal(hive_mpi_cell_subscribe(h, cell), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) {
+        int32_t mine = rank * 1000;
+        assert_int_equal(hive_put(h, &mine, sizeof mine, &v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+        const int32_t *p;
+        assert_int_equal(hive_get(h, v, 0, (const void **)&p, NULL), HIVE_OK);
+        assert_int_equal(*p, mine);            /* the publisher's version is its own still */
+        assert_int_equal(hive_release(h, v), HIVE_OK);
+        hive_actor_t a;
+        assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, NULL, &a), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, (hive_ref_t){ a.id }), HIVE_ESTATE);   /* no blob */
+        assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t seq = 0;
+    const void *p;
+    size_t n;
+    assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+    if (rank != size - 1 || rank == 1)         /* pulled: every publish is in */
+        assert_int_equal(seq, (uint64_t)(size - 1));
+    assert_int_equal(hive_get(h, v, HIVE_FOREVER, &p, &n), HIVE_OK);
+    assert_int_equal(n, sizeof(int32_t));
+    assert_true(*(const int32_t *)p % 1000 == 0 && *(const int32_t *)p >= 1000);
+    hive_release(h, v);
+    if (rank == 1) {                           /* a large one: the whole payload arrives */
+        unsigned char *d;
+        assert_int_equal(hive_create(h, BIG, (void **)&d, &v), HIVE_OK);
+        pattern(d, BIG, 5);
+        assert_int_equal(hive_seal(h, v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_OK);
+        assert_int_equal(hive_release(h, v), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        assert_int_equal(hive_cell_acquire(h, cell, &v, &seq), HIVE_OK);
+        assert_int_equal(seq, (uint64_t)size);
+        assert_int_equal(hive_get(h, v, 0, &p, &n), HIVE_OK);
+        assert_int_equal(n, BIG);
+        unsigned char *want = malloc(BIG);
+        pattern(want, BIG, 5);
+        assert_memory_equal(p, want, BIG);
+        free(want);
+        hive_release(h, v);
+        assert_int_equal(hive_release(h, cell), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {                           /* the cell is gone on its owner */
+        assert_int_equal(hive_put(h, "x", 1, &v), HIVE_OK);
+        assert_int_equal(hive_cell_publish(h, cell, v), HIVE_ENOENT);
+        hive_release(h, v);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A version published on the cell's owner reaches every rank's acquire;
  * a rank keeps its copy until the version changes. */
 static void test_cell_across_ranks(void **state)
@@ -791,6 +1000,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
+        cmocka_unit_test(test_round_trip_paths),
+        cmocka_unit_test(test_many_arguments),
         cmocka_unit_test(test_priorities_across_ranks),
         cmocka_unit_test(test_refs_through_ranks),
         cmocka_unit_test(test_remote_refs_everywhere),
@@ -800,6 +1011,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_name_lookup_cached),
         cmocka_unit_test(test_cell_across_ranks),
         cmocka_unit_test(test_cell_pushed),
+        cmocka_unit_test(test_cell_publish_across_ranks),
         cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
