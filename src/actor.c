@@ -58,7 +58,8 @@
  * record itself is retired after a grace period: `refs` counts one for the
  * living actor (dropped by that RCU callback) and one per queued token; the
  * last drop fails whatever a late caller pushed meanwhile and frees the
- * record. A dead actor's id stays recognisable without any record (see
+ * record and its handle (whose second line holds the token jobs: see the
+ * record's layout below). A dead actor's id stays recognisable without any record (see
  * actor.h): calls on it keep answering HIVE_EDEAD.
  */
 #include "actor.h"

@@ -383,6 +383,9 @@ static void test_restart_waits_for_running(void **state)
     hive_ref_t gen = call(h, a, M_GEN, 0, HIVE_PRIO_NORMAL);
     settle();
     assert_int_equal(atomic_load(&entered), 2);      /* the new call waits for the rebuild */
+    hive_stats_t s;
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 1);        /* waiting to be rebuilt */
     assert_int_equal(atomic_load(&inits), 1);
     assert_int_equal(atomic_load(&finis), 0);        /* not while calls run on the state */
     atomic_fetch_add(&released, 2);
@@ -391,11 +394,16 @@ static void test_restart_waits_for_running(void **state)
     assert_int_equal(result(h, gen), 2);             /* ran on the rebuilt state */
     assert_int_equal(atomic_load(&inits), 2);
     assert_int_equal(atomic_load(&finis), 1);
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 0);
     /* the one restart is spent: the next HIVE_RESTART kills it */
     expect_fails(h, call(h, a, M_RESTART, 0, HIVE_PRIO_NORMAL), HIVE_ETASK);
     WAIT_UNTIL(atomic_load(&finis) == 2, DEADLINE_MS);
     hive_ref_t late;
     ASSERT_FAILS_WITH(hive_call(h, a, M_QUICK, NULL, 0, NULL, &late), HIVE_EDEAD, "dead");
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 0);        /* the asked rebuild died with it */
+    assert_int_equal(s.actors_alive, 0);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
