@@ -149,9 +149,9 @@ typedef struct hive__actor_cls {
  * a 64-byte inline payload that an actor handle never has. The actor keeps
  * there what a turn's scheduling needs (atail_t): the three token jobs,
  * dead, placement and the turn's flags. The handle therefore lives as
- * long as the record: it leaves the table at retire (unpublish) and is
- * discarded with the record by the last unref, after the grace period
- * (queued tokens still point into it until then).
+ * long as the record: it leaves the table at retire (unpublish) and its
+ * own count goes with the record, at the last unref, after the grace
+ * period (queued tokens still point into it until then).
  */
 typedef struct hive__actor {
     mail_t              mail;            /* 80 bytes */
@@ -654,6 +654,16 @@ static void free_unborn(hive_t *h, hive__actor_t *a, size_t state_size)
     hive__pool_free(a, sizeof *a);
 }
 
+/* The actor is done with its handle record (unpublished already): its
+ * own count goes. That frees it, unless a task still holds the handle as
+ * a ref argument (hive_submit and hive_call take a count on any object
+ * they are given, an actor's handle too): then that task's release does,
+ * through the store's usual path. */
+static void drop_handle(hive_t *h, hive__obj_t *handle)
+{
+    hive__obj_release(h, handle);
+}
+
 /* Drop a reference; the last one frees the record and its handle. The
  * last reference always goes after retire (the living one is dropped by
  * retire_cb), so the state is gone and the held call failed already:
@@ -669,7 +679,7 @@ static void unref(hive__actor_t *a)
     struct hive *h = eng(a);
     fail_mail(a, HIVE_EDEAD);            /* calls pushed by late callers */
     free_xt(a->xt);
-    hive__obj_discard(h, a->handle);     /* no token points into it any more */
+    drop_handle(h, a->handle);           /* no token points into it any more */
     put_class(h, a->cls);
     hive__pool_free(a, sizeof *a);
 }
@@ -1473,7 +1483,8 @@ static void each_actor(hive_t *h, void (*fn)(hive__actor_t *a, void *arg), void 
 
 /* Shutdown, one actor: no worker runs and every token was dropped, so only
  * the living reference is left. Its handle goes now (unpublished: the
- * table walk has passed its slot), its class with hive__actors_close. */
+ * table walk has passed its slot; freed by the store's drain at close),
+ * its class with hive__actors_close. */
 static void shut_one(hive__actor_t *a, void *arg)
 {
     hive_t *h = arg;
@@ -1483,7 +1494,7 @@ static void shut_one(hive__actor_t *a, void *arg)
     if (a->state != NULL)
         hive__arena_free(&h->arena, a->state, a->cls->size);
     hive__obj_unpublish(h, a->handle);
-    hive__obj_discard(h, a->handle);
+    drop_handle(h, a->handle);
     hive__pool_free(a, sizeof *a);
 }
 

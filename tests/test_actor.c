@@ -1503,6 +1503,43 @@ static void test_registry_churn(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);   /* with it alive */
 }
 
+/* An actor's handle given to a task as a ref argument: the task holds a
+ * count on the handle record, which outlives the actor's death, retire
+ * and the record's free; the task still reads its argument (no payload)
+ * and releases it last (ASan: no use after free). */
+static _Atomic int handle_gate;
+
+static int hold_handle(hive_ctx_t *ctx)
+{
+    while (!atomic_load(&handle_gate))
+        sched_yield();
+    size_t n = 99;
+    hive_arg(ctx, 0, &n);                /* a handle has no payload */
+    int64_t v = n == 0 && hive_arg_ref(ctx, 0).id != 0 ? 7 : -1;
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static void test_handle_outlives_actor(void **state)
+{
+    (void)state;
+    atomic_store(&handle_gate, 0);
+    hive_t *h = engine(64 * MiB, 2, NULL);
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &bare_class, NULL, 0, NULL, &a), HIVE_OK);
+    hive_arg_t arg = HIVE_REF(((hive_ref_t){ a.id }));
+    hive_ref_t t;
+    assert_int_equal(hive_submit(h, hold_handle, &arg, 1, NULL, &t), HIVE_OK);
+    assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    hive_actor_info_t top[1];
+    WAIT_UNTIL(hive_actor_top(h, top, 1, sizeof top[0]) == 0, DEADLINE_MS);   /* retired */
+    hive__store_drain(h);                /* its grace period, its last unref */
+    atomic_store(&handle_gate, 1);
+    assert_int_equal(get_i64(h, t), 7);
+    assert_int_equal(hive_release(h, t), HIVE_OK);   /* (the task dropped the handle when it ended) */
+    expect_dead_call(h, a, 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1529,6 +1566,7 @@ int main(void)
         cmocka_unit_test(test_class_content_is_copied),
         cmocka_unit_test(test_idle_actor_footprint),
         cmocka_unit_test(test_registry_churn),
+        cmocka_unit_test(test_handle_outlives_actor),
     };
     return cmocka_run_group_tests_name("actor", tests, NULL, NULL);
 }
