@@ -1494,7 +1494,13 @@ static void shut_one(hive__actor_t *a, void *arg)
     if (a->state != NULL)
         hive__arena_free(&h->arena, a->state, a->cls->size);
     hive__obj_unpublish(h, a->handle);
-    drop_handle(h, a->handle);
+    /* relaxed: nothing else runs now. Held by nobody else (every task was
+     * failed and cleaned before), it goes at once, not through a grace
+     * period and the RCU thread: a million of them at shutdown */
+    if (atomic_load_explicit(&a->handle->refs, memory_order_relaxed) == 1)
+        hive__obj_discard(h, a->handle);
+    else
+        drop_handle(h, a->handle);
     hive__pool_free(a, sizeof *a);
 }
 
