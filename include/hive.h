@@ -349,9 +349,11 @@ int hive_worker_stats(hive_t *h, unsigned index, hive_worker_stats_t *out, size_
  * mailbox lane, one the callers bump next to the lane's head (a line every
  * call writes anyway) and one the turn bumps (a line only it writes), read
  * without a lock, so a snapshot taken while calls flow is a moment's view.
- * The walk over the live actors takes the registry lock hive_actor_new
- * takes (never a call's path). Dead actors show until their last turn
- * retired them; class_name and name are copied (truncated, NUL-terminated).
+ * The walk goes over the object table (every live actor's handle is
+ * there) inside an RCU read-side section: no lock that hive_actor_new or a
+ * call takes (the registry lock only to copy names), and its cost grows
+ * with the table's slots, not with the actors. Dead actors show until
+ * their last turn retired them; class_name and name are copied (truncated, NUL-terminated).
  */
 enum { HIVE_ACTOR_ALIVE = 0, HIVE_ACTOR_RESTARTING = 1, HIVE_ACTOR_DEAD = 2 };
 
@@ -707,8 +709,11 @@ typedef struct hive_actor_opts {         /* NULL or zero-initialised: defaults *
  * The engine keeps the class's fields (not the struct: *cls may change or
  * go once this returns; what they point to - name, methods - must stay
  * valid while the actor lives), one shared copy per distinct content. An
- * idle actor costs a 256-byte record and a handle besides its state; one
- * with no init and no arguments runs no job until its first call.
+ * idle actor costs 256 bytes besides its state (a 128-byte record and its
+ * handle record, whose second line holds the actor's turn jobs), plus
+ * out-of-line parts only for arguments, restarts or concurrency; one with
+ * no init and no arguments runs no job until its first call. Without a
+ * name, of the class created last, it takes no lock.
  */
 int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *args, size_t nargs,
                    const hive_actor_opts_t *opts, hive_actor_t *out);

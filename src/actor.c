@@ -61,7 +61,8 @@
  * record itself is retired after a grace period: `refs` counts one for the
  * living actor (dropped by that RCU callback) and one per queued token; the
  * last drop fails whatever a late caller pushed meanwhile and frees the
- * record. A dead actor's id stays recognisable without any record (see
+ * record and its handle (whose second line holds the token jobs: see the
+ * record's layout below). A dead actor's id stays recognisable without any record (see
  * actor.h): calls on it keep answering HIVE_EDEAD.
  */
 #include "actor.h"
@@ -94,11 +95,12 @@ typedef struct hive__actor_name {
 } name_t;
 
 /* A mailbox triple, one packed MPSC queue per priority lane, with its
- * depth counters (hive_actor_top): callers bump `pushes`, the turn `pops`. */
+ * depth counters (hive_actor_top): callers bump `pushes`, the turn `pops`
+ * (32 bits each: depth is their difference, modulo 2^32). */
 typedef struct mail {
     hive__mbox_t        lane[HIVE_NPRIO];
-    _Atomic uint64_t    pushes;
-    _Atomic uint64_t    pops;
+    _Atomic uint32_t    pushes;
+    _Atomic uint32_t    pops;
 } mail_t;
 
 typedef struct group {                   /* a concurrency group of a concurrent actor */
@@ -107,70 +109,125 @@ typedef struct group {                   /* a concurrency group of a concurrent 
     uint32_t            limit;           /* at most this many at once */
 } group_t;
 
-/* What only concurrent actors have (out of line: most actors run one call
- * at a time and pay a pointer for it). */
-typedef struct conc {
-    group_t            *groups;          /* ngroups groups, [0] the default one */
+/* What only some actors have, out of line (most actors have none of it
+ * and pay a pointer): constructor arguments (kept while restarts may need
+ * them), the restart budget, and a concurrent actor's groups. Made by
+ * hive_actor_new only for an actor that uses one of them. */
+typedef struct xt {
+    hive__task_t       *ctor;            /* constructor arguments, NULL for none; kept only
+                                            while restarts may need them (running turn's) */
+    unsigned            restarts;        /* running turn's */
+    unsigned            max_restarts;
+    _Atomic uint8_t     restarting;      /* a rebuild runs now (a statistic: hive_actor_top) */
+    /* concurrent actors only (ngroups > 0): see the top */
     unsigned            ngroups;
+    group_t            *groups;          /* ngroups groups, [0] the default one */
     _Atomic uint32_t    active;          /* 1 while living + 1 per dispatched call */
     _Atomic uint32_t    restart_req;     /* a call returned HIVE_RESTART; not yet rebuilt */
-    pthread_mutex_t     park_lock;       /* parked calls: a park and a kill, never a call */
-    struct park        *parked;          /* calls parked on an argument (see parking) */
+    pthread_mutex_t     park_lock;       /* parked calls: a park and a death, never a call */
+    struct park        *parked;          /* call jobs parked on an argument (see parking) */
     unsigned            method_group[];  /* the group of each method */
-} conc_t;
+} xt_t;
 
 /* An actor class as the engine keeps it: one shared copy per distinct
- * hive_actor_class_t content (registry lock), counted by its actors. */
+ * hive_actor_class_t content (registry lock), counted by its actors. The
+ * engine pointer lives here, not in each actor. */
 typedef struct hive__actor_cls {
     hive_actor_class_t       cls;
+    struct hive             *h;          /* the engine whose registry holds it */
     struct hive__actor_cls  *next;       /* actors.classes, under actors.lock */
-    uint64_t                 refs;       /* actors holding it, under actors.lock */
+    _Atomic uint64_t         refs;       /* actors holding it (see class_fast) */
+    struct rcu_head          rcu;        /* its free, a grace period after unlinking */
 } cls_t;
 
 /*
- * The record: 256 bytes (a pool block of that class) beyond the state, so
- * that a million idle actors take a quarter of a GB, not a GB. The first
- * line is what a call touches (mailboxes, sched, refs); no field has a line
- * of its own (an idle actor's lines are cold anyway; a busy one's are
- * shared by its callers and its turn whatever the layout).
+ * An actor is 128 bytes of its own (a pool block of that class) plus the
+ * second line of its handle record, beyond its state: 256 bytes in all
+ * with the handle, so that a million idle actors take a quarter of a GB.
+ *
+ * The record: the mailboxes and the scheduling word, the class, the
+ * handle, the out-of-line part (xt_t) and, while the actor lives, its
+ * state and deferred call. Once retire has run those two are dead (the
+ * state given back, nothing held: retire failed it) and their 16 bytes
+ * are the RCU head of the record's retirement; nothing reads them after
+ * retire (the final unref drains only the mailboxes, see unref).
+ *
+ * The handle record (store.h) is two lines: the header finders read, and
+ * a 64-byte inline payload that an actor handle never has. The actor keeps
+ * there what a turn's scheduling needs (atail_t): the three token jobs,
+ * dead, placement and the turn's flags. The handle therefore lives as
+ * long as the record: it leaves the table at retire (unpublish) and its
+ * own count goes with the record, at the last unref, after the grace
+ * period (queued tokens still point into it until then).
  */
 typedef struct hive__actor {
-    mail_t              mail;            /* 88 bytes */
+    mail_t              mail;            /* 80 bytes */
     _Atomic uint32_t    sched;           /* RUNNING | TOKEN(lane)... */
     _Atomic uint32_t    refs;            /* 1 while not retired + 1 per queued token
                                             (+ 1 per dispatched call, concurrent actors) */
-    struct hive        *h;
     const hive_actor_class_t *cls;       /* the engine's shared copy (cls_t) */
-    conc_t             *conc;            /* concurrent actors only; see the top */
-    int                 worker;          /* HIVE_PLACE_WORKER: turns go to this inbox; else -1 */
-    unsigned            node;
-    hive__job_t         token[HIVE_NPRIO];   /* each lane's turn job (token_job_of) */
+    hive__obj_t        *handle;          /* its second line: the atail_t */
+    xt_t               *xt;              /* NULL unless the actor needs one; see xt_t */
+    union {
+        struct {
+            void         *state;
+            hive__task_t *held;          /* a call taken from the mail that parked the
+                                            actor (see parking): the next turn runs it first */
+        };
+        struct rcu_head   rcu;           /* retired: see above */
+    };
+} hive__actor_t;
+
+/* The actor's part of its handle record's second line. */
+typedef struct atail {
+    hive__job_t         token[HIVE_NPRIO];   /* each lane's turn job (token_run) */
     _Atomic uint32_t    dead;
-    _Atomic uint8_t     restarting;      /* a rebuild runs now (a statistic: hive_actor_top) */
+    int16_t             worker;          /* HIVE_PLACE_WORKER: turns go to this inbox; else -1 */
+    uint16_t            node;
+    bool                conc;            /* concurrent: xt holds groups */
     /* owned by the running turn (one at a time) */
     bool                initialized;
     bool                finalized;
-    unsigned            restarts;
-    unsigned            max_restarts;
-    void               *state;
-    hive__task_t       *ctor;            /* constructor arguments, NULL for none; kept only
-                                            while restarts may need them */
-    hive__task_t       *held;            /* a call taken from the mail that parked the
-                                            actor (see parking): the next turn runs it first */
-    hive__obj_t        *handle;
-    struct rcu_head     rcu;
-    struct hive__actor *prev, *next;     /* actors.live, under actors.lock */
-} hive__actor_t;
+} atail_t;
+
+_Static_assert(sizeof(hive__actor_t) == 128, "an actor record is a 128-byte pool block");
+_Static_assert(sizeof(atail_t) <= sizeof(((hive__obj_t *)0)->tail.inl),
+               "the actor's part fits its handle's inline payload");
+_Static_assert(HIVE_MAX_WORKERS <= INT16_MAX, "a worker index fits atail_t.worker");
+
+static inline atail_t *tail_in(hive__obj_t *handle)
+{
+    return (atail_t *)(void *)handle->tail.inl;
+}
+
+static inline atail_t *tail_of(const hive__actor_t *a)
+{
+    return tail_in(a->handle);
+}
+
+/* The engine: through the class copy (set before any turn or caller sees
+ * the actor). */
+static inline struct hive *eng(const hive__actor_t *a)
+{
+    return ((const cls_t *)(const void *)a->cls)->h;
+}
+
+static inline hive__task_t *ctor_of(const hive__actor_t *a)
+{
+    return a->xt != NULL ? a->xt->ctor : NULL;
+}
 
 void hive__actors_init(hive__actors_t *r)
 {
     pthread_mutex_init(&r->lock, NULL);
-    r->live = NULL;
     r->names = NULL;
     r->classes = NULL;
+    atomic_init(&r->hot, NULL);
     atomic_init(&r->next, 0);
+    atomic_init(&r->deaths, 0);
     atomic_init(&r->dying, 0);
     atomic_init(&r->restarts, 0);
+    atomic_init(&r->rebuilding, 0);
     atomic_init(&r->parked, 0);
 }
 
@@ -199,10 +256,11 @@ static void kick(hive__actor_t *a, unsigned lane)
     /* relaxed: the caller holds a reference already (a queued token, the
      * living one, or an RCU read-side section that keeps the living one) */
     atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
-    if (a->worker >= 0)                  /* placed on a worker: its inbox, never stolen */
-        hive__sched_post(&a->h->sched, (unsigned)a->worker, &a->token[lane]);
+    atail_t *tl = tail_of(a);
+    if (tl->worker >= 0)                 /* placed on a worker: its inbox, never stolen */
+        hive__sched_post(&eng(a)->sched, (unsigned)tl->worker, &tl->token[lane]);
     else
-        hive__sched_spawn(&a->h->sched, &a->token[lane], lane, (int)a->node);
+        hive__sched_spawn(&eng(a)->sched, &tl->token[lane], lane, (int)tl->node);
 }
 
 /* Which lanes of a mailbox triple still hold calls the turn has not taken
@@ -262,11 +320,14 @@ static inline void count_pop(mail_t *m)
 static uint64_t lanes_depth(mail_t *m)
 {
     /* pops first: a call popped after this read was pushed before the
-     * pushes read, so depth never goes below 0 for long (clamped).
-     * relaxed, both: a statistic */
-    uint64_t out = atomic_load_explicit(&m->pops, memory_order_relaxed);
-    uint64_t in = atomic_load_explicit(&m->pushes, memory_order_relaxed);
-    return in > out ? in - out : 0;
+     * pushes read, so depth never goes below 0 for long (a pop counted
+     * before its push's bump reads as a wrapped difference: clamped to 0).
+     * relaxed, both: a statistic. 32-bit counters: the difference modulo
+     * 2^32 is exact while fewer than 2^31 calls wait. */
+    uint32_t out = atomic_load_explicit(&m->pops, memory_order_relaxed);
+    uint32_t in = atomic_load_explicit(&m->pushes, memory_order_relaxed);
+    uint32_t d = in - out;
+    return d <= INT32_MAX ? d : 0;
 }
 
 /* Consumer only: the next call of a mailbox triple, HIGH before NORMAL
@@ -288,24 +349,33 @@ static hive__task_t *next_call(hive__actor_t *a)
     return pop_of(&a->mail);
 }
 
-/* Consumer only: fail every queued call, of every group. */
+/* Consumer only: fail every call in the mailboxes, of every group (not
+ * a->held: see fail_queued). */
+static void fail_mail(hive__actor_t *a, int code)
+{
+    hive__task_t *t;
+    while ((t = next_call(a)) != NULL)
+        hive__task_fail_unrun(t, code);
+    for (unsigned g = 0; a->xt != NULL && g < a->xt->ngroups; g++)
+        while ((t = pop_of(&a->xt->groups[g].mail)) != NULL)
+            hive__task_fail_unrun(t, code);
+}
+
+/* Consumer only, on an actor not yet retired: fail every queued call, of
+ * every group, the held one first. */
 static void fail_queued(hive__actor_t *a, int code)
 {
     hive__task_t *t = a->held;
     a->held = NULL;
     if (t != NULL)
         hive__task_fail_unrun(t, code);
-    while ((t = next_call(a)) != NULL)
-        hive__task_fail_unrun(t, code);
-    for (unsigned g = 0; a->conc != NULL && g < a->conc->ngroups; g++)
-        while ((t = pop_of(&a->conc->groups[g].mail)) != NULL)
-            hive__task_fail_unrun(t, code);
+    fail_mail(a, code);
 }
 
 static bool is_dead(hive__actor_t *a)
 {
     /* acquire: pairs with kill's and die's stores */
-    return atomic_load_explicit(&a->dead, memory_order_acquire) != 0;
+    return atomic_load_explicit(&tail_of(a)->dead, memory_order_acquire) != 0;
 }
 
 /* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
@@ -315,7 +385,7 @@ static bool is_dead(hive__actor_t *a)
  * HIVE_ESHUTDOWN. The wait runs other jobs on this worker meanwhile. */
 static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
 {
-    struct hive *h = a->h;
+    struct hive *h = eng(a);
     for (size_t i = 0; t != NULL && i < t->nargs; i++) {
         hive__obj_t *o = t->args[i].obj;
         if (o == NULL)
@@ -392,7 +462,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w);
  * before it lets go of the park). */
 static void park_unlink(park_t *p)
 {
-    conc_t *c = p->a->conc;
+    xt_t *c = p->a->xt;
     pthread_mutex_lock(&c->park_lock);
     if (p->linked) {
         if (p->prev != NULL)
@@ -439,7 +509,7 @@ static void park_fire(park_t *p)
         if (stopping)
             call_job(&job->job, NULL);
         else
-            hive__sched_spawn(&h->sched, &job->job, lane, (int)a->node);
+            hive__sched_spawn(&h->sched, &job->job, lane, (int)tail_of(a)->node);
         return;
     }
     /* seq_cst RMW: the waker's half of the turn-end handshake (see above) */
@@ -492,7 +562,7 @@ static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_cal
         return NULL;
     memset(p, 0, sizeof *p);
     p->a = a;
-    p->h = a->h;
+    p->h = eng(a);
     p->deps = is_call ? 2 : 1;
     p->lane = (uint16_t)(is_call ? t->lane : hive__prio_lane(HIVE_PRIO_NORMAL));
     atomic_init(&p->left, p->deps);
@@ -506,7 +576,7 @@ static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_cal
     if (is_call)
         (void)hive__obj_retain_live(p->on_res);
     /* relaxed: shutdown's count of parks; their frees release it */
-    atomic_fetch_add_explicit(&a->h->actors.parked, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&eng(a)->actors.parked, 1, memory_order_relaxed);
     return p;
 }
 
@@ -555,7 +625,7 @@ static bool park_call_job(hive__actor_t *a, hive__task_t *t)
     if (p == NULL)
         return false;
     p->job = t;
-    conc_t *c = a->conc;
+    xt_t *c = a->xt;
     pthread_mutex_lock(&c->park_lock);
     bool dead = is_dead(a);
     if (!dead) {
@@ -567,10 +637,10 @@ static bool park_call_job(hive__actor_t *a, hive__task_t *t)
     }
     pthread_mutex_unlock(&c->park_lock);
     if (dead) {                          /* never hung: undo it, the run fails the call */
-        hive__obj_release(a->h, p->on_arg);
-        hive__obj_release(a->h, p->on_res);
+        hive__obj_release(eng(a), p->on_arg);
+        hive__obj_release(eng(a), p->on_res);
         hive__pool_free(p, sizeof *p);
-        atomic_fetch_sub_explicit(&a->h->actors.parked, 1, memory_order_release);
+        atomic_fetch_sub_explicit(&eng(a)->actors.parked, 1, memory_order_release);
         return false;
     }
     park_hang(p);
@@ -583,7 +653,7 @@ static bool park_call_job(hive__actor_t *a, hive__task_t *t)
  * takes the lock to leave the list. */
 static void fail_parked_calls(hive__actor_t *a)
 {
-    conc_t *c = a->conc;
+    xt_t *c = a->xt;
     for (;;) {
         pthread_mutex_lock(&c->park_lock);
         park_t *p = c->parked;
@@ -602,23 +672,40 @@ static void fail_parked_calls(hive__actor_t *a)
         /* acq_rel: as complete_without_running (task.c): one outcome wins */
         if (atomic_compare_exchange_strong_explicit(&res->run, &queued, HIVE__RUN_DONE,
                                                     memory_order_acq_rel, memory_order_relaxed))
-            hive__obj_fail(a->h, res, HIVE_EDEAD);
-        hive__obj_release(a->h, res);
+            hive__obj_fail(eng(a), res, HIVE_EDEAD);
+        hive__obj_release(eng(a), res);
     }
 }
 
 static void finalize(hive__actor_t *a)
 {
-    if (a->initialized && !a->finalized && a->cls->fini != NULL)
+    atail_t *tl = tail_of(a);
+    if (tl->initialized && !tl->finalized && a->cls->fini != NULL)
         a->cls->fini(a->state);
-    a->finalized = true;
+    tl->finalized = true;
+}
+
+/* The dead flag went 0 -> 1 (die, kill): relaxed, both counts are
+ * statistics and hints. */
+static void count_death(struct hive *h)
+{
+    atomic_fetch_add_explicit(&h->actors.deaths, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->actors.dying, 1, memory_order_relaxed);
+}
+
+/* hive_stats' actors_restarting, kept as a count (no walk over every
+ * actor): +1 when an actor starts being rebuilt or a concurrent one's
+ * restart is asked, -1 when that ends. relaxed: a statistic. */
+static void note_rebuild(struct hive *h, int64_t d)
+{
+    atomic_fetch_add_explicit(&h->actors.rebuilding, d, memory_order_relaxed);
 }
 
 static void die(hive__actor_t *a)
 {
     /* release: callers that see dead also see why (nothing else to publish) */
-    if (atomic_exchange_explicit(&a->dead, 1, memory_order_acq_rel) == 0)
-        atomic_fetch_add_explicit(&a->h->actors.dying, 1, memory_order_relaxed);
+    if (atomic_exchange_explicit(&tail_of(a)->dead, 1, memory_order_acq_rel) == 0)
+        count_death(eng(a));
     finalize(a);
 }
 
@@ -626,30 +713,32 @@ static void die(hive__actor_t *a)
  * may never restart gives them back once its constructor ran. */
 static void drop_ctor_unless_restartable(hive__actor_t *a)
 {
-    if (a->ctor != NULL && a->restarts >= a->max_restarts) {
-        hive__task_cleanup(a->ctor);
-        a->ctor = NULL;
+    xt_t *x = a->xt;
+    if (x != NULL && x->ctor != NULL && x->restarts >= x->max_restarts) {
+        hive__task_cleanup(x->ctor);
+        x->ctor = NULL;
     }
 }
 
 static void construct(hive__actor_t *a, hive__worker_t *w)
 {
-    struct hive *h = a->h;
-    a->initialized = true;
-    a->finalized = false;
-    if (args_ready(a, a->ctor, "hive_actor_new") != HIVE_OK) {
-        a->finalized = true;             /* nothing was built: no fini */
+    struct hive *h = eng(a);
+    atail_t *tl = tail_of(a);
+    tl->initialized = true;
+    tl->finalized = false;
+    if (args_ready(a, ctor_of(a), "hive_actor_new") != HIVE_OK) {
+        tl->finalized = true;            /* nothing was built: no fini */
         die(a);
         return;
     }
     int rc = 0;
     if (a->cls->init != NULL) {
-        struct hive_ctx ctx = { .h = h, .w = w, .task = a->ctor, .result = NULL, .depth = w->depth,
-                                .seq = ++w->task_seq };
+        struct hive_ctx ctx = { .h = h, .w = w, .task = ctor_of(a), .result = NULL,
+                                .depth = w->depth, .seq = ++w->task_seq };
         rc = a->cls->init(a->state, &ctx);
     }
     if (rc != 0) {
-        a->finalized = true;             /* a failed constructor gets no fini */
+        tl->finalized = true;            /* a failed constructor gets no fini */
         die(a);
     }
     drop_ctor_unless_restartable(a);
@@ -660,26 +749,29 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
     /* a kill that landed while the method ran wins over the restart */
     if (is_dead(a))
         return;
-    if (a->restarts >= a->max_restarts) {
+    xt_t *x = a->xt;                     /* max_restarts > 0: hive_actor_new made one */
+    if (x == NULL || x->restarts >= x->max_restarts) {
         die(a);
         return;
     }
-    a->restarts++;
+    x->restarts++;
     /* relaxed, all three: statistics (hive_stats, hive_actor_top) */
-    atomic_fetch_add_explicit(&a->h->actors.restarts, 1, memory_order_relaxed);
-    atomic_store_explicit(&a->restarting, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&eng(a)->actors.restarts, 1, memory_order_relaxed);
+    atomic_store_explicit(&x->restarting, 1, memory_order_relaxed);
+    note_rebuild(eng(a), 1);
     finalize(a);
     if (a->cls->size)
         memset(a->state, 0, a->cls->size);
     construct(a, w);
-    atomic_store_explicit(&a->restarting, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->restarting, 0, memory_order_relaxed);
+    note_rebuild(eng(a), -1);
 }
 
 /* Run one call (its record is gone afterwards); what the method returned,
  * 0 if it did not run. */
 static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 {
-    struct hive *h = a->h;
+    struct hive *h = eng(a);
     int rc = args_ready(a, t, "hive_call");
     if (rc != HIVE_OK) {
         hive__task_fail_unrun(t, rc);    /* a cancelled one has failed already */
@@ -704,16 +796,48 @@ static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 
 /* ------------------------------------------------------------ retiring */
 
-/* a pool block of the 256-byte class (pool.h): the per-actor budget */
-_Static_assert(sizeof(hive__actor_t) <= 256, "an actor record fits a 256-byte pool block");
-
 /* ------------------------------------------------------------ classes */
+
+/* The engine's copies of classes. The list and revivals are under the
+ * registry lock; the most recently used copy is also `hot`, which
+ * hive_actor_new reads without the lock (inside an RCU read-side section)
+ * and takes a count on only while the count is above zero. A copy whose
+ * count drops to zero is unlinked under the lock (unless it was revived
+ * meanwhile) and freed after a grace period, so a reader that loaded `hot`
+ * just before still reads a live copy. */
+
+/* Take a count on c unless its count is zero (on its way out). relaxed:
+ * the content was published with `hot` (release/acquire), and drops are
+ * acq_rel. */
+static bool class_retain(cls_t *c)
+{
+    uint64_t n = atomic_load_explicit(&c->refs, memory_order_relaxed);
+    while (n != 0)
+        if (atomic_compare_exchange_weak_explicit(&c->refs, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* Without the lock: the hot copy if it is *cls's, with a count; else NULL. */
+static cls_t *class_fast(hive_t *h, const hive_actor_class_t *cls)
+{
+    hive__rcu_lock();
+    /* acquire: pairs with get_class's release, so the copy's content is
+     * visible */
+    cls_t *c = atomic_load_explicit(&h->actors.hot, memory_order_acquire);
+    if (c != NULL && (memcmp(&c->cls, cls, sizeof *cls) != 0 || !class_retain(c)))
+        c = NULL;
+    hive__rcu_unlock();
+    return c;
+}
 
 /* The engine's copy of *cls, shared by every actor of the same class
  * content (registry lock held): found (most recently used first) or
- * made. NULL without memory. */
-static cls_t *get_class(hive__actors_t *r, const hive_actor_class_t *cls)
+ * made, with a count for the caller. NULL without memory. */
+static cls_t *get_class(hive_t *h, const hive_actor_class_t *cls)
 {
+    hive__actors_t *r = &h->actors;
     cls_t **at = &r->classes;
     while (*at != NULL && memcmp(&(*at)->cls, cls, sizeof *cls) != 0)
         at = &(*at)->next;
@@ -722,82 +846,111 @@ static cls_t *get_class(hive__actors_t *r, const hive_actor_class_t *cls)
         *at = c->next;                   /* unlinked: goes to the front below */
     else if ((c = hive__malloc(sizeof *c)) != NULL) {
         c->cls = *cls;
-        c->refs = 0;
+        c->h = h;
+        atomic_init(&c->refs, 0);
     } else
         return NULL;
     c->next = r->classes;
     r->classes = c;
-    c->refs++;
+    /* relaxed: under the lock, which a zero-count copy's unlinking takes
+     * too (this may revive one: put_class looks again under the lock) */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    /* release: the copy's content before the pointer (class_fast) */
+    atomic_store_explicit(&r->hot, c, memory_order_release);
     return c;
 }
 
-/* An actor is done with its class (takes the registry lock). */
+static void class_free_cb(struct rcu_head *head)
+{
+    hive__rcu_callback_begin();
+    free(caa_container_of(head, cls_t, rcu));
+}
+
+/* An actor is done with its class: the last count unlinks the copy (under
+ * the registry lock) and frees it after a grace period. */
 static void put_class(hive_t *h, const hive_actor_class_t *cls)
 {
     cls_t *c = HIVE_CONTAINER_OF(cls, cls_t, cls);
+    /* acq_rel: every holder's reads of the copy come before its free */
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
     hive__actors_t *r = &h->actors;
     pthread_mutex_lock(&r->lock);
-    if (--c->refs == 0) {
-        cls_t **at = &r->classes;
-        while (*at != c)
-            at = &(*at)->next;
+    /* c is looked for by address, not read, until found: another dropper
+     * may have revived, dropped and freed it meanwhile */
+    cls_t **at = &r->classes;
+    while (*at != NULL && *at != c)
+        at = &(*at)->next;
+    if (*at == c && atomic_load_explicit(&c->refs, memory_order_relaxed) == 0) {
         *at = c->next;
-        free(c);
+        if (atomic_load_explicit(&r->hot, memory_order_relaxed) == c)
+            atomic_store_explicit(&r->hot, NULL, memory_order_relaxed);
+        hive__call_rcu(&c->rcu, class_free_cb);
     }
     pthread_mutex_unlock(&r->lock);
 }
 
 /* ------------------------------------------------------------ records */
 
-/* What a record holds besides itself and its class. */
-static void free_parts(hive__actor_t *a, size_t state_size)
+/* The out-of-line part and what hangs on it. */
+static void free_xt(xt_t *x)
 {
-    if (a->conc != NULL) {
-        pthread_mutex_destroy(&a->conc->park_lock);
-        free(a->conc->groups);
-        free(a->conc);
-    }
+    if (x == NULL)
+        return;
+    if (x->ctor != NULL)
+        hive__task_cleanup(x->ctor);
+    pthread_mutex_destroy(&x->park_lock);
+    free(x->groups);
+    free(x);
+}
+
+/* A record that never got its class nor was published (hive_actor_new
+ * failed); its handle, if any, is the caller's to discard. */
+static void free_unborn(hive_t *h, hive__actor_t *a, size_t state_size)
+{
+    free_xt(a->xt);
     if (a->state != NULL)
-        hive__arena_free(&a->h->arena, a->state, state_size);
-    if (a->ctor != NULL)
-        hive__task_cleanup(a->ctor);
-}
-
-/* A record that never got its class (hive_actor_new failed). */
-static void free_unborn(hive__actor_t *a, size_t state_size)
-{
-    free_parts(a, state_size);
+        hive__arena_free(&h->arena, a->state, state_size);
     hive__pool_free(a, sizeof *a);
 }
 
-static void free_record(hive__actor_t *a)
+/* The actor is done with its handle record (unpublished already): its
+ * own count goes. That frees it, unless a task still holds the handle as
+ * a ref argument (hive_submit and hive_call take a count on any object
+ * they are given, an actor's handle too): then that task's release does,
+ * through the store's usual path. */
+static void drop_handle(hive_t *h, hive__obj_t *handle)
 {
-    free_parts(a, a->cls->size);
-    put_class(a->h, a->cls);
-    hive__pool_free(a, sizeof *a);
+    hive__obj_release(h, handle);
 }
 
-/* Drop a reference; the last one frees the record. Whoever drops it last
- * is alone with the actor: no turn runs (RUNNING stays set after death),
- * no token is queued, and no caller can still reach it (a grace period has
- * passed since its handle left the table). acq_rel: every earlier holder's
- * writes happen-before the free. */
+/* Drop a reference; the last one frees the record and its handle. The
+ * last reference always goes after retire (the living one is dropped by
+ * retire_cb), so the state is gone and the held call failed already:
+ * their bytes are the RCU head now, and only the mailboxes are drained.
+ * Whoever drops it last is alone with the actor: no turn runs (RUNNING
+ * stays set after death), no token is queued, and no caller can still
+ * reach it (a grace period has passed since its handle left the table).
+ * acq_rel: every earlier holder's writes happen-before the free. */
 static void unref(hive__actor_t *a)
 {
     if (atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
         return;
-    fail_queued(a, HIVE_EDEAD);          /* calls pushed by late callers */
-    free_record(a);
+    struct hive *h = eng(a);
+    fail_mail(a, HIVE_EDEAD);            /* calls pushed by late callers */
+    free_xt(a->xt);
+    drop_handle(h, a->handle);           /* no token points into it any more */
+    put_class(h, a->cls);
+    hive__pool_free(a, sizeof *a);
 }
 
-/* After a grace period since the handle left the table: the handle record
- * goes, and so does the living reference. */
+/* After a grace period since the handle left the table: the living
+ * reference goes (and with the last one, the record and its handle). */
 static void retire_cb(struct rcu_head *head)
 {
     hive__rcu_callback_begin();
     hive__actor_t *a = caa_container_of(head, hive__actor_t, rcu);
-    struct hive *h = a->h;
-    hive__obj_discard(h, a->handle);
+    struct hive *h = eng(a);
     unref(a);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, 1, memory_order_release);
@@ -808,29 +961,25 @@ static void retire_cb(struct rcu_head *head)
  * leaves the table. */
 static void retire(hive__actor_t *a)
 {
-    struct hive *h = a->h;
+    struct hive *h = eng(a);
     fail_queued(a, HIVE_EDEAD);
     finalize(a);
-    if (a->state != NULL) {
+    if (a->state != NULL)
         hive__arena_free(&h->arena, a->state, a->cls->size);
-        a->state = NULL;
+    if (a->xt != NULL && a->xt->ctor != NULL) {
+        hive__task_cleanup(a->xt->ctor);
+        a->xt->ctor = NULL;
     }
-    if (a->ctor != NULL) {
-        hive__task_cleanup(a->ctor);
-        a->ctor = NULL;
-    }
+    /* a concurrent actor that died with a rebuild asked: no rebuild comes.
+     * relaxed: no call runs any more (retire comes after the last) */
+    if (a->xt != NULL && a->xt->ngroups > 0 &&
+        atomic_exchange_explicit(&a->xt->restart_req, 0, memory_order_relaxed) != 0)
+        note_rebuild(h, -1);
     /* relaxed: a hint for hive_actor_new's wait on a full store */
     atomic_fetch_sub_explicit(&h->actors.dying, 1, memory_order_relaxed);
-    pthread_mutex_lock(&h->actors.lock);
-    if (a->prev)
-        a->prev->next = a->next;
-    else
-        h->actors.live = a->next;
-    if (a->next)
-        a->next->prev = a->prev;
-    pthread_mutex_unlock(&h->actors.lock);
     hive__obj_unpublish(h, a->handle);
     atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+    /* state and held are dead from here on: their bytes become the head */
     hive__call_rcu(&a->rcu, retire_cb);
 }
 
@@ -844,8 +993,8 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
      * meanwhile leaves WOKE, read at the end */
     bool parked = (atomic_load_explicit(&a->sched, memory_order_relaxed) & PARKED) != 0 &&
                   !is_dead(a);           /* dead: fail what it holds (the park never reads it) */
-    if (!parked && !a->initialized && !is_dead(a)) {
-        parked = park_on_args(a, a->ctor, false);
+    if (!parked && !tail_of(a)->initialized && !is_dead(a)) {
+        parked = park_on_args(a, ctor_of(a), false);
         if (!parked)
             construct(a, w);
     }
@@ -886,7 +1035,7 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
         lane = mail_pending(a, unfinished);
     else                                 /* mail waits for the wake, which kicks */
         lane = (was & WOKE) ? held_lane : -1;
-    if (lane < 0 && atomic_load_explicit(&a->dead, memory_order_seq_cst))
+    if (lane < 0 && atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
         lane = 0;                        /* killed meanwhile: a turn must retire it */
     if (lane >= 0)
         kick(a, (unsigned)lane);
@@ -901,7 +1050,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w);
  * decrements), ordered against the store in call_done. */
 static bool restart_wanted(hive__actor_t *a)
 {
-    return atomic_load_explicit(&a->conc->restart_req, memory_order_seq_cst) != 0;
+    return atomic_load_explicit(&a->xt->restart_req, memory_order_seq_cst) != 0;
 }
 
 /* Dispatcher only: spawn queued calls as jobs, HIGH before NORMAL before
@@ -910,8 +1059,8 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
 {
     int budget = ACTOR_BATCH;
     for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        for (unsigned g = 0; g < a->conc->ngroups; g++) {
-            group_t *gr = &a->conc->groups[g];
+        for (unsigned g = 0; g < a->xt->ngroups; g++) {
+            group_t *gr = &a->xt->groups[g];
             /* acquire: a slot freed by a call that asked for a restart
              * comes with its restart_req (stored before the decrement), so
              * restart_wanted, read after it, stops the dispatch. Only the
@@ -930,10 +1079,10 @@ static void dispatch(hive__actor_t *a, hive__worker_t *w)
                 /* relaxed, all three: RMWs (no increment is lost), and the
                  * spawn below publishes the record to the call's job */
                 atomic_fetch_add_explicit(&gr->inflight, 1, memory_order_relaxed);
-                atomic_fetch_add_explicit(&a->conc->active, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&a->xt->active, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
                 t->job.fn = call_job;
-                hive__sched_spawn(&a->h->sched, &t->job, l, (int)a->node);
+                hive__sched_spawn(&eng(a)->sched, &t->job, l, (int)tail_of(a)->node);
                 budget--;
             }
         }
@@ -947,7 +1096,7 @@ static void give_up(hive__actor_t *a)
 {
     fail_queued(a, HIVE_EDEAD);
     fail_parked_calls(a);
-    if (atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&a->xt->active, 1, memory_order_acq_rel) == 1)
         retire(a);
 }
 
@@ -956,13 +1105,13 @@ static void give_up(hive__actor_t *a)
  * slot (a full group's next finishing call kicks). */
 static int dispatch_pending(hive__actor_t *a, const unsigned char *unfinished)
 {
-    if (atomic_load_explicit(&a->dead, memory_order_seq_cst))
+    if (atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
         return 0;                        /* killed meanwhile: retire it */
     if (restart_wanted(a))               /* seq_cst: see restart_wanted */
-        return atomic_load_explicit(&a->conc->active, memory_order_seq_cst) == 1 ? 0 : -1;
+        return atomic_load_explicit(&a->xt->active, memory_order_seq_cst) == 1 ? 0 : -1;
     int best = -1;
-    for (unsigned g = 0; g < a->conc->ngroups; g++) {
-        group_t *gr = &a->conc->groups[g];
+    for (unsigned g = 0; g < a->xt->ngroups; g++) {
+        group_t *gr = &a->xt->groups[g];
         /* seq_cst: the dispatcher's half of the slot handshake (top) */
         if (atomic_load_explicit(&gr->inflight, memory_order_seq_cst) >= gr->limit)
             continue;
@@ -979,23 +1128,24 @@ static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
     /* a constructor with pending arguments parks the actor, as a
      * sequential one's does (see "parking"; relaxed: as in turn) */
     bool parked = (atomic_load_explicit(&a->sched, memory_order_relaxed) & PARKED) != 0;
-    if (!parked && !a->initialized && !is_dead(a)) {
-        parked = park_on_args(a, a->ctor, false);
+    if (!parked && !tail_of(a)->initialized && !is_dead(a)) {
+        parked = park_on_args(a, ctor_of(a), false);
         if (!parked)
             construct(a, w);             /* nothing is dispatched before it */
     }
     if (parked && !is_dead(a)) {
         /* seq_cst RMW and read: the parked end of a turn (see turn) */
         uint32_t was = atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
-        if ((was & WOKE) || atomic_load_explicit(&a->dead, memory_order_seq_cst))
+        if ((was & WOKE) || atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
             kick(a, hive__prio_lane(HIVE_PRIO_NORMAL));
         return;
     }
     /* seq_cst: with call_done's decrements; active == 1 means no call runs */
-    if (restart_wanted(a) && atomic_load_explicit(&a->conc->active, memory_order_seq_cst) == 1) {
+    if (restart_wanted(a) && atomic_load_explicit(&a->xt->active, memory_order_seq_cst) == 1) {
         /* relaxed: only the dispatcher clears it, calls set it (seq_cst)
          * only while they run, and none does now */
-        atomic_store_explicit(&a->conc->restart_req, 0, memory_order_relaxed);
+        atomic_store_explicit(&a->xt->restart_req, 0, memory_order_relaxed);
+        note_rebuild(eng(a), -1);        /* restart counts it again while it runs */
         restart(a, w);
     }
     if (is_dead(a)) {
@@ -1005,8 +1155,8 @@ static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
     if (!restart_wanted(a))
         dispatch(a, w);
     unsigned char unfinished[HIVE_MAX_GROUPS + 1];
-    for (unsigned g = 0; g < a->conc->ngroups; g++)
-        unfinished[g] = (unsigned char)unfinished_of(&a->conc->groups[g].mail);
+    for (unsigned g = 0; g < a->xt->ngroups; g++)
+        unfinished[g] = (unsigned char)unfinished_of(&a->xt->groups[g].mail);
     /* seq_cst RMW, then seq_cst reads: the dispatcher's half of both
      * handshakes (see top) */
     atomic_fetch_and_explicit(&a->sched, ~RUNNING, memory_order_seq_cst);
@@ -1023,10 +1173,12 @@ static void dispatch_turn(hive__actor_t *a, hive__worker_t *w)
 static void call_done(hive__actor_t *a, group_t *gr, unsigned lane, bool restart_asked,
                       hive__worker_t *w)
 {
-    if (restart_asked)
-        atomic_store_explicit(&a->conc->restart_req, 1, memory_order_seq_cst);
+    /* an exchange (seq_cst, as the store it stands for) so that only the
+     * first asker counts the rebuild */
+    if (restart_asked && atomic_exchange_explicit(&a->xt->restart_req, 1, memory_order_seq_cst) == 0)
+        note_rebuild(eng(a), 1);
     uint32_t before = atomic_fetch_sub_explicit(&gr->inflight, 1, memory_order_seq_cst);
-    uint32_t left = atomic_fetch_sub_explicit(&a->conc->active, 1, memory_order_seq_cst) - 1;
+    uint32_t left = atomic_fetch_sub_explicit(&a->xt->active, 1, memory_order_seq_cst) - 1;
     if (w != NULL) {
         if (left == 0)
             retire(a);                   /* dead, given up, and we were the last call out */
@@ -1040,7 +1192,7 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
 {
     hive__task_t *t = HIVE_CONTAINER_OF(job, hive__task_t, job);
     hive__actor_t *a = t->actor;
-    group_t *gr = &a->conc->groups[a->conc->method_group[t->method]];
+    group_t *gr = &a->xt->groups[a->xt->method_group[t->method]];
     unsigned lane = t->lane;             /* the record is gone after the call */
     int rc = 0;
     if (w == NULL) {
@@ -1055,10 +1207,13 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
     call_done(a, gr, lane, rc == HIVE_RESTART, w);
 }
 
-/* A turn job of lane `lane` (job is &a->token[lane]). */
+/* A turn job of lane `lane` (job is &tail_of(a)->token[lane]: the
+ * actor's handle record holds it, and the handle points to the actor). */
 static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
 {
-    hive__actor_t *a = (hive__actor_t *)((char *)(job - lane) - offsetof(hive__actor_t, token));
+    atail_t *tl = (atail_t *)(void *)((char *)(job - lane) - offsetof(atail_t, token));
+    hive__obj_t *handle = (hive__obj_t *)(void *)((char *)tl - offsetof(hive__obj_t, tail.inl));
+    hive__actor_t *a = handle->u.actor.actor;
     /* Clear this token's bit and take RUNNING unless a turn holds it.
      * acq_rel: acquire the previous turn's writes to the actor; release
      * our bit's clearing to kickers. */
@@ -1071,10 +1226,15 @@ static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
                                                     memory_order_relaxed));
     if (w == NULL) {
         /* dropped at shutdown: no worker runs any more, we are the only
-         * consumer */
-        fail_queued(a, HIVE_ESHUTDOWN);
+         * consumer. RUNNING set now means retired or given up for good
+         * (nothing holds it at shutdown otherwise): held is empty, and
+         * after retire its bytes are the RCU head, so only the mail */
+        if (s & RUNNING)
+            fail_mail(a, HIVE_ESHUTDOWN);
+        else
+            fail_queued(a, HIVE_ESHUTDOWN);
     } else if (!(s & RUNNING)) {
-        if (a->conc == NULL)
+        if (!tl->conc)
             turn(a, w);
         else
             dispatch_turn(a, w);
@@ -1115,13 +1275,15 @@ static int find_actor(hive_t *h, hive_actor_t actor, const char *fn, hive__actor
         o = hive__obj_lookup(h, actor.id);
     if (o != NULL && o->kind == HIVE__ACTOR) {
         hive__actor_t *a = o->u.actor.actor;
-        if (!is_dead(a)) {
+        /* acquire: as is_dead (read through the handle found: one line
+         * fewer to wait for than through the record) */
+        if (atomic_load_explicit(&tail_in(o)->dead, memory_order_acquire) == 0) {
             *out = a;
             return HIVE_OK;
         }
         return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
                           "failed, or out of its %u restarts)", fn, (unsigned long long)actor.id,
-                          a->max_restarts);
+                          a->xt != NULL ? a->xt->max_restarts : 0);
     }
     if (o == NULL && ours(h, actor.id))
         return hive__fail(HIVE_EDEAD, "%s: actor %llu is dead already (killed, constructor "
@@ -1232,23 +1394,31 @@ static int check_groups(const hive_actor_class_t *cls, unsigned max_concurrency)
     return HIVE_OK;
 }
 
-/* A concurrent actor's groups and method table (none for a default one). */
-static int setup_groups(hive__actor_t *a, const hive_actor_class_t *cls, unsigned max_concurrency)
+/* The out-of-line part, for an actor that needs one: constructor
+ * arguments, restarts, or concurrency (then with its groups and method
+ * table). None for a plain actor. */
+static int setup_xt(hive__actor_t *a, const hive_actor_class_t *cls, unsigned max_concurrency,
+                    unsigned max_restarts, size_t nargs)
 {
-    if (cls->ngroups == 0 && max_concurrency <= 1)
-        return HIVE_OK;                  /* one at a time: the plain path */
-    size_t nm = cls->nmethods ? cls->nmethods : 1, bytes;
+    bool conc = cls->ngroups > 0 || max_concurrency > 1;
+    if (!conc && max_restarts == 0 && nargs == 0)
+        return HIVE_OK;                  /* the plain actor: 128 bytes and its handle */
+    size_t nm = conc ? (cls->nmethods ? cls->nmethods : 1) : 0, bytes;
     if (__builtin_mul_overflow(nm, sizeof(unsigned), &bytes) ||
-        __builtin_add_overflow(bytes, sizeof(conc_t), &bytes))
+        __builtin_add_overflow(bytes, sizeof(xt_t), &bytes))
         return hive__fail(HIVE_EINVAL, "hive_actor_new: a table of %zu methods of class %s "
                           "overflows a size", cls->nmethods, class_name(cls));
-    conc_t *c = hive__malloc(bytes);
+    xt_t *c = hive__malloc(bytes);
     if (c == NULL)
-        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate a table of %zu methods",
-                          cls->nmethods);
+        return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate %zu bytes for the "
+                          "actor's constructor, restarts and concurrency", bytes);
     memset(c, 0, bytes);                 /* every method in the default group */
     pthread_mutex_init(&c->park_lock, NULL);
-    a->conc = c;
+    c->max_restarts = max_restarts;
+    atomic_init(&c->restarting, 0);
+    a->xt = c;
+    if (!conc)
+        return HIVE_OK;
     unsigned n = (unsigned)cls->ngroups + 1;
     if (hive__posix_memalign((void **)&c->groups, HIVE_PAD, n * sizeof(group_t)) != 0) {
         c->groups = NULL;
@@ -1312,9 +1482,9 @@ static void *alloc_state(hive_t *h, size_t size, unsigned node, int *err)
     return p;
 }
 
-/* A fresh record for class cls (not yet the engine's copy: a->cls is set
+/* A fresh record (not yet the engine's copy of its class: a->cls is set
  * under the registry lock), or NULL. */
-static hive__actor_t *new_record(hive_t *h, unsigned max_restarts, unsigned node, int worker)
+static hive__actor_t *new_record(void)
 {
     hive__actor_t *a;
     /* from the block pool, not malloc: glibc's aligned allocations leave
@@ -1323,19 +1493,11 @@ static hive__actor_t *new_record(hive_t *h, unsigned max_restarts, unsigned node
     if ((a = hive__pool_alloc(sizeof *a)) == NULL)
         return NULL;
     memset(a, 0, sizeof *a);
-    a->h = h;
-    a->max_restarts = max_restarts;
-    a->node = node;
-    a->worker = worker;
-    for (unsigned l = 0; l < HIVE_NPRIO; l++) {
-        a->token[l].fn = token_fn[l];
+    for (unsigned l = 0; l < HIVE_NPRIO; l++)
         hive__mbox_init(&a->mail.lane[l]);
-    }
     atomic_init(&a->mail.pushes, 0);
     atomic_init(&a->mail.pops, 0);
     atomic_init(&a->sched, 0);
-    atomic_init(&a->dead, 0);
-    atomic_init(&a->restarting, 0);
     atomic_init(&a->refs, 1);
     return a;
 }
@@ -1355,23 +1517,35 @@ static int copy_actor_name(const hive_actor_opts_t *opts, name_t **out)
     return HIVE_OK;
 }
 
-/* The record's parts made outside the registry lock: concurrency groups,
- * constructor arguments (none kept for none), state, handle. */
+/* The record's parts made outside the registry lock: the out-of-line
+ * part, constructor arguments (none kept for none), state, and the handle
+ * with the actor's part of it (atail_t). */
 static int build_parts(hive_t *h, hive__actor_t *a, const hive_actor_class_t *cls,
-                       const hive_arg_t *args, size_t nargs, unsigned max_concurrency)
+                       const hive_arg_t *args, size_t nargs, const hive_actor_opts_t *opts,
+                       unsigned node, int worker)
 {
-    int rc = setup_groups(a, cls, max_concurrency);
+    unsigned max_concurrency = opts ? opts->max_concurrency : 0;
+    int rc = setup_xt(a, cls, max_concurrency, opts ? opts->max_restarts : 0, nargs);
     if (rc == HIVE_OK && nargs > 0)
-        rc = hive__task_new(h, args, nargs, false, "hive_actor_new", &a->ctor);
+        rc = hive__task_new(h, args, nargs, false, "hive_actor_new", &a->xt->ctor);
     if (rc == HIVE_OK && cls->size != 0) {
-        a->state = alloc_state(h, cls->size, a->node, &rc);
+        a->state = alloc_state(h, cls->size, node, &rc);
         if (a->state != NULL)
             memset(a->state, 0, cls->size);
     }
     if (rc == HIVE_OK && (rc = hive__obj_new(h, HIVE__ACTOR, 0, false, &a->handle)) == HIVE_OK) {
-        a->handle->u.actor.actor = a;
-        atomic_store_explicit(&a->handle->state, HIVE__SEALED, memory_order_relaxed);
-        atomic_store_explicit(&a->handle->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
+        hive__obj_t *o = a->handle;
+        o->u.actor.actor = a;
+        atomic_store_explicit(&o->state, HIVE__SEALED, memory_order_relaxed);
+        atomic_store_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_relaxed);
+        atail_t *tl = tail_of(a);
+        memset(tl, 0, sizeof *tl);
+        for (unsigned l = 0; l < HIVE_NPRIO; l++)
+            tl->token[l].fn = token_fn[l];
+        atomic_init(&tl->dead, 0);
+        tl->worker = (int16_t)worker;
+        tl->node = (uint16_t)node;
+        tl->conc = a->xt != NULL && a->xt->ngroups > 0;
     }
     return rc;
 }
@@ -1394,72 +1568,77 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
         return rc;
     if (atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "hive_actor_new: the engine is shutting down");
-    hive__actor_t *a = new_record(h, opts ? opts->max_restarts : 0, node, worker);
+    hive__actor_t *a = new_record();
     if (a == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot allocate an actor record of %zu "
                           "bytes", sizeof *a);
     name_t *nm = NULL;
     if ((rc = copy_actor_name(opts, &nm)) != HIVE_OK ||
-        (rc = build_parts(h, a, cls, args, nargs, max_concurrency)) != HIVE_OK) {
+        (rc = build_parts(h, a, cls, args, nargs, opts, node, worker)) != HIVE_OK) {
         if (a->handle != NULL)
             hive__obj_discard(h, a->handle);
         free(nm);
-        free_unborn(a, cls->size);
+        free_unborn(h, a, cls->size);
         return rc;
     }
 
-    hive__actors_t *r = &h->actors;
-    pthread_mutex_lock(&r->lock);
-    name_t *old = nm != NULL ? by_name(r, nm->name) : NULL;
-    bool taken = old != NULL && alive(h, old->id);
-    cls_t *c = taken ? NULL : get_class(r, cls);
-    if (c == NULL) {
-        uint64_t holder = taken ? old->id : 0;
-        pthread_mutex_unlock(&r->lock);
-        if (taken)
-            rc = hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken by live "
-                            "actor %llu", nm->name, (unsigned long long)holder);
-        else
-            rc = hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy class %s (%zu bytes)",
-                            class_name(cls), sizeof(cls_t));
-        free(nm);
-        hive__obj_discard(h, a->handle);
-        free_unborn(a, cls->size);
-        return rc;
-    }
-    a->cls = &c->cls;
     /* the id: the handle's store id, marked as an actor's */
     a->handle->id |= HIVE__ACTOR_TAG;
-    /* relaxed: a count of actors created (a statistic) */
-    atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-    if (nm != NULL) {
-        if (old != NULL) {               /* a dead actor's name is free again */
-            old->id = a->handle->id;
-            free(nm);
-        } else {
-            nm->id = a->handle->id;
-            nm->next = r->names;
-            r->names = nm;
-        }
-    }
     /* nothing to construct (no init, no arguments): built already, so no
      * turn runs until the first call (a million idle actors cost no job
      * each); set before the publish, which hands the record to callers */
     bool built = cls->init == NULL && nargs == 0;
-    a->initialized = built;
-    hive__obj_publish(h, a->handle);     /* findable from now on (release) */
-    a->prev = NULL;
-    a->next = r->live;
-    if (r->live)
-        r->live->prev = a;
-    r->live = a;
+    tail_of(a)->initialized = built;
+    hive__actors_t *r = &h->actors;
+    /* An actor without a name, of the class made last, takes no lock: the
+     * table is the registry of live actors (see each_actor). */
+    cls_t *c = nm == NULL ? class_fast(h, cls) : NULL;
+    bool locked = c == NULL;
+    if (locked) {
+        pthread_mutex_lock(&r->lock);
+        name_t *old = nm != NULL ? by_name(r, nm->name) : NULL;
+        bool taken = old != NULL && alive(h, old->id);
+        c = taken ? NULL : get_class(h, cls);
+        if (c == NULL) {
+            uint64_t holder = taken ? old->id : 0;
+            pthread_mutex_unlock(&r->lock);
+            if (taken)
+                rc = hive__fail(HIVE_EINVAL, "hive_actor_new: the name \"%s\" is taken by live "
+                                "actor %llu", nm->name, (unsigned long long)holder);
+            else
+                rc = hive__fail(HIVE_ENOMEM, "hive_actor_new: cannot copy class %s (%zu bytes)",
+                                class_name(cls), sizeof(cls_t));
+            free(nm);
+            hive__obj_discard(h, a->handle);
+            free_unborn(h, a, cls->size);
+            return rc;
+        }
+        if (nm != NULL) {                /* named before it is findable: under the lock */
+            if (old != NULL) {           /* a dead actor's name is free again */
+                old->id = a->handle->id;
+                free(nm);
+            } else {
+                nm->id = a->handle->id;
+                nm->next = r->names;
+                r->names = nm;
+            }
+        }
+    }
+    a->cls = &c->cls;
+    /* relaxed: a count of actors created (a statistic) */
+    atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+    /* findable from now on (release); a name is published with it, under
+     * the lock, so a lookup never finds an id that is not in the table */
+    hive__obj_publish(h, a->handle);
     out->id = a->handle->id;
     if (built) {                         /* no constructor turn: see build_parts */
-        pthread_mutex_unlock(&r->lock);
+        if (locked)
+            pthread_mutex_unlock(&r->lock);
         return HIVE_OK;
     }
     hive__rcu_lock();                    /* as callers: the actor may die at once */
-    pthread_mutex_unlock(&r->lock);
+    if (locked)
+        pthread_mutex_unlock(&r->lock);
     kick(a, 1);                          /* the constructor's turn */
     hive__rcu_unlock();
     return HIVE_OK;
@@ -1498,8 +1677,8 @@ int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *
     t->lane = hive__prio_lane(opts ? opts->priority : cls->methods[method].priority);
     result->id = t->result->id;
     unsigned lane = t->lane;             /* t belongs to the actor once pushed */
-    mail_t *box = likely(a->conc == NULL) ? &a->mail
-                                          : &a->conc->groups[a->conc->method_group[method]].mail;
+    mail_t *box = likely(!tail_of(a)->conc) ? &a->mail
+                                          : &a->xt->groups[a->xt->method_group[method]].mail;
     if (unlikely(h->trace.on))           /* before the push: the run comes after */
         hive__trace_submit(h, t0, result->id, cls->name, cls->methods[method].name, true);
     hive__mbox_push(&box->lane[lane], &t->job.node);
@@ -1522,11 +1701,11 @@ int hive_actor_kill(hive_t *h, hive_actor_t actor)
     int rc = find_actor(h, actor, "hive_actor_kill", &a);
     /* seq_cst: ordered before kick's read of sched, against the turn's
      * final "clear RUNNING, then read dead" */
-    if (rc == HIVE_OK && atomic_exchange_explicit(&a->dead, 1, memory_order_seq_cst) != 0)
+    if (rc == HIVE_OK && atomic_exchange_explicit(&tail_of(a)->dead, 1, memory_order_seq_cst) != 0)
         rc = hive__fail(HIVE_EDEAD, "hive_actor_kill: actor %llu is dead already",
                         (unsigned long long)actor.id);
     else if (rc == HIVE_OK) {
-        atomic_fetch_add_explicit(&h->actors.dying, 1, memory_order_relaxed);
+        count_death(h);
         kick(a, 0);                      /* a turn fails what is queued and retires it */
     }
     hive__rcu_unlock();
@@ -1553,6 +1732,53 @@ int hive_actor_lookup(hive_t *h, const char *name, hive_actor_t *out)
     return HIVE_OK;
 }
 
+/* Every actor not yet retired is published in the object table (retire
+ * unpublishes it): the table is the registry of live actors, so creating
+ * one links it into nothing. fn(a, arg) for each, inside an RCU read-side
+ * section or with the engine quiet (records stay until a grace period
+ * after their handles leave the table). */
+typedef struct each_arg {
+    void (*fn)(hive__actor_t *a, void *arg);
+    void *arg;
+} each_arg_t;
+
+static void each_cb(void *obj, void *arg)
+{
+    hive__obj_t *o = obj;
+    const each_arg_t *e = arg;
+    if (o->kind == HIVE__ACTOR)
+        e->fn(o->u.actor.actor, e->arg);
+}
+
+static void each_actor(hive_t *h, void (*fn)(hive__actor_t *a, void *arg), void *arg)
+{
+    each_arg_t e = { fn, arg };
+    hive__handles_each(&h->store.table, each_cb, &e);
+}
+
+/* Shutdown, one actor: no worker runs and every token was dropped, so only
+ * the living reference is left. Its handle goes now (unpublished: the
+ * table walk has passed its slot; freed by the store's drain at close),
+ * its class with hive__actors_close. */
+static void shut_one(hive__actor_t *a, void *arg)
+{
+    hive_t *h = arg;
+    fail_queued(a, HIVE_ESHUTDOWN);
+    finalize(a);
+    free_xt(a->xt);
+    if (a->state != NULL)
+        hive__arena_free(&h->arena, a->state, a->cls->size);
+    hive__obj_unpublish(h, a->handle);
+    /* relaxed: nothing else runs now. Held by nobody else (every task was
+     * failed and cleaned before), it goes at once, not through a grace
+     * period and the RCU thread: a million of them at shutdown */
+    if (atomic_load_explicit(&a->handle->refs, memory_order_relaxed) == 1)
+        hive__obj_discard(h, a->handle);
+    else
+        drop_handle(h, a->handle);
+    hive__pool_free(a, sizeof *a);
+}
+
 void hive__actors_shutdown(struct hive *h)
 {
     hive__actors_t *r = &h->actors;
@@ -1563,8 +1789,6 @@ void hive__actors_shutdown(struct hive *h)
     if (atomic_load_explicit(&r->parked, memory_order_acquire) != 0)
         hive__store_fail_pending(h, HIVE_ESHUTDOWN);
     pthread_mutex_lock(&r->lock);
-    hive__actor_t *a = r->live;
-    r->live = NULL;
     name_t *n = r->names;
     r->names = NULL;
     pthread_mutex_unlock(&r->lock);
@@ -1573,18 +1797,7 @@ void hive__actors_shutdown(struct hive *h)
         free(n);
         n = next;
     }
-    /* no worker runs and every token was dropped: only the living
-     * reference is left on each of these (their handles go with the store;
-     * their classes with hive__actors_close) */
-    while (a != NULL) {
-        hive__actor_t *next = a->next;
-        __builtin_prefetch(next);        /* a list of cold records: fetch ahead */
-        fail_queued(a, HIVE_ESHUTDOWN);
-        finalize(a);
-        free_parts(a, a->cls->size);
-        hive__pool_free(a, sizeof *a);
-        a = next;
-    }
+    each_actor(h, shut_one, h);
 }
 
 void hive__actors_close(struct hive *h)
@@ -1600,14 +1813,11 @@ void hive__actors_close(struct hive *h)
 
 void hive__actors_count(struct hive *h, uint64_t *created, uint64_t *alive)
 {
-    uint64_t n = 0;
-    pthread_mutex_lock(&h->actors.lock);
-    for (hive__actor_t *a = h->actors.live; a != NULL; a = a->next)
-        n += !is_dead(a);
-    pthread_mutex_unlock(&h->actors.lock);
-    /* relaxed: a statistic; read after the list so that created >= alive */
+    /* relaxed, both: statistics; deaths first, so that created >= alive
+     * (an actor counts as created before it can die) */
+    uint64_t dead = atomic_load_explicit(&h->actors.deaths, memory_order_relaxed);
     *created = atomic_load_explicit(&h->actors.next, memory_order_relaxed);
-    *alive = n;
+    *alive = *created > dead ? *created - dead : 0;
 }
 
 /* ------------------------------------------------------------ statistics */
@@ -1617,8 +1827,10 @@ static int actor_state(hive__actor_t *a)
     if (is_dead(a))
         return HIVE_ACTOR_DEAD;
     /* relaxed: statistics; restart_req: a concurrent actor's wanted rebuild */
-    if (atomic_load_explicit(&a->restarting, memory_order_relaxed) != 0 ||
-        (a->conc != NULL && atomic_load_explicit(&a->conc->restart_req, memory_order_relaxed) != 0))
+    xt_t *x = a->xt;
+    if (x != NULL && (atomic_load_explicit(&x->restarting, memory_order_relaxed) != 0 ||
+                      (x->ngroups > 0 &&
+                       atomic_load_explicit(&x->restart_req, memory_order_relaxed) != 0)))
         return HIVE_ACTOR_RESTARTING;
     return HIVE_ACTOR_ALIVE;
 }
@@ -1626,8 +1838,8 @@ static int actor_state(hive__actor_t *a)
 static uint64_t actor_depth(hive__actor_t *a)
 {
     uint64_t n = lanes_depth(&a->mail);
-    for (unsigned g = 0; a->conc != NULL && g < a->conc->ngroups; g++)
-        n += lanes_depth(&a->conc->groups[g].mail);
+    for (unsigned g = 0; a->xt != NULL && g < a->xt->ngroups; g++)
+        n += lanes_depth(&a->xt->groups[g].mail);
     return n;
 }
 
@@ -1671,6 +1883,18 @@ static void fill_info(hive__actors_t *r, hive__actor_t *a, uint64_t depth, hive_
 #define INFO_MIN (offsetof(hive_actor_info_t, state) + sizeof(int))
 #define TOP_MAX  64                      /* records per call: a screen's worth */
 
+typedef struct top_arg {
+    hive__actor_t *top[TOP_MAX];
+    uint64_t       depth[TOP_MAX];
+    size_t         n, max;
+} top_arg_t;
+
+static void top_one(hive__actor_t *a, void *arg)
+{
+    top_arg_t *t = arg;
+    keep_deepest(t->top, t->depth, &t->n, t->max, a, actor_depth(a));
+}
+
 int hive_actor_top(hive_t *h, hive_actor_info_t *out, size_t max, size_t size)
 {
     if (h == NULL || (out == NULL && max > 0))
@@ -1680,31 +1904,29 @@ int hive_actor_top(hive_t *h, hive_actor_info_t *out, size_t max, size_t size)
                           size, INFO_MIN);
     if (max > TOP_MAX)
         max = TOP_MAX;
-    hive__actor_t *top[TOP_MAX];
-    uint64_t depth[TOP_MAX];
-    size_t n = 0;
+    top_arg_t t = { .n = 0, .max = max };
     hive__actors_t *r = &h->actors;
-    pthread_mutex_lock(&r->lock);        /* records stay while listed (retire unlists first) */
-    for (hive__actor_t *a = r->live; a != NULL && max > 0; a = a->next)
-        keep_deepest(top, depth, &n, max, a, actor_depth(a));
-    for (size_t i = 0; i < n; i++) {
+    /* the read-side section keeps every record found until we are done */
+    hive__rcu_lock();
+    if (max > 0)
+        each_actor(h, top_one, &t);
+    pthread_mutex_lock(&r->lock);        /* the names */
+    for (size_t i = 0; i < t.n; i++) {
         hive_actor_info_t full;
-        fill_info(r, top[i], depth[i], &full);
+        fill_info(r, t.top[i], t.depth[i], &full);
         size_t k = size < sizeof full ? size : sizeof full;
         memcpy((char *)out + i * size, &full, k);
         if (size > k)
             memset((char *)out + i * size + k, 0, size - k);
     }
     pthread_mutex_unlock(&r->lock);
-    return (int)n;
+    hive__rcu_unlock();
+    return (int)t.n;
 }
 
 uint64_t hive__actors_restarting(struct hive *h)
 {
-    uint64_t n = 0;
-    pthread_mutex_lock(&h->actors.lock);
-    for (hive__actor_t *a = h->actors.live; a != NULL; a = a->next)
-        n += actor_state(a) == HIVE_ACTOR_RESTARTING;
-    pthread_mutex_unlock(&h->actors.lock);
-    return n;
+    /* relaxed: a statistic (see note_rebuild) */
+    int64_t n = atomic_load_explicit(&h->actors.rebuilding, memory_order_relaxed);
+    return n > 0 ? (uint64_t)n : 0;
 }

@@ -14,13 +14,15 @@ struct hive__actor_name;
 struct hive__actor_cls;
 
 typedef struct hive__actors {
-    pthread_mutex_t     lock;       /* create, death, lookup by name, shutdown: never on a call */
-    struct hive__actor *live;       /* every actor not yet dead and retired (doubly linked) */
+    pthread_mutex_t     lock;       /* names and classes: never on a call */
     struct hive__actor_name *names; /* name -> handle id, for hive_actor_lookup */
     struct hive__actor_cls *classes; /* one shared copy per distinct class (actor.c) */
+    _Atomic(struct hive__actor_cls *) hot; /* the copy made or found last (actor.c) */
     _Atomic uint64_t    next;       /* actors created so far (a statistic) */
+    _Atomic uint64_t    deaths;     /* actors killed or failed so far (a statistic) */
     _Atomic uint64_t    dying;      /* killed or failed, state not yet given back */
     _Atomic uint64_t    restarts;   /* rebuilds after HIVE_RESTART (a statistic) */
+    _Atomic int64_t     rebuilding; /* actors being rebuilt or waiting to be (a statistic) */
     _Atomic uint64_t    parked;     /* parks (actor.c) whose dependencies have not all fired */
 } hive__actors_t;
 

@@ -383,6 +383,9 @@ static void test_restart_waits_for_running(void **state)
     hive_ref_t gen = call(h, a, M_GEN, 0, HIVE_PRIO_NORMAL);
     settle();
     assert_int_equal(atomic_load(&entered), 2);      /* the new call waits for the rebuild */
+    hive_stats_t s;
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 1);        /* waiting to be rebuilt */
     assert_int_equal(atomic_load(&inits), 1);
     assert_int_equal(atomic_load(&finis), 0);        /* not while calls run on the state */
     atomic_fetch_add(&released, 2);
@@ -391,11 +394,52 @@ static void test_restart_waits_for_running(void **state)
     assert_int_equal(result(h, gen), 2);             /* ran on the rebuilt state */
     assert_int_equal(atomic_load(&inits), 2);
     assert_int_equal(atomic_load(&finis), 1);
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 0);
     /* the one restart is spent: the next HIVE_RESTART kills it */
     expect_fails(h, call(h, a, M_RESTART, 0, HIVE_PRIO_NORMAL), HIVE_ETASK);
     WAIT_UNTIL(atomic_load(&finis) == 2, DEADLINE_MS);
     hive_ref_t late;
     ASSERT_FAILS_WITH(hive_call(h, a, M_QUICK, NULL, 0, NULL, &late), HIVE_EDEAD, "dead");
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 0);        /* the asked rebuild died with it */
+    assert_int_equal(s.actors_alive, 0);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* Killed while a HIVE_RESTART waits for running calls: no rebuild comes,
+ * the last call out retires the actor, and hive_stats stops counting it as
+ * restarting; hive_actor_top shows it restarting (with its queued call)
+ * until the kill. */
+static void test_kill_while_restart_waits(void **state)
+{
+    (void)state;
+    reset();
+    hive_t *h = test_engine(64 * MiB, 4, NULL);
+    hive_actor_opts_t o = { .max_concurrency = 2, .max_restarts = 1 };
+    hive_actor_t a;
+    assert_int_equal(hive_actor_new(h, &plain_class, NULL, 0, &o, &a), HIVE_OK);
+    hive_ref_t run = call(h, a, M_HOLD, 0, HIVE_PRIO_NORMAL);
+    WAIT_UNTIL(atomic_load(&entered) >= 1, DEADLINE_MS);
+    expect_fails(h, call(h, a, M_RESTART, 0, HIVE_PRIO_NORMAL), HIVE_ETASK);
+    hive_ref_t queued = call(h, a, M_QUICK, 5, HIVE_PRIO_NORMAL);   /* waits for the rebuild */
+    hive_stats_t s;
+    /* the failed result comes a moment before the call asks for the rebuild */
+    WAIT_UNTIL(hive_stats(h, &s, sizeof s) == HIVE_OK && s.actors_restarting == 1, DEADLINE_MS);
+    hive_actor_info_t top[2];
+    assert_int_equal(hive_actor_top(h, top, 2, sizeof top[0]), 1);
+    assert_int_equal(top[0].id, a.id);
+    assert_int_equal(top[0].state, HIVE_ACTOR_RESTARTING);
+    assert_int_equal(top[0].mailbox, 1);
+    assert_int_equal(hive_actor_kill(h, a), HIVE_OK);
+    expect_fails(h, queued, HIVE_EDEAD);
+    atomic_fetch_add(&released, 1);
+    assert_int_equal(result(h, run), 0);             /* the running call finishes */
+    WAIT_UNTIL(atomic_load(&finis) == 1, DEADLINE_MS);   /* retired by the last call out */
+    WAIT_UNTIL(hive_actor_top(h, top, 2, sizeof top[0]) == 0, DEADLINE_MS);
+    assert_int_equal(hive_stats(h, &s, sizeof s), HIVE_OK);
+    assert_int_equal(s.actors_restarting, 0);
+    assert_int_equal(atomic_load(&inits), 1);        /* never rebuilt */
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
@@ -504,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_priorities_within_group),
         cmocka_unit_test(test_kill_while_running),
         cmocka_unit_test(test_restart_waits_for_running),
+        cmocka_unit_test(test_kill_while_restart_waits),
         cmocka_unit_test(test_cancel_with_concurrency),
         cmocka_unit_test(test_shutdown_with_queued_concurrent_calls),
         cmocka_unit_test(test_bad_input),
