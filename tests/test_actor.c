@@ -1365,19 +1365,6 @@ static int footprint_ping(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, n, sizeof *n);
 }
 
-/* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
-static size_t resident_bytes(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Issue 16: an idle actor with 64 bytes of state costs at most 400 bytes
  * in all (the growth of resident memory over N of them, over N: the
  * 128-byte record, the 128-byte handle, the 16-byte table slot, the state:
@@ -1399,10 +1386,10 @@ static void test_idle_actor_footprint(void **state)
     hive_actor_t *a = malloc(FOOTPRINT_N * sizeof *a);
     assert_non_null(a);
     memset(a, 0, FOOTPRINT_N * sizeof *a);   /* resident before the count starts */
-    size_t before = resident_bytes();
+    size_t before = test_resident_bytes();
     for (size_t i = 0; i < FOOTPRINT_N; i++)
         assert_int_equal(hive_actor_new(h, &cls, NULL, 0, NULL, &a[i]), HIVE_OK);
-    size_t after = resident_bytes();
+    size_t after = test_resident_bytes();
     size_t per = after > before ? (after - before) / FOOTPRINT_N : 0;
     printf("idle actor: %zu bytes each (resident growth over %d actors)\n", per, FOOTPRINT_N);
     assert_true(before > 0);

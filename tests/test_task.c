@@ -1754,18 +1754,6 @@ static int echo_first(hive_ctx_t *ctx)
     return hive_return(ctx, p, n);
 }
 
-static size_t rss_bytes(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Queued behind a busy worker, a small task costs its result record (128
  * bytes), its slot (16) and the caller's ref (8): the resident memory
  * grows by no more than that, plus a huge page's rounding (a full record
@@ -1784,10 +1772,10 @@ static void test_small_task_queued_memory(void **state)
     hive_ref_t g;
     assert_int_equal(hive_submit(h, gate_task, NULL, 0, NULL, &g), HIVE_OK);
     WAIT_UNTIL(atomic_load(&gate_entered) == 1, DEADLINE_MS);
-    size_t before = rss_bytes();
+    size_t before = test_resident_bytes();
     for (uint32_t i = 0; i < N; i++)
         assert_int_equal(hive_submit(h, echo_first, &HIVE_VAL(i), 1, NULL, &refs[i]), HIVE_OK);
-    double per = (double)(rss_bytes() - before) / N;
+    double per = (double)(test_resident_bytes() - before) / N;
     print_message("%d queued small tasks: %.1f bytes each\n", (int)N, per);
     atomic_store(&gate_open, 1);
     for (uint32_t i = 0; i < N; i++) {

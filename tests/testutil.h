@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hive.h"
 #include "hive_impl.h"
@@ -75,6 +76,19 @@ static inline void test_sleep_ms(unsigned ms)
 
 /* An engine for a test: unpinned, with the given store size, workers and
  * (NULL: real) topology; the test fails if it cannot start. */
+/* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
+static inline size_t test_resident_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static inline hive_t *test_engine(size_t store_bytes, unsigned workers, const char *topology)
 {
     hive_config_t cfg = { .workers = workers, .store_bytes = store_bytes, .no_pin = 1,
