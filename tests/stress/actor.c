@@ -95,6 +95,15 @@ typedef struct caller {
 
 static caller_t callers[THREADS];
 
+/* With gates, some calls also take a ref to an object their caller
+ * created and seals a few calls later, so their turns park the actor (or,
+ * sealed already, do not): order and exactly-once must hold all the same.
+ * A caller seals all its gates before it waits for any result, so no two
+ * callers can wait for each other's gates. */
+#define GATES       16
+static bool with_gates;
+static _Atomic long gated;
+
 typedef struct inflight {
     hive_ref_t ref;
     int64_t    seq;
@@ -115,6 +124,8 @@ static void *call_loop(void *arg)
     caller_t *c = arg;
     inflight_t window[WINDOW];
     unsigned head = 0, used = 0;
+    hive_ref_t gates[GATES];
+    unsigned ngates = 0;
     uint64_t rng = 0x2545F4914F6CDD1Dull * (c->id + 1);
     while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
         rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
@@ -124,13 +135,26 @@ static void *call_loop(void *arg)
         hive_arg_t arg = HIVE_VAL(a);
         hive_opts_t o = { .priority = 1 - (int)lane };
         bool null_opts = lane == 1 && (rng >> 24) % 2 == 0;   /* the method's own: NORMAL */
-        if (used == WINDOW) {
-            settle(&window[head]);
-            head = (head + 1) % WINDOW;
-            used--;
+        if (used == WINDOW || ngates == GATES) {
+            for (; ngates > 0; ngates--) {
+                if (hive_seal(h, gates[ngates - 1]) != HIVE_OK)
+                    atomic_fetch_add(&call_errors, 1);
+                hive_release(h, gates[ngates - 1]);
+            }
+            for (int k = 0; k < WINDOW / 4 && used > 0; k++, used--, head = (head + 1) % WINDOW)
+                settle(&window[head]);
+        }
+        hive_arg_t args[2] = { arg };
+        size_t nargs = 1;
+        void *gp;
+        if (with_gates && (rng >> 32) % 4 == 0 && hive_create(h, 8, &gp, &gates[ngates]) == HIVE_OK) {
+            args[1] = HIVE_REF(gates[ngates]);
+            ngates++;
+            nargs = 2;
+            atomic_fetch_add_explicit(&gated, 1, memory_order_relaxed);
         }
         inflight_t *f = &window[(head + used) % WINDOW];
-        if (hive_call(h, actors[ai], M_CALL, &arg, 1, null_opts ? NULL : &o, &f->ref) != HIVE_OK) {
+        if (hive_call(h, actors[ai], M_CALL, args, nargs, null_opts ? NULL : &o, &f->ref) != HIVE_OK) {
             atomic_fetch_add(&call_errors, 1);
             continue;
         }
@@ -139,14 +163,23 @@ static void *call_loop(void *arg)
         c->calls++;
         used++;
     }
+    for (; ngates > 0; ngates--) {
+        if (hive_seal(h, gates[ngates - 1]) != HIVE_OK)
+            atomic_fetch_add(&call_errors, 1);
+        hive_release(h, gates[ngates - 1]);
+    }
     for (; used > 0; used--, head = (head + 1) % WINDOW)
         settle(&window[head]);
     return NULL;
 }
 
-static void test_actor_stress(void **state)
+static void lane_stress(bool gates)
 {
-    (void)state;
+    with_gates = gates;
+    atomic_store(&stop_flag, 0);
+    atomic_store(&executed, 0);
+    atomic_store(&gated, 0);
+    memset(callers, 0, sizeof callers);
     hive_config_t cfg = { .workers = 4, .store_bytes = 256u << 20, .no_pin = 1 };
     assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
     for (unsigned i = 0; i < ACTORS; i++)
@@ -165,8 +198,10 @@ static void test_actor_stress(void **state)
     long total = 0;
     for (unsigned i = 0; i < THREADS; i++)
         total += callers[i].calls;
-    printf("actor stress: %ld calls by %d threads to %d actors in %d ms\n", total, THREADS, ACTORS,
-           RUN_MS);
+    printf("actor stress: %ld calls (%ld waiting for a gate) by %d threads to %d actors in %d ms\n",
+           total, atomic_load(&gated), THREADS, ACTORS, RUN_MS);
+    if (gates)
+        assert_true(atomic_load(&gated) > 0);
     assert_int_equal(atomic_load(&call_errors), 0);
     assert_int_equal(atomic_load(&bad_result), 0);
     assert_int_equal(atomic_load(&overlaps), 0);
@@ -193,6 +228,19 @@ static void test_actor_stress(void **state)
         hive_release(h, r);
     }
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_actor_stress(void **state)
+{
+    (void)state;
+    lane_stress(false);
+}
+
+/* The same with calls parked on their ref arguments (actor.c, "parking"). */
+static void test_parked_calls_stress(void **state)
+{
+    (void)state;
+    lane_stress(true);
 }
 
 /* ---------------------------------------------------- kills against turns */
@@ -511,6 +559,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_actor_stress),
+        cmocka_unit_test(test_parked_calls_stress),
         cmocka_unit_test(test_kills_race_turns),
         cmocka_unit_test(test_no_call_left_behind),
         cmocka_unit_test(test_create_call_kill_churn),
