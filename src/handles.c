@@ -33,6 +33,8 @@ static void *map_chunk(size_t c)
     void *m = hive__map_huge(CHUNK_BYTES);
     if (c == 0 && m != MAP_FAILED)
         madvise(m, HIVE__HUGE_PAGE, MADV_NOHUGEPAGE);   /* advice: where THP is "always" too */
+    if (m != MAP_FAILED)
+        hive__lsan_root(m, CHUNK_BYTES);   /* records hold pointers (hugemap.h) */
     return m;
 }
 
@@ -84,8 +86,10 @@ void hive__handles_close(hive__handles_t *t)
         return;
     for (size_t i = 0; i < HIVE__DIR_SIZE; i++) {
         unsigned char *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
-        if (c != NULL)
+        if (c != NULL) {
+            hive__lsan_unroot(c, CHUNK_BYTES);
             munmap(c, CHUNK_BYTES);
+        }
     }
     free(t->dir);
     t->dir = NULL;

@@ -29,7 +29,7 @@
 #include "ds/ring.h"
 #include "util/common.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef HIVE_ASAN            /* util/common.h: gcc's and clang's ASan alike */
 #include <sanitizer/asan_interface.h>
 #define HIVE_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
 #define HIVE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))

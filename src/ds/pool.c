@@ -15,33 +15,6 @@
 #include "util/fault.h"
 #include "util/hugemap.h"
 
-#if defined(__SANITIZE_ADDRESS__)      /* gcc */
-#define POOL_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)    /* clang (the fuzz build) */
-#define POOL_LSAN 1
-#endif
-#endif
-#ifdef POOL_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
-/* LeakSanitizer scans the heap, stacks and globals for pointers, not
- * mappings of our own: a pool block (an actor record, say) holding the
- * only pointer to a malloc'd block (its out-of-line part) would make that
- * block look leaked while the record lives - as between a kill and the
- * grace period that frees the record, when libFuzzer checks for leaks
- * after each input. Chunks are never unmapped, so they stay roots. */
-static void lsan_root(void *chunk, size_t bytes)
-{
-#ifdef POOL_LSAN
-    __lsan_register_root_region(chunk, bytes);
-#else
-    (void)chunk;
-    (void)bytes;
-#endif
-}
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -134,7 +107,7 @@ static bool new_chunk(unsigned c, chunk_hdr_t *seen)
         if (chunk == MAP_FAILED) {
             ok = false;
         } else {
-            lsan_root(chunk, bytes);
+            hive__lsan_root(chunk, bytes);   /* never unmapped: roots for good */
             atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
             chunk_hdr_t *hd = (chunk_hdr_t *)(void *)chunk;
             atomic_init(&hd->off, class_size(c));   /* the header's block is not a block */
@@ -214,7 +187,7 @@ int hive__pool_reserve(size_t size, size_t bytes)
                          : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (chunk == MAP_FAILED)
         return -1;
-    lsan_root(chunk, bytes);
+    hive__lsan_root(chunk, bytes);   /* never unmapped: roots for good */
     atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
     hive__fcache_t tmp = { 0 };
     hive__fcache_carve(&tmp, chunk, bytes, class_size(c), &shared[c]);

@@ -19,6 +19,16 @@
 #define HIVE_PAD       128
 #define HIVE_ALIGNED   __attribute__((aligned(HIVE_PAD)))
 
+/* HIVE_ASAN: built with AddressSanitizer. gcc defines __SANITIZE_ADDRESS__;
+ * clang (the fuzz build) does not, and answers __has_feature instead. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HIVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HIVE_ASAN 1
+#endif
+#endif
+
 #define HIVE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define HIVE_CONTAINER_OF(ptr, type, member) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))

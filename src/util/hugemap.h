@@ -17,6 +17,11 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
+#include "util/common.h"
+#ifdef HIVE_ASAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define HIVE__HUGE_PAGE ((size_t)2 << 20)
 
 /* bytes (rounded up to whole 2 MiB pages) of zeroed memory starting on a
@@ -41,6 +46,34 @@ static inline void *hive__map_huge(size_t bytes)
         munmap(a + want, tail);
     madvise(a, want, MADV_HUGEPAGE);   /* advice: ignored where THP is off */
     return a;
+}
+
+/* LeakSanitizer scans the heap, stacks and globals for pointers, not
+ * mappings of our own: a record in such a mapping holding the only pointer
+ * to a malloc'd block (an actor's out-of-line part; a class copy waiting
+ * for its grace period behind a record's RCU head in liburcu's callback
+ * queue) would make that block look leaked while the record lives - when
+ * libFuzzer checks for leaks after each input. Our mappings that hold
+ * pointers (the pool's chunks, the object table's) are roots while mapped:
+ * hive__lsan_root after mapping, hive__lsan_unroot before unmapping. */
+static inline void hive__lsan_root(void *p, size_t bytes)
+{
+#ifdef HIVE_ASAN
+    __lsan_register_root_region(p, bytes);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+static inline void hive__lsan_unroot(void *p, size_t bytes)
+{
+#ifdef HIVE_ASAN
+    __lsan_unregister_root_region(p, bytes);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 #endif
