@@ -650,7 +650,7 @@ static void call_on_waiting_tasks_result(unsigned max_concurrency, bool as_ctor_
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
-static void test_nested_worker_defers_call_on_its_waiter(void **state)
+static void test_call_on_its_waiting_workers_result_parks(void **state)
 {
     (void)state;
     arm("a call on the result of the job its worker waits in", 60);
@@ -833,7 +833,7 @@ int main(void)
         cmocka_unit_test(test_dead_actor_name_reused),
         cmocka_unit_test(test_cancel_and_kill_free_stuck_actor),
         cmocka_unit_test(test_shutdown_full_store_unreleased),
-        cmocka_unit_test(test_nested_worker_defers_call_on_its_waiter),
+        cmocka_unit_test(test_call_on_its_waiting_workers_result_parks),
         cmocka_unit_test(test_parked_actor_frees_its_worker),
         cmocka_unit_test(test_shutdown_parked_actor),
         cmocka_unit_test(test_low_task_runs_while_actors_wait),
