@@ -728,9 +728,11 @@ int hive_actor_new(hive_t *h, const hive_actor_class_t *cls, const hive_arg_t *a
  * thread waits, so a job that waits for a later call of this actor cannot
  * hold the parked one up). Cancelling the call, killing the actor or
  * shutting down ends the wait at once. A concurrent actor's call parks
- * alone (its slot stays taken; the actor's other calls go on).
- * HIVE_EINVAL for a bad method index, HIVE_ENOENT for an unknown actor,
- * HIVE_EDEAD for a dead one.
+ * alone (its slot stays taken; the actor's other calls go on). Parking
+ * takes a 128-byte block; without memory for it the call fails with
+ * HIVE_ENOMEM (a constructor's argument: the actor dies) rather than wait
+ * on a thread. HIVE_EINVAL for a bad method index, HIVE_ENOENT for an
+ * unknown actor, HIVE_EDEAD for a dead one.
  */
 int hive_call(hive_t *h, hive_actor_t actor, unsigned method, const hive_arg_t *args, size_t nargs,
               const hive_opts_t *opts, hive_ref_t *result);

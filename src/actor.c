@@ -84,7 +84,6 @@
 #define TOKEN(l)    (1u << (l))
 #define PARKED      (RUNNING << 1)       /* the turn's head record waits for an argument (parking) */
 #define WOKE        (RUNNING << 2)       /* a park fired since the turn in progress began */
-#define ARG_POLL_NS 1000000              /* a call waiting for an argument looks at cancel/kill this often */
 
 struct hive__actor;
 
@@ -378,28 +377,29 @@ static bool is_dead(hive__actor_t *a)
     return atomic_load_explicit(&tail_of(a)->dead, memory_order_acquire) != 0;
 }
 
-/* Wait for a record's pending ref arguments. HIVE_OK when all are sealed;
- * else why the record cannot run: HIVE_ETASK (an argument failed),
- * HIVE_EDEAD (the actor was killed meanwhile), HIVE_ECANCELED (the call
- * was cancelled meanwhile; its result has failed already) or
- * HIVE_ESHUTDOWN. The wait runs other jobs on this worker meanwhile. */
-static int args_ready(hive__actor_t *a, hive__task_t *t, const char *fn)
+/* Can record t start? Its turn looked for a pending ref argument first
+ * and parked on it (see parking), so an argument still pending here means
+ * that no park could be had; then nothing waits in place (a thread waiting
+ * inside a turn is the deadlock parking exists to prevent): the record
+ * fails with HIVE_ENOMEM, or with HIVE_EDEAD / HIVE_ECANCELED if the actor
+ * died or the call was cancelled. HIVE_ETASK if an argument failed;
+ * HIVE_OK when all are sealed. */
+static int args_ready(hive__actor_t *a, hive__task_t *t)
 {
-    struct hive *h = eng(a);
     for (size_t i = 0; t != NULL && i < t->nargs; i++) {
         hive__obj_t *o = t->args[i].obj;
         if (o == NULL)
             continue;
-        while (hive__obj_state(o) == HIVE__PENDING) {
+        uint32_t st = hive__obj_state(o);
+        if (st == HIVE__PENDING) {
             if (is_dead(a))
                 return HIVE_EDEAD;
             if (t->result != NULL &&
                 atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
                 return HIVE_ECANCELED;
-            if (hive__obj_wait(h, o, ARG_POLL_NS, fn) == HIVE_ESHUTDOWN)
-                return HIVE_ESHUTDOWN;
+            return HIVE_ENOMEM;
         }
-        if (hive__obj_state(o) == HIVE__FAILED)
+        if (st == HIVE__FAILED)
             return HIVE_ETASK;
     }
     return HIVE_OK;
@@ -557,7 +557,9 @@ static ptrdiff_t pending_arg(const hive__task_t *t, bool is_call)
  * could be allocated. The caller links or marks, then hangs (park_hang). */
 static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_call)
 {
-    park_t *p = hive__pool_alloc(sizeof *p);
+    /* a slow path (the pool's caches are not instrumented): the fault
+     * sweep (tests/test_faults.c) fails it here */
+    park_t *p = hive__fault() ? NULL : hive__pool_alloc(sizeof *p);
     if (p == NULL)
         return NULL;
     memset(p, 0, sizeof *p);
@@ -594,8 +596,7 @@ static void park_hang(park_t *p)
 /* The turn (owner of RUNNING) about to start record t (the constructor's,
  * or a call): true if it parked the actor on one of t's pending ref
  * arguments. False if none is pending, if t is a cancelled call, or if no
- * park could be allocated (the record then waits in place, args_ready, as
- * before parking existed). */
+ * park could be allocated (args_ready then fails the record, HIVE_ENOMEM). */
 static bool park_on_args(hive__actor_t *a, hive__task_t *t, bool is_call)
 {
     ptrdiff_t i = pending_arg(t, is_call);
@@ -726,7 +727,7 @@ static void construct(hive__actor_t *a, hive__worker_t *w)
     atail_t *tl = tail_of(a);
     tl->initialized = true;
     tl->finalized = false;
-    if (args_ready(a, ctor_of(a), "hive_actor_new") != HIVE_OK) {
+    if (args_ready(a, ctor_of(a)) != HIVE_OK) {
         tl->finalized = true;            /* nothing was built: no fini */
         die(a);
         return;
@@ -772,7 +773,7 @@ static void restart(hive__actor_t *a, hive__worker_t *w)
 static int run_call(hive__actor_t *a, hive__task_t *t, hive__worker_t *w)
 {
     struct hive *h = eng(a);
-    int rc = args_ready(a, t, "hive_call");
+    int rc = args_ready(a, t);
     if (rc != HIVE_OK) {
         hive__task_fail_unrun(t, rc);    /* a cancelled one has failed already */
         return 0;

@@ -57,6 +57,7 @@ static const hive_actor_class_t counter = { .name = "Counter", .size = 64, .meth
                                             .nmethods = 1 };
 
 static int bad_calls;
+static int parks_failed;             /* calls failed for want of a park (printed) */
 
 /* A call's code must be OK or a documented failure with a sentence. */
 static bool ok(int rc, const char *what)
@@ -116,6 +117,25 @@ static bool workload(hive_t **out)
         if (ok(hive_call(h, act, 0, NULL, 0, NULL, &c), "hive_call")) {
             ok(hive_get(h, c, DEADLINE_NS, &p, NULL), "hive_get call");
             release_if(h, true, c);
+        }
+        /* a call whose ref argument is still pending when its turn comes:
+         * the actor parks on it, and the park is one more allocation that
+         * can fail (then the call fails, HIVE_ENOMEM: nothing waits in place) */
+        void *pd;
+        hive_ref_t pend;
+        if (ok(hive_create(h, sizeof x, &pd, &pend), "hive_create pending")) {
+            hive_arg_t parg = HIVE_REF(pend);
+            if (ok(hive_call(h, act, 0, &parg, 1, NULL, &c), "hive_call pending argument")) {
+                int rc = hive_get(h, c, 50000000, &p, NULL);   /* its turn parks or fails */
+                parks_failed += rc == HIVE_ENOMEM;
+                if (rc != HIVE_ETIMEDOUT)
+                    ok(rc, "hive_get call before its argument");
+                memcpy(pd, &x, sizeof x);
+                assert_int_equal(hive_seal(h, pend), HIVE_OK);
+                ok(hive_get(h, c, DEADLINE_NS, &p, NULL), "hive_get call after its argument");
+                release_if(h, true, c);
+            }
+            release_if(h, true, pend);
         }
         ok(hive_actor_kill(h, act), "hive_actor_kill");
     }
@@ -213,7 +233,8 @@ static void test_fault_sweep(void **state)
         if (n > 5000)
             fail_msg("the sweep did not end after %ld faults", n);
     }
-    printf("fault sweep: %ld faults injected, one per run; %d undocumented results\n", fired, bad_calls);
+    printf("fault sweep: %ld faults injected, one per run; %d undocumented results; %d calls "
+           "failed for want of a park\n", fired, bad_calls, parks_failed);
     assert_true(fired > 10);
     assert_int_equal(bad_calls, 0);
 }
