@@ -6,7 +6,8 @@
  * (getrusage over a few seconds: workers, hive's progress thread and Open
  * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
  * every rank. Prints a table and writes JSON lines to the path in argv[1]
- * (if given).
+ * (if given). argv[2] "rt" runs the round trips only, 100 times longer (to
+ * profile them).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -335,13 +336,18 @@ int main(int argc, char **argv)
     free(ids);
     if (rank == 0)
         printf("hive MPI layer vs raw MPI (%d ranks, ranks 0 and 1 measure)\n", size);
-    bench_round_trip(all[1], 8, 2000);
-    bench_round_trip(all[1], 4096, 2000);
+    /* argv[2] "rt": the round trips only, longer (for profiling them) */
+    int rt_only = argc > 2 && strcmp(argv[2], "rt") == 0;
+    bench_round_trip(all[1], 8, rt_only ? 200000 : 2000);
+    bench_round_trip(all[1], 4096, rt_only ? 20000 : 2000);
+    if (rt_only)
+        goto out;
     bench_get((size_t)64 << 20, 5);
     bench_async(all[1], 20000);
     bench_cell(500, 0);
     bench_cell(500, 1);
     bench_idle(3.0);
+out:
     hive_mpi_detach(h);
     hive_shutdown(h);
     if (json)
