@@ -831,7 +831,8 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
                                .cell_local = LD(st_cell_local),
                                .recv_progress = LD(st_recv_progress),
-                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle) };
+                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle),
+                               .calls_in_place = LD(st_in_place) };
 #undef LD
     return HIVE_OK;
 }

@@ -211,7 +211,7 @@ typedef struct world {
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
-                     st_recv_progress, st_recv_waiting, st_recv_idle;
+                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
