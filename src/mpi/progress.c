@@ -989,7 +989,39 @@ static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x)
  * away) before they yield the CPU between polls (ranks may share cores). */
 #define DRIVE_SPIN_NS 50000
 
-void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
+/* This thread's buffer for the answers it receives with a posted receive
+ * (the largest a reply tag carries: a header and an inline payload),
+ * allocated at its first use, freed when the thread ends. */
+#define OWN_BUF (sizeof(wire_hdr_t) + HIVE__MPI_INLINE)
+static pthread_key_t own_key;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static __thread char *own_buf;
+static bool own_key_ok;
+
+static void own_key_make(void)
+{
+    own_key_ok = pthread_key_create(&own_key, free) == 0;
+}
+
+static char *own_buffer(void)
+{
+    if (own_buf == NULL) {
+        pthread_once(&own_once, own_key_make);
+        char *b = own_key_ok ? malloc(OWN_BUF) : NULL;
+        if (b != NULL && pthread_setspecific(own_key, b) != 0) {
+            free(b);
+            b = NULL;
+        }
+        own_buf = b;
+    }
+    return own_buf;
+}
+
+/* Polls for other ranks' requests while a receive is posted for one's
+ * own answer: every this many looks at it. */
+#define OWN_POLL_EVERY 4
+
+void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req)
 {
     uint64_t t0 = hive__now_ns(), now = t0;
     bool was = serving;
@@ -997,14 +1029,50 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
     /* relaxed: a hint that lets the progress thread sleep meanwhile */
     atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
     uint64_t served0 = served_here;
+    /* The answer's own receive: posted before anyone probes for it again.
+     * A thread that probed the answer already (it is gone from MPI's
+     * queue) is handling it: the receive is cancelled once obj finishes. */
+    MPI_Request own = MPI_REQUEST_NULL;
+    int tag = src >= 0 ? hive__mpi_reply_tag(w, req) : 0;
+    char *buf = src >= 0 ? own_buffer() : NULL;
+    if (buf != NULL)
+        MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->comm, &own);
+    unsigned looks = 0;
     /* acquire: a stopped world (phase 3) is not polled any more */
     while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
            atomic_load_explicit(&w->phase, memory_order_acquire) != 3) {
+        if (own != MPI_REQUEST_NULL) {
+            int done = 0, count = 0;
+            MPI_Status st;
+            MPI_Test(&own, &done, &st);
+            if (done) {                  /* own is MPI_REQUEST_NULL now */
+                hive__mpi_count(&w->st_recv_waiting, 1);
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                handle(w, src, tag, buf, (size_t)count, true);
+                continue;
+            }
+            if (++looks % OWN_POLL_EVERY != 0)
+                continue;                /* the clock is read when polling */
+        }
         /* no pause between polls while spinning: a probe takes long
          * enough, and each pause would add to the answer's latency */
         if (!poll_here(w, &w->st_recv_waiting, NULL) && now - t0 >= DRIVE_SPIN_NS)
             sched_yield();
         now = hive__now_ns();
+    }
+    if (own != MPI_REQUEST_NULL) {
+        /* out of budget, or another thread took the answer: withdraw the
+         * receive; if it matched meanwhile, the answer is ours to handle */
+        MPI_Status st;
+        int cancelled = 0, count = 0;
+        MPI_Cancel(&own);
+        MPI_Wait(&own, &st);
+        MPI_Test_cancelled(&st, &cancelled);
+        if (!cancelled) {
+            hive__mpi_count(&w->st_recv_waiting, 1);
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            handle(w, src, tag, buf, (size_t)count, true);
+        }
     }
     /* relaxed: as above. The progress thread naps while others poll; wake
      * it if this was the last poller and it leaves work behind: its answer

@@ -239,8 +239,12 @@ int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
 int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bool owned);
 /* Receive and handle this rank's messages on the calling thread (one
  * thread at a time probes: poll_lock) until obj finishes or budget_ns
- * passed; the progress thread takes over after. */
-void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns);
+ * passed; the progress thread takes over after. src >= 0: obj is the
+ * answer to request req sent to src, whose reply this thread receives
+ * with a receive posted for it (matched as it arrives, straight into a
+ * buffer of this thread: no probe, no unexpected-message copy), probing
+ * for other ranks' requests only every few looks. */
+void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
 bool  hive__mpi_serving(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 

@@ -126,18 +126,27 @@ static int m_big(void *self, hive_ctx_t *ctx)
     return 0;
 }
 
+/* nap(ms): sleep ms milliseconds, return ms */
+static int m_nap(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    const uint32_t *ms = hive_arg(ctx, 0, NULL);
+    test_sleep_ms(*ms);
+    return hive_return(ctx, ms, sizeof *ms);
+}
+
 static int m_boom(void *self, hive_ctx_t *ctx)
 {
     (void)self; (void)ctx;
     return HIVE_RESTART;
 }
 
-enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, BIG, BOOM, NMETHODS };
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, BIG, BOOM, NAP, NMETHODS };
 static const hive_method_t methods[NMETHODS] = {
     [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
     [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
     [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 }, [ALL] = { "all", m_all, 0 },
-    [BIG] = { "big", m_big, 0 }, [BOOM] = { "boom", m_boom, 0 },
+    [BIG] = { "big", m_big, 0 }, [BOOM] = { "boom", m_boom, 0 }, [NAP] = { "nap", m_nap, 0 },
 };
 static const hive_actor_class_t logger_class = {
     .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
@@ -312,7 +321,8 @@ static void test_round_trip_paths(void **state)
  * callers' calls run once and in order (seq fails otherwise); failures,
  * a method out of range, results of 0 B, 100 B and 40 000 B (above the
  * inline reply: sent from a copy), and a restart then a death by
- * HIVE_RESTART come back as through a task. Rank 1 ran some in place. */
+ * HIVE_RESTART come back as through a task; a wait that times out gives
+ * back the receive it posted for its answer. Rank 1 ran some in place. */
 static void test_calls_in_place(void **state)
 {
     (void)state;
@@ -368,6 +378,15 @@ static void test_calls_in_place(void **state)
                 assert_int_equal(((const unsigned char *)p)[i], (unsigned char)(i * 13 + sizes[k]));
             hive_release(h, r);
         }
+        /* a wait that times out withdraws the receive it posted for the
+         * answer; the next wait takes the answer all the same */
+        uint32_t ms = 100;
+        assert_int_equal(hive_call(h, all[1], NAP, &HIVE_VAL(ms), 1, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, 5000000, &p, &n), HIVE_ETIMEDOUT);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+        assert_int_equal(n, sizeof ms);
+        assert_int_equal(*(const uint32_t *)p, ms);
+        hive_release(h, r);
         /* one restart, then the second HIVE_RESTART is the last */
         int expect[4] = { HIVE_ETASK, HIVE_OK, HIVE_ETASK, HIVE_EDEAD };
         unsigned method[4] = { BOOM, RANK, BOOM, RANK };
