@@ -322,7 +322,8 @@ static void test_round_trip_paths(void **state)
  * a method out of range, results of 0 B, 100 B and 40 000 B (above the
  * inline reply: sent from a copy), and a restart then a death by
  * HIVE_RESTART come back as through a task; a wait that times out gives
- * back the receive it posted for its answer. Rank 1 ran some in place. */
+ * back the receive it posted for its answer; ref arguments and big inline
+ * ones take the usual way. Rank 1 ran some in place. */
 static void test_calls_in_place(void **state)
 {
     (void)state;
@@ -378,6 +379,24 @@ static void test_calls_in_place(void **state)
                 assert_int_equal(((const unsigned char *)p)[i], (unsigned char)(i * 13 + sizes[k]));
             hive_release(h, r);
         }
+        /* a ref argument, and inline arguments too big for the worker's
+         * stack, take the usual way (a task record) */
+        unsigned char big[5000];
+        uint64_t want = 0;
+        for (size_t i = 0; i < sizeof big; i++)
+            want += big[i] = (unsigned char)(i * 3);
+        hive_ref_t ref;
+        assert_int_equal(hive_put(h, big, sizeof big, &ref), HIVE_OK);
+        hive_arg_t as[2] = { HIVE_REF(ref), HIVE_BYTES(big, sizeof big) };
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(hive_call(h, all[1], SUM, &as[k], 1, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+            assert_int_equal(n, 2 * sizeof(uint64_t));
+            assert_int_equal(((const uint64_t *)p)[0], want);
+            assert_int_equal(((const uint64_t *)p)[1], sizeof big);
+            hive_release(h, r);
+        }
+        hive_release(h, ref);            /* rank 1 fetched it before it answered */
         /* a wait that times out withdraws the receive it posted for the
          * answer; the next wait takes the answer all the same */
         uint32_t ms = 100;
