@@ -92,17 +92,18 @@ static void print_receivers(const char *what, const hive_mpi_stats_t *before)
 {
     hive_mpi_stats_t now;
     hive_mpi_stats(h, &now);
-    uint64_t mine[3] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
-                         now.recv_progress - before->recv_progress };
-    uint64_t *all = rank == 0 ? calloc((size_t)size * 3, sizeof *all) : NULL;
-    MPI_Gather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint64_t mine[4] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
+                         now.recv_progress - before->recv_progress,
+                         now.calls_in_place - before->calls_in_place };
+    uint64_t *all = rank == 0 ? calloc((size_t)size * 4, sizeof *all) : NULL;
+    MPI_Gather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (rank != 0 || all == NULL)
         return;
     printf("  %s: rank 0 took its answers on: the waiting thread %llu, an idle worker %llu, the "
            "progress thread %llu;\n  rank 1 took the calls on: a waiting thread %llu, an idle worker "
-           "%llu, the progress thread %llu\n", what, (unsigned long long)all[0], (unsigned long long)all[1],
-           (unsigned long long)all[2], (unsigned long long)all[3], (unsigned long long)all[4],
-           (unsigned long long)all[5]);
+           "%llu, the progress thread %llu; it ran %llu in place\n", what, (unsigned long long)all[0],
+           (unsigned long long)all[1], (unsigned long long)all[2], (unsigned long long)all[4],
+           (unsigned long long)all[5], (unsigned long long)all[6], (unsigned long long)all[7]);
     free(all);
 }
 
