@@ -1333,14 +1333,15 @@ hive__actor_t *hive__actor_claim_free(struct hive *h, uint64_t id, unsigned meth
     if (a != NULL) {
         atail_t *tl = tail_in(o);
         uint32_t free_turn = 0;
-        /* The turn is free (sched 0: no RUNNING, no token, not parked),
-         * taken as a turn takes it. seq_cst: our half of the pusher/turn
-         * handshake, as token_run's exchange; it also orders the reads of
-         * the heads below after it, against a pusher's "push, then read
-         * sched" (a pusher that saw no RUNNING kicked: its token shows in
-         * sched, so the exchange fails, or its push shows in the heads) */
         /* conc, worker and the class are fixed before the handle is
-         * published; the rest is read once the turn is ours */
+         * published; the rest is read once the turn is ours. The turn is
+         * free when sched is 0 (no RUNNING, no token, not parked), and is
+         * taken as token_run takes it. seq_cst: our half of the
+         * pusher/turn handshake (see top), which orders the reads of the
+         * heads below after it: a pusher that read sched before us saw no
+         * RUNNING and queued a token (so sched was not 0), or we see its
+         * push; one that read it after us leaves its mail to our end of
+         * turn (release_turn), as with any turn. */
         if (tl->conc || method >= a->cls->nmethods || (tl->worker >= 0 && (unsigned)tl->worker != worker) ||
             !atomic_compare_exchange_strong_explicit(&a->sched, &free_turn, RUNNING, memory_order_seq_cst,
                                                      memory_order_relaxed)) {
@@ -1372,7 +1373,7 @@ int hive__actor_run_here(hive__actor_t *a, hive__worker_t *w, unsigned method, h
     hive__count(&w->methods, 1);
     if (rc == HIVE_RESTART)
         restart(a, w);
-    if (is_dead(a)) {                    /* its restarts ran out (a kill is seen below) */
+    if (is_dead(a)) {                    /* killed meanwhile, or its restarts ran out: as turn() */
         retire(a);                       /* RUNNING stays: no turn ever again */
         return rc;
     }
