@@ -984,6 +984,21 @@ static void retire(hive__actor_t *a)
     hive__call_rcu(&a->rcu, retire_cb);
 }
 
+/* The end of an unparked turn: give RUNNING up and kick for the mail left
+ * (unfinished: lanes_unfinished, read while the turn still owned the
+ * consumer side) or for a kill that came meanwhile. seq_cst RMW, then
+ * seq_cst reads of the heads and of dead: the turn's half of the
+ * handshakes (see top). */
+static void release_turn(hive__actor_t *a, unsigned unfinished)
+{
+    atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
+    int lane = mail_pending(a, unfinished);
+    if (lane < 0 && atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
+        lane = 0;                        /* killed meanwhile: a turn must retire it */
+    if (lane >= 0)
+        kick(a, (unsigned)lane);
+}
+
 /* A turn: the caller owns RUNNING. A record whose arguments are pending
  * parks the actor (see "parking"): the constructor leaves it unbuilt, a
  * call waits in a->held, ahead of the mail, for the turn after the wake. */
@@ -1023,23 +1038,22 @@ static void turn(hive__actor_t *a, hive__worker_t *w)
         retire(a);                       /* RUNNING stays: no turn ever again */
         return;
     }
+    if (parked) {
+        int held_lane = a->held != NULL ? (int)a->held->lane : (int)hive__prio_lane(HIVE_PRIO_NORMAL);
+        /* seq_cst RMW, then a seq_cst read of dead: as in release_turn
+         * ("parking": the same RMW reads WOKE, and clears it for the turn
+         * it may kick) */
+        uint32_t was = atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
+        int lane = (was & WOKE) ? held_lane : -1;   /* mail waits for the wake, which kicks */
+        if (lane < 0 && atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
+            lane = 0;                    /* killed meanwhile: a turn must retire it */
+        if (lane >= 0)
+            kick(a, (unsigned)lane);
+        return;
+    }
     /* read before giving the actor up: once RUNNING is clear another turn
      * may own the mailboxes' consumer side (and a->held) */
-    unsigned unfinished = parked ? 0 : lanes_unfinished(a);
-    int held_lane = a->held != NULL ? (int)a->held->lane : (int)hive__prio_lane(HIVE_PRIO_NORMAL);
-    /* seq_cst RMW, then seq_cst reads of the heads and of dead: the turn's
-     * half of the handshakes (see top, and "parking": the same RMW reads
-     * WOKE, and clears it for the turn it may kick) */
-    uint32_t was = atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
-    int lane;
-    if (!parked)
-        lane = mail_pending(a, unfinished);
-    else                                 /* mail waits for the wake, which kicks */
-        lane = (was & WOKE) ? held_lane : -1;
-    if (lane < 0 && atomic_load_explicit(&tail_of(a)->dead, memory_order_seq_cst))
-        lane = 0;                        /* killed meanwhile: a turn must retire it */
-    if (lane >= 0)
-        kick(a, (unsigned)lane);
+    release_turn(a, lanes_unfinished(a));
 }
 
 /* ------------------------------------------------------------ concurrent actors */
@@ -1303,6 +1317,68 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn)
     hive__actor_t *a;
     int rc = find_actor(h, (hive_actor_t){ id }, fn, &a);
     hive__rcu_unlock();
+    return rc;
+}
+
+/* ------------------------------------------------------------ calls run in place */
+
+hive__actor_t *hive__actor_claim_free(struct hive *h, uint64_t id, unsigned method, unsigned worker)
+{
+    /* relaxed, both: a late view only sends this call through hive_call,
+     * which reads them again */
+    if (h->trace.on || atomic_load_explicit(&h->sched.stopping, memory_order_relaxed))
+        return NULL;
+    hive__rcu_lock();
+    hive__obj_t *o = hive__obj_lookup(h, id);
+    hive__actor_t *a = o != NULL && o->kind == HIVE__ACTOR ? o->u.actor.actor : NULL;
+    if (a != NULL) {
+        atail_t *tl = tail_in(o);
+        uint32_t free_turn = 0;
+        /* conc, worker and the class are fixed before the handle is
+         * published; the rest is read once the turn is ours. The turn is
+         * free when sched is 0 (no RUNNING, no token, not parked), and is
+         * taken as token_run takes it. seq_cst: our half of the
+         * pusher/turn handshake (see top), which orders the reads of the
+         * heads below after it: a pusher that read sched before us saw no
+         * RUNNING and queued a token (so sched was not 0), or we see its
+         * push; one that read it after us leaves its mail to our end of
+         * turn (release_turn), as with any turn. */
+        if (tl->conc || method >= a->cls->nmethods || (tl->worker >= 0 && (unsigned)tl->worker != worker) ||
+            !atomic_compare_exchange_strong_explicit(&a->sched, &free_turn, RUNNING, memory_order_seq_cst,
+                                                     memory_order_relaxed)) {
+            a = NULL;
+        } else {
+            unsigned unfinished = lanes_unfinished(a);
+            if (!tl->initialized || a->held != NULL || unfinished != 0 || mail_pending(a, 0) >= 0 ||
+                atomic_load_explicit(&tl->dead, memory_order_seq_cst)) {
+                /* mail came first, or a kill, or the constructor has not
+                 * run: that goes before us. Give the turn back as a turn
+                 * ends (kicking for what is there) */
+                release_turn(a, unfinished);
+                a = NULL;
+            }
+        }
+    }
+    /* the living count keeps the record from here: only a turn retires
+     * it, and the turn is ours until run_here gives it back */
+    hive__rcu_unlock();
+    return a;
+}
+
+int hive__actor_run_here(hive__actor_t *a, hive__worker_t *w, unsigned method, hive__task_t *t,
+                         hive__obj_t *res)
+{
+    struct hive_ctx ctx = { .h = eng(a), .w = w, .task = t, .result = res, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    int rc = a->cls->methods[method].fn(a->state, &ctx);
+    hive__count(&w->methods, 1);
+    if (rc == HIVE_RESTART)
+        restart(a, w);
+    if (is_dead(a)) {                    /* killed meanwhile, or its restarts ran out: as turn() */
+        retire(a);                       /* RUNNING stays: no turn ever again */
+        return rc;
+    }
+    release_turn(a, lanes_unfinished(a));
     return rc;
 }
 

@@ -12,6 +12,9 @@ struct hive;
 struct hive__actor;
 struct hive__actor_name;
 struct hive__actor_cls;
+struct hive__worker;
+struct hive__task;
+struct hive__obj;
 
 typedef struct hive__actors {
     pthread_mutex_t     lock;       /* names and classes: never on a call */
@@ -36,6 +39,21 @@ void hive__actors_init(hive__actors_t *r);
 /* HIVE_OK if id names a living actor of h, else the failure with fn's
  * sentence (HIVE_ENOENT, HIVE_EDEAD); for actor_pool.c. */
 int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
+/* A call run in place by a worker that is not running a job (the MPI
+ * layer's idle poller, src/mpi/): claim takes the turn of a sequential,
+ * living, built actor of h whose turn is free - no turn running, queued or
+ * parked, no mail - so that the call keeps every order a mailbox would
+ * give it; NULL otherwise (hive_call it then), and for a method out of
+ * range, a worker-placed actor placed elsewhere, tracing or shutdown.
+ * run_here runs the method on worker w with t as its arguments (a record
+ * the caller built: only nargs and args are read; inline bytes only) and
+ * res as its result (a BLOB record outside the table: what the method
+ * returned is in res->data and res->size, hive__payload_free gives it
+ * back), applies HIVE_RESTART, and gives the turn back as a turn does;
+ * it returns what the method returned. */
+struct hive__actor *hive__actor_claim_free(struct hive *h, uint64_t id, unsigned method, unsigned worker);
+int hive__actor_run_here(struct hive__actor *a, struct hive__worker *w, unsigned method,
+                         struct hive__task *t, struct hive__obj *res);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);

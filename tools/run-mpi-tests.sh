@@ -18,16 +18,34 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 # components it unloads before LeakSanitizer looks: full stacks at malloc
 # (fast_unwind_on_malloc=0) let tests/mpi/lsan.supp match them by Open MPI's
 # library names, and only by those.
+#
+# A sanitizer reads one suppressions= (the last): the caller's own
+# suppressions file, if its options name one, joins ours in one file, and
+# the caller's other options follow ours.
+merge_supp() {   # merge_supp OUT OPTIONS OURS... -> the options without suppressions=
+  local out=$1 opts=$2 rest=() o; shift 2
+  cat "$@" > "$out"
+  local IFS=': '
+  for o in $opts; do
+    case $o in
+      suppressions=*) cat "${o#suppressions=}" >> "$out" ;;
+      ?*) rest+=("$o") ;;
+    esac
+  done
+  echo "${rest[*]}"
+}
 if [ "$variant" = asan ]; then
   export ASAN_OPTIONS="fast_unwind_on_malloc=0:$ASAN_OPTIONS"
-  export LSAN_OPTIONS="suppressions=$PWD/tests/mpi/lsan.supp:${LSAN_OPTIONS:-}"
+  lsupp=build/.mpi-lsan.supp
+  lrest=$(merge_supp "$lsupp" "${LSAN_OPTIONS:-}" tests/mpi/lsan.supp)
+  export LSAN_OPTIONS="suppressions=$PWD/$lsupp${lrest:+:${lrest// /:}}"
 fi
 # Open MPI is not built with TSan: tests/mpi/tsan.supp names its modules
 # (see there), on top of the suppressions every TSan test uses
 if [ "$variant" = tsan ]; then
   supp=build/.mpi-tsan.supp
-  cat tests/tsan.supp tests/mpi/tsan.supp > "$supp"
-  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/$supp ${TSAN_OPTIONS:-}"
+  trest=$(merge_supp "$supp" "${TSAN_OPTIONS:-}" tests/tsan.supp tests/mpi/tsan.supp)
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/$supp $trest"
 fi
 timeout_s=${MPI_TEST_TIMEOUT:-120}
 passed=0; failed=0; bad=()

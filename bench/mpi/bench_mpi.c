@@ -6,7 +6,8 @@
  * (getrusage over a few seconds: workers, hive's progress thread and Open
  * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
  * every rank. Prints a table and writes JSON lines to the path in argv[1]
- * (if given).
+ * (if given). argv[2] "rt" runs the round trips only, 100 times longer (to
+ * profile them).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -91,17 +92,18 @@ static void print_receivers(const char *what, const hive_mpi_stats_t *before)
 {
     hive_mpi_stats_t now;
     hive_mpi_stats(h, &now);
-    uint64_t mine[3] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
-                         now.recv_progress - before->recv_progress };
-    uint64_t *all = rank == 0 ? calloc((size_t)size * 3, sizeof *all) : NULL;
-    MPI_Gather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint64_t mine[4] = { now.recv_waiting - before->recv_waiting, now.recv_idle - before->recv_idle,
+                         now.recv_progress - before->recv_progress,
+                         now.calls_in_place - before->calls_in_place };
+    uint64_t *all = rank == 0 ? calloc((size_t)size * 4, sizeof *all) : NULL;
+    MPI_Gather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (rank != 0 || all == NULL)
         return;
     printf("  %s: rank 0 took its answers on: the waiting thread %llu, an idle worker %llu, the "
            "progress thread %llu;\n  rank 1 took the calls on: a waiting thread %llu, an idle worker "
-           "%llu, the progress thread %llu\n", what, (unsigned long long)all[0], (unsigned long long)all[1],
-           (unsigned long long)all[2], (unsigned long long)all[3], (unsigned long long)all[4],
-           (unsigned long long)all[5]);
+           "%llu, the progress thread %llu; it ran %llu in place\n", what, (unsigned long long)all[0],
+           (unsigned long long)all[1], (unsigned long long)all[2], (unsigned long long)all[4],
+           (unsigned long long)all[5], (unsigned long long)all[6], (unsigned long long)all[7]);
     free(all);
 }
 
@@ -335,13 +337,18 @@ int main(int argc, char **argv)
     free(ids);
     if (rank == 0)
         printf("hive MPI layer vs raw MPI (%d ranks, ranks 0 and 1 measure)\n", size);
-    bench_round_trip(all[1], 8, 2000);
-    bench_round_trip(all[1], 4096, 2000);
+    /* argv[2] "rt": the round trips only, longer (for profiling them) */
+    int rt_only = argc > 2 && strcmp(argv[2], "rt") == 0;
+    bench_round_trip(all[1], 8, rt_only ? 200000 : 2000);
+    bench_round_trip(all[1], 4096, rt_only ? 20000 : 2000);
+    if (rt_only)
+        goto out;
     bench_get((size_t)64 << 20, 5);
     bench_async(all[1], 20000);
     bench_cell(500, 0);
     bench_cell(500, 1);
     bench_idle(3.0);
+out:
     hive_mpi_detach(h);
     hive_shutdown(h);
     if (json)

@@ -124,6 +124,11 @@ typedef struct hive_mpi_stats {
      * remote call's future, a cell acquire, a kill, a lookup), an idle
      * worker (polling while it spins before it sleeps) */
     uint64_t recv_progress, recv_waiting, recv_idle;
+    /* of calls_served, those an idle worker ran where it took them, in
+     * the actor's free turn (all arguments inline bytes; the actor
+     * sequential, with no call queued or running): no task or result
+     * record, the reply sent from what the method returned */
+    uint64_t calls_in_place;
 } hive_mpi_stats_t;
 int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out);
 

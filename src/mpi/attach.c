@@ -123,6 +123,15 @@ static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *ms
     return HIVE_OK;
 }
 
+/* The remote call this thread made last: the future its caller most
+ * likely waits for next. */
+typedef struct last_call {
+    world_t  *w;
+    uint64_t  fut, req;
+    int       dest;
+} last_call_t;
+static __thread last_call_t last_call;
+
 static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hive_arg_t *args,
                        size_t nargs, const hive_opts_t *opts, hive_ref_t *result)
 {
@@ -162,6 +171,9 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     memcpy(msg, &hdr, sizeof hdr);
     result->id = fut->id;
     hive__mpi_count(&w->st_calls_sent, 1);
+    /* a hive_get of this future on this thread next (a round trip) posts
+     * a receive for the answer (remote_wait) */
+    last_call = (last_call_t){ .w = w, .fut = fut->id, .req = hdr.req, .dest = dest };
     return hive__mpi_request(w, dest, msg, len, p, msg != (char *)small);
 fail:
     if (msg != (char *)small)
@@ -191,7 +203,10 @@ static void remote_wait(void *ctx, hive__obj_t *o, uint64_t deadline)
     if (now >= deadline)
         return;
     int64_t budget = deadline - now < DRIVE_NS ? (int64_t)(deadline - now) : DRIVE_NS;
-    hive__mpi_drive(w, o, budget);
+    bool mine = last_call.w == w && last_call.fut == o->id;   /* this thread's last call */
+    hive__mpi_drive(w, o, budget, mine ? last_call.dest : -1, last_call.req);
+    if (mine)
+        last_call.w = NULL;
 }
 
 /* ------------------------------------------------------------------ gets */
@@ -248,7 +263,7 @@ static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds,
     hive__mpi_count(&w->st_fetches, 1);
     hive__mpi_request(w, dest, msg, sizeof *msg, p, true);
     if (drive)
-        hive__mpi_drive(w, o, DRIVE_NS);     /* the first get receives it itself */
+        hive__mpi_drive(w, o, DRIVE_NS, dest, hdr.req);   /* the first get receives it itself */
     return HIVE_OK;
 }
 
@@ -463,7 +478,7 @@ static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64
     *msg = hdr;
     hive_ref_t local = { o->id };
     hive__mpi_request(w, dest, msg, sizeof *msg, p, true);
-    hive__mpi_drive(w, o, DRIVE_NS);
+    hive__mpi_drive(w, o, DRIVE_NS, -1, 0);
     const void *data;
     rc = hive_get(w->h, local, HIVE_FOREVER, &data, NULL);   /* the answer is in ans after this */
     uint64_t got = ans->seq;
@@ -593,7 +608,7 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void 
         memcpy(msg + sizeof hdr, name, nlen);
     hive_ref_t ref = { o->id };
     hive__mpi_request(w, dest, msg, sizeof hdr + nlen, p, true);
-    hive__mpi_drive(w, o, DRIVE_NS);
+    hive__mpi_drive(w, o, DRIVE_NS, -1, 0);
     const void *data;
     size_t size;
     rc = hive_get(w->h, ref, HIVE_FOREVER, &data, &size);
@@ -831,7 +846,8 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
                                .cell_local = LD(st_cell_local),
                                .recv_progress = LD(st_recv_progress),
-                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle) };
+                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle),
+                               .calls_in_place = LD(st_in_place) };
 #undef LD
     return HIVE_OK;
 }

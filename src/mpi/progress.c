@@ -7,7 +7,10 @@
  * is in flight.
  */
 #include "mpi/world.h"
+#include "actor.h"
 #include "arena.h"
+#include "sched.h"
+#include "task.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/park.h"
@@ -34,6 +37,23 @@ static __thread bool serving;
 /* An idle worker's empty polls in a row, and whether the rank is hot (1:
  * traffic less than IDLE_FREE_NS ago, 2: less than IDLE_HOT_NS ago). */
 static __thread unsigned idle_empty, idle_hot;
+/* A call the idle worker took for an actor whose turn was free: claimed
+ * under poll_lock (so the calls handled after it queue behind it), run on
+ * this worker once poll_lock is let go (run_in_place). The message stays
+ * in stack (or in heap, if it was larger) until then. */
+#define HERE_MAX_ARGS 8
+#define HERE_MAX_BYTES 4352      /* their bytes at 16-byte steps: a 4 KiB argument and a few small */
+typedef struct here {
+    struct hive__actor *a;       /* the claimed turn; NULL: nothing to run */
+    wire_hdr_t  hdr;
+    int         src;
+    char       *heap;            /* the message, if it did not fit stack */
+    const char *args[HERE_MAX_ARGS];   /* each inline argument's bytes, in the message */
+    uint64_t    sizes[HERE_MAX_ARGS];
+    uint64_t    stack[512];      /* 4 KiB, 8-aligned: take_matched receives into it */
+} here_t;
+/* Set while the idle worker polls: calls may run in place (NULL otherwise). */
+static __thread here_t *here_slot;
 /* Requests from other ranks this thread has handled (a driver that served
  * some hands the polling back to the progress thread when it stops). */
 static __thread uint64_t served_here;
@@ -309,38 +329,60 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bo
 
 /* ---------------------------------------------------------- serving */
 
+/* Answer req with size bytes at data. hold: the record data belongs to,
+ * which a payload above HIVE__MPI_INLINE is sent straight out of (a count
+ * on it per part in flight); NULL: data is gone after the call, so such
+ * a payload goes from a copy. */
+static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, size_t size, uint64_t id,
+                       uint32_t flags, hive__obj_t *hold)
+{
+    int tag = hive__mpi_reply_tag(w, req);
+    size_t inl = size <= HIVE__MPI_INLINE ? size : 0;
+    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
+    char *copy = NULL;
+    if (inl != size && hold == NULL && (copy = malloc(size)) == NULL) {
+        reply_small(w, dest, req, HIVE_ENOMEM, 0);
+        return;
+    }
+    if (sizeof h + inl <= SMALL_MSG) {
+        char buf[SMALL_MSG];
+        memcpy(buf, &h, sizeof h);
+        if (inl)
+            memcpy(buf + sizeof h, data, inl);
+        MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->comm);
+    } else {
+        char *buf = malloc(sizeof h + inl);
+        if (buf == NULL) {
+            free(copy);
+            reply_small(w, dest, req, HIVE_ENOMEM, 0);
+            return;
+        }
+        memcpy(buf, &h, sizeof h);
+        memcpy(buf + sizeof h, data, inl);
+        send_msg(w, w->comm, buf, sizeof h + inl, dest, tag, (xfer_t){ .free_buf = buf });
+    }
+    if (inl == size)
+        return;
+    if (copy != NULL)
+        memcpy(copy, data, size);
+    for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {   /* straight out of the arena */
+        size_t n = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
+        if (hold != NULL)
+            atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);   /* relaxed: we hold one */
+        /* the copy is freed with its last part */
+        bool last = off + n == size;
+        send_msg(w, w->dcomm, (copy ? copy : (const char *)data) + off, n, dest, tag,
+                 (xfer_t){ .release = hold, .free_buf = copy && last ? copy : NULL });
+    }
+}
+
 static void send_object(world_t *w, int dest, uint64_t req, hive__obj_t *o, uint64_t id, uint32_t flags)
 {
     if (hive__obj_state(o) != HIVE__SEALED) {
         reply_small(w, dest, req, hive__obj_fail_code(o), 0);
         return;
     }
-    int tag = hive__mpi_reply_tag(w, req);
-    size_t size = o->size, inl = size <= HIVE__MPI_INLINE ? size : 0;
-    wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
-    if (sizeof h + inl <= SMALL_MSG) {
-        char buf[SMALL_MSG];
-        memcpy(buf, &h, sizeof h);
-        if (inl)
-            memcpy(buf + sizeof h, o->data, inl);
-        MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->comm);
-    } else {
-        char *buf = malloc(sizeof h + inl);
-        if (buf == NULL) {
-            reply_small(w, dest, req, HIVE_ENOMEM, 0);
-            return;
-        }
-        memcpy(buf, &h, sizeof h);
-        memcpy(buf + sizeof h, o->data, inl);
-        send_msg(w, w->comm, buf, sizeof h + inl, dest, tag, (xfer_t){ .free_buf = buf });
-    }
-    if (inl == size)
-        return;
-    for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {   /* straight out of the arena */
-        size_t n = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-        atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* relaxed: we hold one */
-        send_msg(w, w->dcomm, (char *)o->data + off, n, dest, tag, (xfer_t){ .release = o });
-    }
+    send_bytes(w, dest, req, o->data, o->size, id, flags, o);
 }
 
 /* A served object finished: the thread that finished it (the worker that
@@ -491,8 +533,94 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
     return HIVE_OK;
 }
 
+/* The idle worker's shortcut: a call whose arguments are all inline
+ * bytes, for an actor whose turn is free, claims that turn here (under
+ * poll_lock) and runs after poll_lock is let go (run_in_place): no task
+ * record, no result record, no job, the reply sent from what the method
+ * returned. False: the call goes the usual way. */
+static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+{
+    here_t *x = here_slot;
+    if (x == NULL || x->a != NULL || hive__self == NULL || hdr->nargs > HERE_MAX_ARGS)
+        return false;
+    size_t at = sizeof *hdr, total = 0;
+    for (uint32_t i = 0; i < hdr->nargs; i++) {
+        wire_arg_t a;
+        if (n - at < sizeof a)
+            return false;                /* malformed: serve_call says so */
+        memcpy(&a, buf + at, sizeof a);
+        at += sizeof a;
+        uint64_t padded = (a.size + 7) & ~(uint64_t)7;
+        if (a.ref != 0 || a.size > n || padded > n - at)
+            return false;                /* a ref argument (or malformed): the usual way */
+        x->args[i] = buf + at;
+        x->sizes[i] = a.size;
+        at += padded;
+        total += (a.size + 15) & ~(uint64_t)15;
+    }
+    if (total > HERE_MAX_BYTES)
+        return false;                    /* big arguments: a record holds them */
+    struct hive__actor *a = hive__actor_claim_free(w->h, hdr->id, hdr->method, hive__self->index);
+    if (a == NULL)
+        return false;
+    x->a = a;
+    x->hdr = *hdr;
+    x->src = src;
+    /* relaxed: as serve_when_done's; run_in_place's release decrement is
+     * what detach waits for */
+    atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
+    hive__mpi_count(&w->st_calls_served, 1);   /* a gate may count on it */
+    hive__mpi_count(&w->st_in_place, 1);
+    return true;
+}
+
+/* Run the call claim_in_place took, on this worker, and answer it. The
+ * arguments are copied to 16-byte boundaries, as a task record holds them. */
+static void run_in_place(world_t *w, here_t *x)
+{
+    size_t nargs = x->hdr.nargs;
+    _Alignas(16) unsigned char bytes[HERE_MAX_BYTES];   /* claim_in_place checked the total */
+    _Alignas(hive__task_t) unsigned char tbuf[sizeof(hive__task_t) + HERE_MAX_ARGS * sizeof(hive__targ_t)];
+    hive__task_t *t = (hive__task_t *)(void *)tbuf;
+    memset(t, 0, sizeof *t + nargs * sizeof(hive__targ_t));
+    t->nargs = nargs;
+    t->method = x->hdr.method;
+    for (size_t i = 0, off = 0; i < nargs; i++) {
+        memcpy(bytes + off, x->args[i], x->sizes[i]);
+        t->args[i].data = bytes + off;
+        t->args[i].size = x->sizes[i];
+        off += (x->sizes[i] + 15) & ~(size_t)15;
+    }
+    hive__obj_t res;
+    memset(&res, 0, sizeof res);
+    res.kind = HIVE__BLOB;
+    /* The method is user code on a worker, as in a job: not serving (a
+     * lookup inside it asks every rank), and not counted among the
+     * pollers (relaxed: a hint), so that the progress thread receives
+     * meanwhile if the method takes long */
+    bool was = serving;
+    serving = false;
+    atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed);
+    int rc = hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res);
+    atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
+    serving = was;
+    if (rc == 0)
+        send_bytes(w, x->src, x->hdr.req, res.data ? res.data : (const void *)"", res.size, 0, 0, NULL);
+    else
+        reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
+    hive__payload_free(w->h, &res);
+    free(x->heap);
+    x->heap = NULL;
+    x->a = NULL;
+    /* release: the answer's sends (handed over first) before the count
+     * that lets detach finish (step_detach's acquire) */
+    atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
+}
+
 static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
 {
+    if (claim_in_place(w, src, hdr, buf, n))
+        return;
     size_t most = n / sizeof(wire_arg_t);
     served_t *s = calloc(1, sizeof *s);
     hive_arg_t few[8];                   /* the usual call's arguments: no allocation */
@@ -790,17 +918,24 @@ static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _
     hive__mpi_count(ctr, 1);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
+    here_t *x = here_slot;
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
-    char *buf = count <= (int)sizeof stack ? (char *)stack : malloc((size_t)count);
+    char *small = x != NULL ? (char *)x->stack : (char *)stack;
+    char *buf = count <= (int)sizeof stack ? small : malloc((size_t)count);
     if (buf == NULL)
         abort();                         /* a message we cannot take would wedge the world */
     MPI_Mrecv(buf, count, MPI_BYTE, m, MPI_STATUS_IGNORE);
     handle(w, st->MPI_SOURCE, st->MPI_TAG, buf, (size_t)count, own);
-    if (buf != (char *)stack)
+    if (x != NULL && x->a != NULL) {     /* a call to run in place: its bytes stay */
+        x->heap = buf != small ? buf : NULL;
+        return;
+    }
+    if (buf != small)
         free(buf);
 }
 
-/* Receive what has arrived (the caller holds poll_lock); count it in ctr. */
+/* Receive what has arrived (the caller holds poll_lock); count it in ctr.
+ * Stops after a call claimed to run in place (here_slot). */
 static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr)
 {
     int n = 0;
@@ -812,6 +947,10 @@ static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr)
         if (!flag)
             break;
         take_matched(w, &m, &st, own, ctr);
+        if (here_slot != NULL && here_slot->a != NULL) {
+            n++;
+            break;
+        }
     }
     return n > 0;
 }
@@ -830,15 +969,19 @@ void hive__mpi_poll_once(world_t *w)
 /* One poll by a thread other than the progress thread (poll_lock taken if
  * free: one thread at a time receives, so messages are handled in the
  * order they were matched); true if it handled something. */
-static bool poll_here(world_t *w, _Atomic uint64_t *ctr)
+static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x)
 {
     if (pthread_mutex_trylock(&w->poll_lock) != 0)
         return false;                    /* another thread polls */
     uint64_t served0 = served_here;
+    here_slot = x;
     bool did = poll_incoming(w, true, ctr);
+    here_slot = NULL;
     pthread_mutex_unlock(&w->poll_lock);
     if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps) */
         atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
+    if (x != NULL && x->a != NULL)
+        run_in_place(w, x);              /* poll_lock is free meanwhile: others receive */
     return did;
 }
 
@@ -846,7 +989,39 @@ static bool poll_here(world_t *w, _Atomic uint64_t *ctr)
  * away) before they yield the CPU between polls (ranks may share cores). */
 #define DRIVE_SPIN_NS 50000
 
-void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
+/* This thread's buffer for the answers it receives with a posted receive
+ * (the largest a reply tag carries: a header and an inline payload),
+ * allocated at its first use, freed when the thread ends. */
+#define OWN_BUF (sizeof(wire_hdr_t) + HIVE__MPI_INLINE)
+static pthread_key_t own_key;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static __thread char *own_buf;
+static bool own_key_ok;
+
+static void own_key_make(void)
+{
+    own_key_ok = pthread_key_create(&own_key, free) == 0;
+}
+
+static char *own_buffer(void)
+{
+    if (own_buf == NULL) {
+        pthread_once(&own_once, own_key_make);
+        char *b = own_key_ok ? malloc(OWN_BUF) : NULL;
+        if (b != NULL && pthread_setspecific(own_key, b) != 0) {
+            free(b);
+            b = NULL;
+        }
+        own_buf = b;
+    }
+    return own_buf;
+}
+
+/* Polls for other ranks' requests while a receive is posted for one's
+ * own answer: every this many looks at it. */
+#define OWN_POLL_EVERY 4
+
+void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req)
 {
     uint64_t t0 = hive__now_ns(), now = t0;
     bool was = serving;
@@ -854,14 +1029,50 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns)
     /* relaxed: a hint that lets the progress thread sleep meanwhile */
     atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
     uint64_t served0 = served_here;
+    /* The answer's own receive: posted before anyone probes for it again.
+     * A thread that probed the answer already (it is gone from MPI's
+     * queue) is handling it: the receive is cancelled once obj finishes. */
+    MPI_Request own = MPI_REQUEST_NULL;
+    int tag = src >= 0 ? hive__mpi_reply_tag(w, req) : 0;
+    char *buf = src >= 0 ? own_buffer() : NULL;
+    if (buf != NULL)
+        MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->comm, &own);
+    unsigned looks = 0;
     /* acquire: a stopped world (phase 3) is not polled any more */
     while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
            atomic_load_explicit(&w->phase, memory_order_acquire) != 3) {
+        if (own != MPI_REQUEST_NULL) {
+            int done = 0, count = 0;
+            MPI_Status st;
+            MPI_Test(&own, &done, &st);
+            if (done) {                  /* own is MPI_REQUEST_NULL now */
+                hive__mpi_count(&w->st_recv_waiting, 1);
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                handle(w, src, tag, buf, (size_t)count, true);
+                continue;
+            }
+            if (++looks % OWN_POLL_EVERY != 0)
+                continue;                /* the clock is read when polling */
+        }
         /* no pause between polls while spinning: a probe takes long
          * enough, and each pause would add to the answer's latency */
-        if (!poll_here(w, &w->st_recv_waiting) && now - t0 >= DRIVE_SPIN_NS)
+        if (!poll_here(w, &w->st_recv_waiting, NULL) && now - t0 >= DRIVE_SPIN_NS)
             sched_yield();
         now = hive__now_ns();
+    }
+    if (own != MPI_REQUEST_NULL) {
+        /* out of budget, or another thread took the answer: withdraw the
+         * receive; if it matched meanwhile, the answer is ours to handle */
+        MPI_Status st;
+        int cancelled = 0, count = 0;
+        MPI_Cancel(&own);
+        MPI_Wait(&own, &st);
+        MPI_Test_cancelled(&st, &cancelled);
+        if (!cancelled) {
+            hive__mpi_count(&w->st_recv_waiting, 1);
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            handle(w, src, tag, buf, (size_t)count, true);
+        }
     }
     /* relaxed: as above. The progress thread naps while others poll; wake
      * it if this was the last poller and it leaves work behind: its answer
@@ -892,7 +1103,10 @@ bool hive__mpi_idle(void *ctx, int what)
             return false;
         bool was = serving;
         serving = true;
-        bool did = poll_here(w, &w->st_recv_idle);
+        here_t x;                        /* calls may run here, in place */
+        x.a = NULL;
+        x.heap = NULL;
+        bool did = poll_here(w, &w->st_recv_idle, &x);
         serving = was;
         if (did) {
             idle_empty = 0;

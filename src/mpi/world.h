@@ -21,10 +21,23 @@
  *    poll_lock, probes `comm`, handles whatever came (serving other ranks'
  *    requests too) and receives its payload straight into the local copy's
  *    arena payload, so no other thread is on the answer's path and no
- *    wake-up is needed.
+ *    wake-up is needed. For the answer to its own last call (or to a
+ *    first get) it posts a receive before it probes again: MPI matches
+ *    the reply to it as it arrives, into a buffer of the thread (no
+ *    probe, no copy through MPI's unexpected queue), and the thread
+ *    probes for others' requests every OWN_POLL_EVERY looks. A probe by
+ *    another thread that took the reply first leaves the receive
+ *    unmatched: it is cancelled when the wait ends.
  *  - An idle worker polls too (the core's idle hook, one worker at a time:
  *    the claim): from its first look for work, and for IDLE_HOT_NS after
- *    the rank's last message. A call it receives becomes a job on its own
+ *    the rank's last message. A call it receives whose arguments are all
+ *    inline bytes, for a sequential actor whose turn is free (nothing
+ *    running, queued or parked: hive__actor_claim_free), runs in place:
+ *    the worker takes the turn under poll_lock (calls handled after it
+ *    queue behind it, so per-caller and lane order hold), lets poll_lock
+ *    go, runs the method with a task and a result record on its stack,
+ *    and sends the reply from what the method returned - no task, no
+ *    result in the store, no job. Any other call becomes a job on its own
  *    deque, so it runs the method where it took the call and sends the
  *    reply from there: the callee's side of a round trip has no wake-up.
  *  - The progress thread receives only while nobody else polls (pollers,
@@ -43,8 +56,11 @@
  *    wake-up tag" technique would burn a core per idle rank), so the
  *    timeout is the price of an idle rank using ~0 CPU (docs/scale-out.md).
  *  - Whoever polls holds poll_lock from the probe until the message is
- *    handled (a call pushed into its actor's mailbox), so messages are
- *    handled in the order MPI matched them, whichever thread takes them.
+ *    handled (a call pushed into its actor's mailbox, or its turn taken),
+ *    so messages are handled in the order MPI matched them, whichever
+ *    thread takes them. An answer taken by its own posted receive is
+ *    handled by its waiter outside poll_lock: nothing waits on the order
+ *    of answers (a subscribed cell acquire first takes in what arrived).
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
  *    order they were made; the callee's progress thread receives them in
@@ -211,7 +227,7 @@ typedef struct world {
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
-                     st_recv_progress, st_recv_waiting, st_recv_idle;
+                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -239,8 +255,12 @@ int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
 int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bool owned);
 /* Receive and handle this rank's messages on the calling thread (one
  * thread at a time probes: poll_lock) until obj finishes or budget_ns
- * passed; the progress thread takes over after. */
-void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns);
+ * passed; the progress thread takes over after. src >= 0: obj is the
+ * answer to request req sent to src, whose reply this thread receives
+ * with a receive posted for it (matched as it arrives, straight into a
+ * buffer of this thread: no probe, no unexpected-message copy), probing
+ * for other ranks' requests only every few looks. */
+void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
 bool  hive__mpi_serving(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 

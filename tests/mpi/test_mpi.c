@@ -113,11 +113,40 @@ static int m_rank(void *self, hive_ctx_t *ctx)
     return hive_return(ctx, &r, sizeof r);
 }
 
-enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, NMETHODS };
+/* big(n): n bytes, byte i being (i * 13 + n) & 0xff */
+static int m_big(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    const uint32_t *n = hive_arg(ctx, 0, NULL);
+    unsigned char *p = hive_return_alloc(ctx, *n);
+    if (p == NULL && *n != 0)
+        return 1;
+    for (uint32_t i = 0; i < *n; i++)
+        p[i] = (unsigned char)(i * 13 + *n);
+    return 0;
+}
+
+/* nap(ms): sleep ms milliseconds, return ms */
+static int m_nap(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    const uint32_t *ms = hive_arg(ctx, 0, NULL);
+    test_sleep_ms(*ms);
+    return hive_return(ctx, ms, sizeof *ms);
+}
+
+static int m_boom(void *self, hive_ctx_t *ctx)
+{
+    (void)self; (void)ctx;
+    return HIVE_RESTART;
+}
+
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, BIG, BOOM, NAP, NMETHODS };
 static const hive_method_t methods[NMETHODS] = {
     [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
     [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
     [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 }, [ALL] = { "all", m_all, 0 },
+    [BIG] = { "big", m_big, 0 }, [BOOM] = { "boom", m_boom, 0 }, [NAP] = { "nap", m_nap, 0 },
 };
 static const hive_actor_class_t logger_class = {
     .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
@@ -280,6 +309,149 @@ static void test_round_trip_paths(void **state)
     }
     if (rank > 1)
         assert_int_equal(waiting + idle + progress, 0);
+    atomic_store(&hive__idle_spin_ns, spin);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Calls an idle worker runs in place (in the actor's free turn, replying
+ * from the method's return): rank 0 calls rank 1's actor, waiting for
+ * each answer, mixed with bursts it does not wait for (those queue, and
+ * a call taken while the mail is not empty goes behind them), while
+ * rank 1's own thread calls the same actor as a second caller. Both
+ * callers' calls run once and in order (seq fails otherwise); failures,
+ * a method out of range, results of 0 B, 100 B and 40 000 B (above the
+ * inline reply: sent from a copy), and a restart then a death by
+ * HIVE_RESTART come back as through a task; a wait that times out gives
+ * back the receive it posted for its answer; ref arguments and big inline
+ * ones take the usual way. Rank 1 ran some in place. */
+static void test_calls_in_place(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 60, BURST = 4, LOCAL = 400, LOCAL_CALLER = 40 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t fragile;                /* rank 1's: one restart, then it dies */
+    hive_actor_opts_t fo = { .max_restarts = 1 };
+    assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, &fo, &fragile), HIVE_OK);
+    uint64_t ids[64];
+    MPI_Allgather(&fragile.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    fragile.id = ids[1];
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, 200000000);   /* 200 ms: rank 1's worker polls between calls */
+    hive_mpi_stats_t a, b;
+    assert_int_equal(hive_mpi_stats(h, &a), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const void *p;
+    size_t n;
+    hive_ref_t r;
+    if (rank == 0) {
+        int32_t next = 1;
+        for (int round = 0; round < ROUNDS; round++) {
+            hive_ref_t q[BURST];
+            int nq = round % 3 == 2 ? BURST : 0;   /* every third round: a burst first */
+            for (int i = 0; i < nq; i++) {
+                int32_t arg[2] = { 0, next++ };
+                assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &q[i]), HIVE_OK);
+            }
+            int32_t arg[2] = { 0, next++ };
+            int64_t v = 0;
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(get_i64(r, &v), HIVE_OK);
+            assert_int_equal(v, 2 * arg[1]);
+            assert_int_equal(hive_release(h, r), HIVE_OK);
+            for (int i = 0; i < nq; i++) {
+                assert_int_equal(get_i64(q[i], &v), HIVE_OK);
+                hive_release(h, q[i]);
+            }
+        }
+        assert_int_equal(hive_call(h, all[1], FAIL, NULL, 0, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_ETASK);
+        hive_release(h, r);
+        assert_int_equal(hive_call(h, all[1], 999, NULL, 0, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EINVAL);
+        hive_release(h, r);
+        uint32_t sizes[] = { 0, 100, 40000 };
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(hive_call(h, all[1], BIG, &HIVE_VAL(sizes[k]), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+            assert_int_equal(n, sizes[k]);
+            for (uint32_t i = 0; i < sizes[k]; i++)
+                assert_int_equal(((const unsigned char *)p)[i], (unsigned char)(i * 13 + sizes[k]));
+            hive_release(h, r);
+        }
+        /* a ref argument, and inline arguments too big for the worker's
+         * stack, take the usual way (a task record) */
+        unsigned char big[5000];
+        uint64_t want = 0;
+        for (size_t i = 0; i < sizeof big; i++)
+            want += big[i] = (unsigned char)(i * 3);
+        hive_ref_t ref;
+        assert_int_equal(hive_put(h, big, sizeof big, &ref), HIVE_OK);
+        hive_arg_t as[2] = { HIVE_REF(ref), HIVE_BYTES(big, sizeof big) };
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(hive_call(h, all[1], SUM, &as[k], 1, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+            assert_int_equal(n, 2 * sizeof(uint64_t));
+            assert_int_equal(((const uint64_t *)p)[0], want);
+            assert_int_equal(((const uint64_t *)p)[1], sizeof big);
+            hive_release(h, r);
+        }
+        hive_release(h, ref);            /* rank 1 fetched it before it answered */
+        /* a wait that times out withdraws the receive it posted for the
+         * answer; the next wait takes the answer all the same */
+        uint32_t ms = 100;
+        assert_int_equal(hive_call(h, all[1], NAP, &HIVE_VAL(ms), 1, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, 5000000, &p, &n), HIVE_ETIMEDOUT);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+        assert_int_equal(n, sizeof ms);
+        assert_int_equal(*(const uint32_t *)p, ms);
+        hive_release(h, r);
+        /* one restart, then the second HIVE_RESTART is the last */
+        int expect[4] = { HIVE_ETASK, HIVE_OK, HIVE_ETASK, HIVE_EDEAD };
+        unsigned method[4] = { BOOM, RANK, BOOM, RANK };
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(hive_call(h, fragile, method[k], NULL, 0, NULL, &r), HIVE_OK);
+            int rc = hive_get(h, r, HIVE_FOREVER, &p, NULL);
+            /* the death may still be on its way when the last call comes */
+            for (int tries = 0; k == 3 && rc == HIVE_OK && tries < 1000; tries++) {
+                hive_release(h, r);
+                test_sleep_ms(1);
+                assert_int_equal(hive_call(h, fragile, RANK, NULL, 0, NULL, &r), HIVE_OK);
+                rc = hive_get(h, r, HIVE_FOREVER, &p, NULL);
+            }
+            assert_int_equal(rc, expect[k]);
+            hive_release(h, r);
+        }
+    } else if (rank == 1) {
+        /* a second caller of the same actor, here, meanwhile */
+        hive_ref_t q[LOCAL];
+        for (int i = 0; i < LOCAL; i++) {
+            int32_t arg[2] = { LOCAL_CALLER, i + 1 };
+            assert_int_equal(hive_call(h, all[1], SEQ, &HIVE_VAL(arg), 1, NULL, &q[i]), HIVE_OK);
+            if (i % 20 == 19)
+                test_sleep_ms(1);        /* let rank 0's calls find the turn free too */
+        }
+        for (int i = 0; i < LOCAL; i++) {
+            int64_t v = 0;
+            assert_int_equal(get_i64(q[i], &v), HIVE_OK);
+            assert_int_equal(v, 2 * (i + 1));
+            hive_release(h, q[i]);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        assert_int_equal(hive_call(h, all[1], COUNTS, NULL, 0, NULL, &r), HIVE_OK);
+        const int64_t *counts;
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&counts, &n), HIVE_OK);
+        assert_int_equal(counts[0], ROUNDS + ROUNDS / 3 * BURST);
+        assert_int_equal(counts[LOCAL_CALLER], LOCAL);
+        hive_release(h, r);
+        assert_int_equal(hive_mpi_stats(h, &b), HIVE_OK);
+        /* which thread took each call is the scheduler's choice, but with
+         * the worker spinning 200 ms the idle worker takes nearly all */
+        assert_true(b.calls_in_place > a.calls_in_place);
+        assert_true(b.calls_in_place - a.calls_in_place <= b.calls_served - a.calls_served);
+    }
     atomic_store(&hive__idle_spin_ns, spin);
     MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -1001,6 +1173,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
         cmocka_unit_test(test_round_trip_paths),
+        cmocka_unit_test(test_calls_in_place),
         cmocka_unit_test(test_many_arguments),
         cmocka_unit_test(test_priorities_across_ranks),
         cmocka_unit_test(test_refs_through_ranks),
