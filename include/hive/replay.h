@@ -76,11 +76,13 @@ typedef struct hive_replay_config {
  * @out: receives the buffer.
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
- * memory, per-row sequence words and, when prioritized, one priority leaf
- * per row and a sum tree over blocks of 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments, a zero capacity or
- * item size, capacity * item_size overflowing, alpha, beta, error_buffer or
- * samples_per_insert negative or not finite, alpha above 16 (see "Limits of
- * priorities" above), or min_size_to_sample above the capacity; HIVE_EFULL
+ * memory, per-row sequence words, one 64-byte batch gate per 32 rows and,
+ * when prioritized, one priority leaf per row and a sum tree over blocks of
+ * 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments,
+ * a zero capacity or item size, capacity * item_size overflowing, alpha,
+ * beta, error_buffer or samples_per_insert negative or not finite, alpha
+ * above 16 (see "Limits of priorities" above), or min_size_to_sample above
+ * the capacity; HIVE_EFULL
  * if the store cannot hold the items; HIVE_ENOMEM.
  */
 int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out);
@@ -117,9 +119,11 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
 
 /*
  * hive_replay_push_batch - push n items stored back to back (n * item_size
- * bytes) with one claim for the lot; their keys are consecutive. Each row
- * is still taken with a CAS of its own (as by hive_replay_push), and each
- * run of up to 64 rows is copied with one memcpy. If n exceeds the
+ * bytes) with one claim for the lot; their keys are consecutive. The rows
+ * are written a block of 32 rows at a time behind one gate (one CAS per
+ * block, not per row; single pushes and priority updates of a row keep
+ * out while its block is gated), each block's run copied with one memcpy.
+ * If n exceeds the
  * capacity only the last capacity items are kept (all n count as inserts).
  * n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n * item_size
  * above PTRDIFF_MAX (no buffer is that large; nothing is pushed).

@@ -33,7 +33,7 @@
  * The row sequence word: seq = (key + 1) << 1 | busy.
  *   seq >> 1 is the label: key + 1 of the item the row holds or is being
  *   written with (0: never written); the low bit is set while a holder owns
- *   the row. So the word is odd while the row is being written and even
+ *   the row (a batch behind a closed gate owns it too: see "Gates"). So the word is odd while the row is being written and even
  *   when it is complete: a per-row seqlock (Lamport; Linux's seqcount) whose
  *   even values also say which item is there. Holders are:
  *     - the pusher of key k: takes the row from an even word with a smaller
@@ -54,19 +54,28 @@
  *   straddling it gets the untouched item with either the old or the new
  *   priority, both of which that item had.
  *
- * Batches. A batch claims its keys with one fetch-and-add and writes them
- * a run of rows at a time (up to 64, never across the end of the rows):
- * it takes every row of the run with its CAS first, then copies each
- * stretch of taken rows with one memcpy (the whole run, unless a newer
- * push overtook a row), sets the leaves and gives the rows back. Taking
- * first keeps the CASes apart from the copy's stores (a locked
- * instruction waits for every earlier store to reach the cache). Each row
- * still costs one CAS: that is what lets a push overtake one a lap behind
- * that has not begun. Pushers that instead took turns in key order with
- * plain stores (tried: no CAS at all) waited for every descheduled pusher
- * a lap behind, and on a loaded machine that convoy cut the stress test's
- * pushes 5-100 times; against a mutex ring, whose one producer pays two
- * atomics per batch, batched pushes therefore lose (bench/bench_replay.c).
+ * Gates and batches. The rows are grouped in blocks of GATE_ROWS, each
+ * with a gate word on a line of its own (0 open, 1 closed). A batch claims
+ * its keys with one fetch-and-add and writes them a block at a time: it
+ * closes the block's gate with one CAS, and then takes each of its rows
+ * with a plain load and store (the row's odd word), as the rows' only
+ * writer: other batches wait at the gate, and a single holder (a push or
+ * an update, which take rows with their own CAS) that took a row and then
+ * finds the gate closed hands it back and waits for the gate to open; a
+ * holder that took the row before the gate closed is seen by the batch
+ * (its word is odd) and waited for (gate_close explains the Dekker pair
+ * that makes this exact). Then one memcpy for the run (one per stretch if
+ * a newer push overtook a row), the leaves, the even words, and the gate
+ * opens. So a batch of 32 pays two locked instructions (the claim and the
+ * gate), as a mutex ring's lock and unlock; it paid one CAS per row
+ * before, 63% of its time in the profile (bench/bench_replay.c). Samplers
+ * never look at gates: rows are still read by their own sequence words.
+ * Single pushes keep the CAS per row: it is what lets a push overtake one
+ * a lap behind that has not begun (pushers that instead took turns in key
+ * order with plain stores waited for every descheduled pusher a lap
+ * behind, and on a loaded machine that convoy cut the stress test's pushes
+ * 5-100 times); the gate costs them one load of a line nobody writes
+ * while no batch runs.
  *
  * Samplers read rows a chunk (CHUNK) at a time, each step a loop over the
  * chunk: choose the rows (prioritized: all descents of the chunk level by
@@ -127,6 +136,14 @@
 #define TOP_NODES       256                 /* tree nodes whose sums a batch gathers first */
 #define TOP_MIN_BATCH   16                  /* batches at least this long gather them */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
+#define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
+
+/* A batch gate: one word per block of GATE_ROWS rows, on a line of its own
+ * (two producers' batches land on neighbouring blocks). 0 open, 1 closed. */
+typedef struct gate {
+    _Atomic uint64_t word;
+    char             pad[64 - sizeof(uint64_t)];
+} gate_t;
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -140,6 +157,7 @@ struct hive_replay {
     _Atomic uint64_t *seq;          /* cap row sequence words */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
+    gate_t           *gate;         /* one per GATE_ROWS rows */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -502,11 +520,37 @@ static inline void writer_fence(void)
     atomic_thread_fence(memory_order_release);
 }
 
+/* The gate of row's block (see "Batches" at the top of the file). */
+static inline _Atomic uint64_t *gate_of(const hive_replay_t *rb, uint64_t row)
+{
+    return &rb->gate[row / GATE_ROWS].word;
+}
+
+/* A single holder (a push or an update) that took a row with its CAS found
+ * the row's gate closed by a batch: it hands the row back and waits for the
+ * gate to open. The hand-back is a CAS from the word it stored to the word
+ * it found (its bytes and leaf are untouched, so that word is still true);
+ * it fails only if the batch already wrote over the row's word, and then
+ * the word is the batch's, not ours to restore. */
+static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took, uint64_t found,
+                       uint64_t row)
+{
+    /* relaxed: nothing of ours was written; the word names the same item */
+    atomic_compare_exchange_strong_explicit(sq, &took, found, memory_order_relaxed,
+                                            memory_order_relaxed);
+    _Atomic uint64_t *g = gate_of(rb, row);
+    unsigned spins = 0;
+    /* relaxed polls: the holder's CAS that follows orders what it needs */
+    while (atomic_load_explicit(g, memory_order_relaxed) != 0)
+        backoff(&spins);
+}
+
 /* Take key's row for writing (see the top of the file): true once the
  * word is key's odd word, false if a newer item holds the row (ours is
  * logically overwritten already: drop it). */
-static inline bool row_take(_Atomic uint64_t *sq, uint64_t key)
+static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
 {
+    _Atomic uint64_t *sq = &rb->seq[row];
     uint64_t mine = (key + 1) << 1;
     /* relaxed polls: only the CAS that takes the row needs to order */
     uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
@@ -519,12 +563,51 @@ static inline bool row_take(_Atomic uint64_t *sq, uint64_t key)
             s = atomic_load_explicit(sq, memory_order_relaxed);
             continue;
         }
-        /* acquire: pairs with the previous holder's release store, so its
-         * byte and leaf stores come before ours (ours are the ones left) */
-        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_acquire,
-                                                  memory_order_relaxed))
-            return true;
+        /* seq_cst (acquire and more): pairs with the previous holder's
+         * release store, so its byte and leaf stores come before ours; and
+         * with the gate load below it is one half of the Dekker pair with
+         * gate_close (see there) */
+        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == 0)
+                return true;
+            gate_yield(rb, sq, mine | 1, s, row);
+            s = atomic_load_explicit(sq, memory_order_relaxed);
+        }
     }
+}
+
+/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows. Waits
+ * while another batch holds it (a batch holds one gate at a time, and
+ * waits while holding it only for single holders, which never wait while
+ * holding a row: no cycle).
+ *
+ * Why a single holder and a batch never both own a row (Dekker): the batch
+ * closes the gate (seq_cst CAS) and then reads the row's word (seq_cst);
+ * a single holder takes the row (seq_cst CAS) and then reads the gate
+ * (seq_cst). In the single total order of seq_cst operations, one of the
+ * two reads comes after the other side's write: either the holder sees the
+ * gate closed and hands the row back without writing anything, or the
+ * batch sees the holder's odd word and waits for it to become even. */
+static void gate_close(_Atomic uint64_t *g)
+{
+    unsigned spins = 0;
+    for (;;) {
+        uint64_t open = 0;
+        /* relaxed poll first, so waiting batches do not bounce the line */
+        if (atomic_load_explicit(g, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(g, &open, 1, memory_order_seq_cst,
+                                                  memory_order_relaxed))
+            return;
+        backoff(&spins);
+    }
+}
+
+/* Open it again: release, so the next batch that closes it (acquire in its
+ * seq_cst CAS) sees every byte, leaf and word this one stored. */
+static void gate_open(_Atomic uint64_t *g)
+{
+    atomic_store_explicit(g, 0, memory_order_release);
 }
 
 /* Write the item of key into its row. */
@@ -532,7 +615,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
                     bool *top)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    if (!row_take(sq, key))
+    if (!row_take(rb, row, key))
         return;
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
@@ -546,26 +629,45 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
 }
 
-#define RUN_MAX 64                          /* rows of a batch taken at once (bits of a mask) */
-
-/* Write the items of keys key .. key+n-1 into the n (<= RUN_MAX)
- * consecutive rows from row: take every row first, then copy the taken
- * rows with one memcpy per stretch (one for the run unless a newer push
- * overtook a row), set their leaves, and give them all back. Taking the
- * rows before any copy keeps the CASes apart from the copy's stores: a
- * locked instruction waits for every store before it to reach the cache,
- * and with a copy before each CAS each one waited for a row's misses.
- * A writer holds the rows it took while it waits for a later one; it only
- * ever waits for a smaller key (an odd word with a smaller label), held by
- * a push whose keys all lie below its own, so waits cannot form a cycle. */
+/* Write the items of keys key .. key+n-1 into the n consecutive rows from
+ * row, all under one gate (n <= GATE_ROWS, the run inside one block):
+ * close the gate, then take each row with plain loads and stores, as its
+ * only writer: no single holder can take a row of a closed gate (see
+ * gate_close), and no other batch can enter. A row whose word is odd (a
+ * single holder that took it before the gate closed) is waited for; a row
+ * already holding a newer item is skipped (ours is overwritten). Then one
+ * memcpy per stretch of taken rows (one for the run unless a newer push
+ * overtook a row), the leaves, the even words, and the gate opens. One
+ * locked instruction for the run instead of one per row: the CAS per row
+ * was 63% of a batch's time in the profile. */
 static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
                     double leaf, bool *top)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
+    _Atomic uint64_t *g = gate_of(rb, row);
     uint64_t taken = 0;
-    for (size_t i = 0; i < n; i++)
-        if (row_take(&sq[i], key + i))
-            taken |= UINT64_C(1) << i;
+    gate_close(g);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t label = key + i + 1;
+        unsigned spins = 0;
+        /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
+         * acquire too, pairing with the previous holder's release store,
+         * so its bytes and leaf come before ours */
+        uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
+            backoff(&spins);
+            s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        }
+        if ((s >> 1) >= label)              /* a newer item holds the row: ours is gone */
+            continue;
+        /* relaxed: nobody else stores to the word while the gate is
+         * closed but a single holder that took it earlier and now only
+         * tries to hand it back with a CAS expecting its own odd word,
+         * which this store makes fail; readers are ordered by the fence
+         * below */
+        atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
+        taken |= UINT64_C(1) << i;
+    }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
     for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
@@ -586,6 +688,7 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
             /* release: as in row_put, bytes and leaf before the even word */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
+    gate_open(g);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -808,6 +911,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
+    uint64_t gates = (rb->cap + GATE_ROWS - 1) / GATE_ROWS;
+    /* a line each; cap <= 2^48 keeps gates * 64 far from overflow. Zero
+     * bits: every gate open. */
+    void *gp = NULL;
+    if (rb->seq != NULL && hive__posix_memalign(&gp, sizeof(gate_t), gates * sizeof(gate_t)) == 0) {
+        memset(gp, 0, gates * sizeof(gate_t));
+        rb->gate = gp;
+    }
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
@@ -816,9 +927,11 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
         rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
     }
-    if (rb->seq == NULL || (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
+    if (rb->seq == NULL || rb->gate == NULL ||
+        (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
+        free(rb->gate);
         free(rb->tree);
         free(rb->leaf);
         free(rb->seq);
@@ -851,6 +964,7 @@ int hive_replay_free(hive_replay_t *rb)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
+    free(rb->gate);
     free(rb->tree);
     free(rb->leaf);
     free(rb->seq);
@@ -901,12 +1015,14 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         memset(top, 0, sizeof top);
         gather = top;
     }
-    /* runs of at most RUN_MAX rows, none across the end of the rows */
+    /* runs of the rows behind one gate: none across a block's end (so
+     * none across the end of the rows either) */
     uint64_t row = row_of(rb, base + first);
     for (size_t i = first; i < n;) {
-        size_t m = n - i < RUN_MAX ? n - i : RUN_MAX;
-        if (m > rb->cap - row)
-            m = (size_t)(rb->cap - row);
+        uint64_t block_end = (row / GATE_ROWS + 1) * GATE_ROWS;
+        if (block_end > rb->cap)
+            block_end = rb->cap;
+        size_t m = n - i < block_end - row ? n - i : (size_t)(block_end - row);
         run_put(rb, base + i, row, m, src + i * rb->isz, leaf, gather);
         i += m;
         row += m;
@@ -1369,12 +1485,17 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 s = atomic_load_explicit(sq, memory_order_relaxed);
                 continue;
             }
-            /* acquire: the previous holder's leaf store comes before our
-             * read of the old leaf (see leaf_set) */
-            if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_acquire,
+            /* seq_cst: acquire, so the previous holder's leaf store comes
+             * before our read of the old leaf (see leaf_set); and the
+             * holder's half of gate_close's Dekker pair with the load */
+            if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                held = true;
-                break;
+                if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == 0) {
+                    held = true;
+                    break;
+                }
+                gate_yield(rb, sq, label | 1, s, row);   /* a batch writes the block */
+                s = atomic_load_explicit(sq, memory_order_relaxed);
             }
         }
         if (!held)
