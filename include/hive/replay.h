@@ -26,10 +26,22 @@
  *
  * Threads. Push, push_batch, sample, update_priorities and stats may be
  * called from any threads at once; hive_replay_free must not race with them.
- * No call takes a lock. Two waits remain, both for a copy in progress on
- * the same row: a sampler that picks a row being written waits for that
- * write, and a push that laps a slower push of its row (one that started a
- * whole capacity of pushes earlier and has not finished) waits for it.
+ * No call takes a lock. The waits that remain are all for a copy in
+ * progress on the same rows: a sampler that picks a row being written
+ * waits for that write; a push that laps a slower push of its row (one
+ * that started a whole capacity of pushes earlier and has not finished)
+ * waits for it; and a batch writes a block of 32 rows behind a gate, so a
+ * single push or priority update of a row in that block, or another batch
+ * on it, waits for that batch's copy.
+ *
+ * The sum tree (prioritized) is brought up to date lazily: a push or an
+ * update sets its item's leaf and marks the leaf's block; each sample call,
+ * update_priorities call and stats call first recomputes the marked blocks
+ * and the nodes above them, once each. Only one call does that at a time;
+ * a call that finds it under way does not wait but uses the tree as it is
+ * (so, while others push and update, a sample may draw by priorities a
+ * moment old, as it may with any concurrent update). Once the calls stop,
+ * the next such call sees every priority.
  *
  * Limits of priorities. The buffer keeps priority^alpha per item and their
  * sums, and none of these may become infinite or NaN (an infinite total

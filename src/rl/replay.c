@@ -17,6 +17,10 @@
  *                          tree, rounding included, stays finite, and so do
  *                          the sampling targets and the importance weights
  *                          (ratios of two finite leaves, at most 1).
+ *   dirty, up              prioritized only: a bit per bottom node whose
+ *                          leaves changed since the last flush (set by
+ *                          writers), and the flusher's own bits for the
+ *                          nodes above (see "The sum tree is lazy").
  *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
  *                          nodes (P a power of two) are the sums of blocks
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
@@ -24,8 +28,8 @@
  *                          two children, tree[1] the total. A sampler walks
  *                          down to a block and then along its leaves (four
  *                          cache lines, read in order), which is cheaper than
- *                          five more levels of dependent misses; an update
- *                          has five fewer CAS adds to make.
+ *                          five more levels of dependent misses; a flush
+ *                          has five fewer levels to recompute.
  *                          Doubles are kept as their bits in atomic uint64s.
  *   cursor                 the next key to hand out (keys are insertion
  *                          numbers; row = key % capacity).
@@ -33,9 +37,10 @@
  * The row sequence word: seq = (key + 1) << 1 | busy.
  *   seq >> 1 is the label: key + 1 of the item the row holds or is being
  *   written with (0: never written); the low bit is set while a holder owns
- *   the row (a batch behind a closed gate owns it too: see "Gates"). So the word is odd while the row is being written and even
- *   when it is complete: a per-row seqlock (Lamport; Linux's seqcount) whose
- *   even values also say which item is there. Holders are:
+ *   the row (a batch behind a closed gate owns it too: see "Gates"). So
+ *   the word is odd while the row is being written and even when it is
+ *   complete: a per-row seqlock (Lamport; Linux's seqcount) whose even
+ *   values also say which item is there. Holders are:
  *     - the pusher of key k: takes the row from an even word with a smaller
  *       label to (k + 1) << 1 | 1 with a CAS, writes the bytes and the leaf,
  *       and stores (k + 1) << 1. If the label it finds is larger than k + 1
@@ -84,15 +89,24 @@
  * common sizes); read every word again; a row found busy or changed is
  * then read on its own (row_get), waiting for its writer.
  *
- * The sum tree is lock-free: a leaf is only written by its row's holder,
- * who then recomputes every ancestor from its children (node_fix), never
- * by adding a difference, which rounding would let drift (a huge priority
- * set and reset absorbs the small ones). Once updates stop, every node is
- * the sum of its children whatever the interleaving. A sampler descending
- * while updates are in flight can see a node disagree slightly with its
- * children; the descent clamps to the side that has mass and ends on a
- * filled leaf (leaf > 0), scanning for the nearest one in the rare case it
- * does not.
+ * The sum tree is lazy: a leaf is only written by its row's holder, who
+ * then marks the leaf's block stale (a bit in dirty[], mark_block) and
+ * leaves the nodes alone. A sampler, update_priorities, stats and the tree
+ * check first bring the tree up to its leaves (tree_flush): one flusher at
+ * a time recomputes each marked block's node from its leaves and each node
+ * above from its children, once per node, never by adding a difference,
+ * which rounding would let drift (a huge priority set and reset absorbs
+ * the small ones). A caller that finds a flush under way does not wait:
+ * it goes on with the tree as it is. So a push costs one locked
+ * instruction for the tree (its leaf's store) where it made one exchange
+ * per level up to the root, on lines every producer shared (two producers
+ * bounced the top of the tree on every push); the nodes are recomputed
+ * once per flush, not once per leaf. Once updates stop, one flush leaves
+ * every node the sum of its children. A sampler descending while leaves
+ * change (or before the flush that covers them) can see a node disagree
+ * with its children; the descent clamps to the side that has mass and
+ * ends on a filled leaf (leaf > 0), scanning for the nearest one in the
+ * rare case it does not.
  *
  * Inserts are counted by the cursor itself: a push counts from the moment
  * it claims its key (one atomic per push, not two). So the fill may include
@@ -133,8 +147,6 @@
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
 #define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
-#define TOP_NODES       256                 /* tree nodes whose sums a batch gathers first */
-#define TOP_MIN_BATCH   16                  /* batches at least this long gather them */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 #define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
 
@@ -158,6 +170,8 @@ struct hive_replay {
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
     gate_t           *gate;         /* one per GATE_ROWS rows */
+    _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
+    uint64_t         *up;           /* prioritized: the flusher's own marks of nodes above */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -169,6 +183,7 @@ struct hive_replay {
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
     _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
+    REPLAY_ALIGNED _Atomic uint32_t flushing; /* a tree_flush is under way */
     REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
     _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
     _Atomic uint64_t limiter_waits;           /* sleeps on the rate limiter (a statistic) */
@@ -261,97 +276,133 @@ static inline double leaf_get(const hive_replay_t *rb, uint64_t row)
 }
 
 /* What lies under node i now: the sum of its block's leaves for a bottom
- * node, of its two children otherwise. seq_cst loads: see node_fix. */
+ * node, of its two children otherwise. seq_cst loads: see mark_block. */
 static double under_sum(const hive_replay_t *rb, uint64_t i)
 {
     if (i < rb->nodes)
         return bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_seq_cst)) +
                bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_seq_cst));
-    uint64_t first = (i - rb->nodes) * LEAF_BLOCK;
-    uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
-    double s = 0;
-    for (uint64_t row = first; row < end; row++)
-        s += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
-    return s;
-}
-
-/* Make node i the sum of what lies under it. A node is recomputed from its
- * children, never adjusted by a difference: adding +1e300 and then -1e300
- * to a total of 2 leaves 0 (the small part is absorbed by rounding), and
- * the tree would then say the buffer is empty while items of priority 1
- * remain. Recomputing makes every node exact (to one rounding per level)
- * whatever came before.
- *
- * Concurrent writers under the same node: each one, after changing a child
- * (a leaf or a node below), recomputes the node, stores it, and reads the
- * children again; if their sum moved, it goes again. The last store to a
- * node is then the sum of its children's final values: a writer W whose
- * re-read missed another writer C's child store has, in the single total
- * order of seq_cst operations, W's store < W's re-read < C's child store <
- * C's own later store to the node (program order), so C stores after W
- * and from reads that come after its own child store. Exchanges rather
- * than plain stores so that the stores to one node are read-modify-writes
- * (their total order is the node's modification order on every target).
- * Every writer goes on to the root, so each level ends exact in turn. */
-static void node_fix(hive_replay_t *rb, uint64_t i)
-{
-    double s = under_sum(rb, i);
-    for (;;) {
-        atomic_exchange_explicit(&rb->tree[i], dbits(s), memory_order_seq_cst);
-        double again = under_sum(rb, i);
-        if (again == s)
-            return;
-        s = again;
+    uint64_t row = (i - rb->nodes) * LEAF_BLOCK;
+    uint64_t end = row + LEAF_BLOCK < rb->cap ? row + LEAF_BLOCK : rb->cap;
+    /* four sums of every fourth leaf, then pairwise: four add chains of 8
+     * instead of one of 32 (each add waits for the one before). Always this
+     * order, so the same leaves always give the same node. */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; row + 4 <= end; row += 4) {
+        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
+        s1 += bitsd(atomic_load_explicit(&rb->leaf[row + 1], memory_order_seq_cst));
+        s2 += bitsd(atomic_load_explicit(&rb->leaf[row + 2], memory_order_seq_cst));
+        s3 += bitsd(atomic_load_explicit(&rb->leaf[row + 3], memory_order_seq_cst));
     }
+    for (; row < end; row++)
+        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
+    return (s0 + s1) + (s2 + s3);
 }
 
-/* Set a row's leaf; the caller holds the row (odd sequence word), so it is
- * the only writer of the leaf. The holder's CAS (acquire) on the word
- * ordered it after the previous holder's release store, which came after
- * that holder's leaf store, so the old value read here is exact. The store
- * is seq_cst for node_fix's argument. Then the block's node and its path
- * are recomputed up to the root; with dirty != NULL, the nodes above
- * TOP_NODES are only marked, for top_flush to recompute once per node for
- * a whole batch (near the root every leaf of a batch shares the nodes, and
- * each exchange costs a full barrier). */
-static void leaf_set(hive_replay_t *rb, uint64_t row, double v, bool *dirty)
+/* Mark block b's node stale, for the next tree_flush. The caller stored a
+ * leaf of the block with seq_cst just before; the mark is skipped when the
+ * bit is set already (pushes of consecutive keys share a block, and the
+ * word would else bounce between producers on every push). Why no leaf
+ * store is left out of the tree: the flusher takes a word's bits with a
+ * seq_cst exchange and only then reads the leaves (seq_cst). If our load
+ * saw the bit set, it came before the exchange that clears it in the
+ * single total order of seq_cst operations, and so did our leaf store
+ * (program order): that flush's leaf loads see it. If our load saw it
+ * clear, our fetch-or sets it after, and a later flush takes it. */
+static inline void mark_block(hive_replay_t *rb, uint64_t b)
+{
+    _Atomic uint64_t *w = &rb->dirty[b / 64];
+    uint64_t bit = UINT64_C(1) << (b % 64);
+    if (!(atomic_load_explicit(w, memory_order_seq_cst) & bit))
+        atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+}
+
+/* Set a row's leaf; the caller holds the row (odd sequence word, or a
+ * closed gate), so it is the only writer of the leaf. The holder's take of
+ * the row (an acquire) ordered it after the previous holder's release
+ * store, which came after that holder's leaf store, so the old value read
+ * here is exact. The store is seq_cst for mark_block's argument. The tree
+ * above the leaf is left to the next tree_flush: one locked instruction
+ * per leaf instead of an exchange per level up to the root, whose lines
+ * every producer shared. */
+static void leaf_set(hive_replay_t *rb, uint64_t row, double v)
 {
     double old = leaf_get(rb, row);
     if (old == v)
         return;
     atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_seq_cst);
-    uint64_t i = rb->nodes + row / LEAF_BLOCK;
-    uint64_t stop = dirty != NULL ? TOP_NODES : 1;
-    /* fetch the path first so that its cache misses overlap rather than
-     * wait one by one behind each exchange's barrier */
-    for (uint64_t j = i; j >= stop; j >>= 1)
-        __builtin_prefetch(&rb->tree[j], 1);
-    for (; i >= stop; i >>= 1)
-        node_fix(rb, i);
-    if (i >= 1)
-        dirty[i] = true;
+    mark_block(rb, row / LEAF_BLOCK);
 }
 
-/* Recompute the nodes leaf_set marked, children before parents (a parent
- * index is half its child's), and each parent of one recomputed. Until
- * then the top of the tree lags behind its leaves, as it does during any
- * update; sampling copes (see descend). */
-static void top_flush(hive_replay_t *rb, bool *dirty)
+/* Bring the tree up to its leaves: every block marked since the last flush
+ * gets its node recomputed from its leaves, and every node above one
+ * recomputed gets recomputed from its children, children before parents.
+ * A node is recomputed, never adjusted by a difference: adding +1e300 and
+ * then -1e300 to a total of 2 leaves 0 (the small part is absorbed by
+ * rounding), and the tree would then say the buffer is empty while items
+ * of priority 1 remain. Recomputing makes every node exact (to one
+ * rounding per level) whatever came before.
+ *
+ * One flusher at a time: the node stores are then plain (relaxed) stores
+ * of the only writer, and each node is written once per flush. A caller
+ * that finds a flush under way does not wait for it and flushes nothing:
+ * the marks it would have taken stay for the next flush, and it reads the
+ * tree as it is (a descent copes with a tree that lags its leaves, see
+ * descend). Samplers, update_priorities, stats and the tree check flush;
+ * pushes only mark. So when everything is quiet, one flush leaves every
+ * node the sum of what lies under it. */
+static void tree_flush(hive_replay_t *rb)
 {
-    uint64_t end = TOP_NODES < 2 * rb->nodes ? TOP_NODES : 2 * rb->nodes;
-    for (uint64_t i = end - 1; i >= 1; i--)
-        if (dirty[i]) {
-            node_fix(rb, i);
-            dirty[i / 2] = true;            /* dirty[0] is a harmless sink */
+    uint32_t idle = 0;
+    /* relaxed look first: a sampler that meets a flush under way does not
+     * bounce its line. acquire on success: the previous flusher's node
+     * stores and its clearing of up[] come before ours (release below) */
+    if (atomic_load_explicit(&rb->flushing, memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong_explicit(&rb->flushing, &idle, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    uint64_t words = (rb->nodes + 63) / 64;
+    bool any = false;
+    for (uint64_t w = 0; w < words; w++) {
+        /* relaxed look: a clear word needs no exchange (a bit set after it
+         * is the next flush's) */
+        if (atomic_load_explicit(&rb->dirty[w], memory_order_relaxed) == 0)
+            continue;
+        /* seq_cst: see mark_block */
+        uint64_t bits = atomic_exchange_explicit(&rb->dirty[w], 0, memory_order_seq_cst);
+        for (; bits != 0; bits &= bits - 1) {
+            uint64_t i = rb->nodes + w * 64 + (uint64_t)__builtin_ctzll(bits);
+            /* relaxed: readers only descend by the nodes, see node_get */
+            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
+            if (i > 1) {
+                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+                any = true;
+            }
         }
+    }
+    /* the nodes above, highest index first: a parent's index is half its
+     * child's, so it is in a lower word or lower in the same word, and is
+     * recomputed after all of its children */
+    for (uint64_t w = words; any && w-- > 0;)
+        while (rb->up[w] != 0) {
+            unsigned b = 63u - (unsigned)__builtin_clzll(rb->up[w]);
+            uint64_t i = w * 64 + b;
+            rb->up[w] &= ~(UINT64_C(1) << b);
+            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
+            if (i > 1)
+                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+        }
+    atomic_store_explicit(&rb->flushing, 0, memory_order_release);
 }
 
 uint64_t hive__replay_tree_check(const hive_replay_t *rb)
 {
     uint64_t bad = 0;
-    if (rb->tree != NULL)
+    if (rb->tree != NULL) {
+        tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
         for (uint64_t i = 1; i < 2 * rb->nodes; i++)
             bad += node_get(rb, i) != under_sum(rb, i);
+    }
     return bad;
 }
 
@@ -611,8 +662,7 @@ static void gate_open(_Atomic uint64_t *g)
 }
 
 /* Write the item of key into its row. */
-static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
-                    bool *top)
+static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     if (!row_take(rb, row, key))
@@ -623,7 +673,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     writer_fence();
     item_copy(rb->data + row * rb->isz, src, rb->isz);
     if (rb->tree != NULL)
-        leaf_set(rb, row, leaf, top);
+        leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
     atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
@@ -641,7 +691,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
  * locked instruction for the run instead of one per row: the CAS per row
  * was 63% of a batch's time in the profile. */
 static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
-                    double leaf, bool *top)
+                    double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     _Atomic uint64_t *g = gate_of(rb, row);
@@ -684,7 +734,7 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
     for (size_t i = 0; i < n; i++)
         if (taken >> i & 1) {
             if (rb->tree != NULL)
-                leaf_set(rb, row + i, leaf, top);
+                leaf_set(rb, row + i, leaf);
             /* release: as in row_put, bytes and leaf before the even word */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
@@ -896,6 +946,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     atomic_init(&rb->max_prio, dbits(1.0));
     atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
     atomic_init(&rb->limiter_waits, 0);
+    atomic_init(&rb->flushing, 0);
 
     /* the array first: a store too small for it is the likeliest refusal,
      * and it should come before any large allocation of ours */
@@ -926,11 +977,17 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
             rb->nodes <<= 1;
         rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
         rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
+        /* a bit per node: the leaf blocks' marks, and the flusher's */
+        rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
+        rb->up = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->up);
     }
     if (rb->seq == NULL || rb->gate == NULL ||
-        (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
+        (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
+                              rb->up == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
+        free(rb->up);
+        free(rb->dirty);
         free(rb->gate);
         free(rb->tree);
         free(rb->leaf);
@@ -964,6 +1021,8 @@ int hive_replay_free(hive_replay_t *rb)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
+    free(rb->up);
+    free(rb->dirty);
     free(rb->gate);
     free(rb->tree);
     free(rb->leaf);
@@ -987,7 +1046,7 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
-    row_put(rb, key, row_of(rb, key), item, leaf, NULL);
+    row_put(rb, key, row_of(rb, key), item, leaf);
     wake_samplers(rb);
     return HIVE_OK;
 }
@@ -1010,11 +1069,6 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    bool top[TOP_NODES], *gather = NULL;
-    if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
-        memset(top, 0, sizeof top);
-        gather = top;
-    }
     /* runs of the rows behind one gate: none across a block's end (so
      * none across the end of the rows either) */
     uint64_t row = row_of(rb, base + first);
@@ -1023,14 +1077,12 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         if (block_end > rb->cap)
             block_end = rb->cap;
         size_t m = n - i < block_end - row ? n - i : (size_t)(block_end - row);
-        run_put(rb, base + i, row, m, src + i * rb->isz, leaf, gather);
+        run_put(rb, base + i, row, m, src + i * rb->isz, leaf);
         i += m;
         row += m;
         if (row == rb->cap)
             row = 0;
     }
-    if (gather != NULL)
-        top_flush(rb, gather);
     wake_samplers(rb);
     return HIVE_OK;
 }
@@ -1167,6 +1219,8 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
      * any is copied, so the cache misses of a chunk overlap instead of
      * coming one after another (the draws keep their order: same samples). */
     unsigned char *dst = out_items;
+    if (rb->tree != NULL)
+        tree_flush(rb);                     /* the pushes' and updates' leaves since the last */
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
     double seg = total / (double)batch, min_leaf = INFINITY;
@@ -1309,6 +1363,8 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
                            uint64_t *rows, rowset_t *set)
 {
     uint64_t st = call_state(rb, rng_state);
+    if (rb->tree != NULL)
+        tree_flush(rb);
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);
     if (uniform) {
@@ -1463,11 +1519,6 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                           "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
                           rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
-    bool top[TOP_NODES], *gather = NULL;
-    if (n >= TOP_MIN_BATCH) {
-        memset(top, 0, sizeof top);
-        gather = top;
-    }
     for (size_t i = 0; i < n; i++) {
         if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
             for (size_t j = i; j < n && j < i + CHUNK; j++)
@@ -1501,14 +1552,13 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
         if (!held)
             continue;
         double v = pow(priorities[i], rb->alpha);
-        leaf_set(rb, row, v < lmax ? v : lmax, gather);
+        leaf_set(rb, row, v < lmax ? v : lmax);
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
         if (applied < INT_MAX)
             applied++;
     }
-    if (gather != NULL)
-        top_flush(rb, gather);
+    tree_flush(rb);                         /* the tree up to the new priorities */
     raise_to(&rb->max_prio, pmax);
     raise_to(&rb->max_leaf, lmax);
     return applied;
@@ -1525,6 +1575,8 @@ int hive_replay_stats(const hive_replay_t *rb, hive_replay_stats_t *out)
     st.size = min_u64(st.inserts, rb->cap);
     st.samples = atomic_load_explicit(&rb->samples, memory_order_relaxed);
     st.max_priority = bitsd(atomic_load_explicit(&rb->max_prio, memory_order_relaxed));
+    if (rb->tree != NULL)
+        tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
     st.total_priority = rb->tree != NULL ? node_get(rb, 1) : 0;
     *out = st;
     return HIVE_OK;
