@@ -661,15 +661,16 @@ static void test_sum_tree_never_drifts(void **state)
 
 /* The tree is lazy: pushes only mark their blocks, and the next sample,
  * update or stats call brings every node up to date. Capacities of one
- * block (the bottom node is the root), a few blocks, and 5000 rows (157
+ * block (the bottom node is the root), four blocks, and 5000 rows (157
  * blocks: marks in three words of the bitmap, nodes above in several
  * words); pushes single and batched, with priorities set between them so
- * that pushes change leaves (max priority 2, alpha 1: each push sets 2). */
+ * that pushes change leaves (max priority 2, alpha 1: each push sets 2).
+ * 30 and 101 rows: blocks whose leaves are not a multiple of four. */
 static void test_lazy_tree(void **state)
 {
     (void)state;
     hive_t *h = engine();
-    static const uint64_t caps[] = { 20, 100, 5000 };
+    static const uint64_t caps[] = { 30, 101, 5000 };
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
         uint64_t cap = caps[c];
         hive_replay_t *rb = make(h, cap, 1, 1.0, 0.4, 9);
