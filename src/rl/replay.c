@@ -596,6 +596,28 @@ static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t t
         backoff(&spins);
 }
 
+/* After a single holder's CAS took a row (the word now `took`, found
+ * `found` before): true if the row is its to write. False if a batch
+ * holds the row's block: the holder gave the row back (gate_yield) or the
+ * batch already wrote over its word, and it must look at the row again.
+ * The gate read open is not enough alone: a batch that closed the gate
+ * before our CAS, read the row's word before it too and so stored its own
+ * odd word over ours, may have finished and opened the gate again before
+ * our look. Its stores came before its opening (release), which our gate
+ * load (seq_cst, an acquire) read, so the word read after it shows them:
+ * a word that is no longer ours means the row was taken from us. A batch
+ * that closes the gate after our look reads our odd word and waits. */
+static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
+                             uint64_t found, uint64_t row)
+{
+    if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) != 0) {
+        gate_yield(rb, sq, took, found, row);
+        return false;
+    }
+    /* relaxed: ordered after the gate's load by its acquire */
+    return atomic_load_explicit(sq, memory_order_relaxed) == took;
+}
+
 /* Take key's row for writing (see the top of the file): true once the
  * word is key's odd word, false if a newer item holds the row (ours is
  * logically overwritten already: drop it). */
@@ -620,9 +642,8 @@ static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
          * gate_close (see there) */
         if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
                                                   memory_order_relaxed)) {
-            if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == 0)
+            if (gate_lets(rb, sq, mine | 1, s, row))
                 return true;
-            gate_yield(rb, sq, mine | 1, s, row);
             s = atomic_load_explicit(sq, memory_order_relaxed);
         }
     }
@@ -1541,12 +1562,11 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
              * holder's half of gate_close's Dekker pair with the load */
             if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == 0) {
+                if (gate_lets(rb, sq, label | 1, s, row)) {
                     held = true;
                     break;
                 }
-                gate_yield(rb, sq, label | 1, s, row);   /* a batch writes the block */
-                s = atomic_load_explicit(sq, memory_order_relaxed);
+                s = atomic_load_explicit(sq, memory_order_relaxed);   /* a batch took the block */
             }
         }
         if (!held)
