@@ -66,10 +66,12 @@
  * with a plain load and store (the row's odd word), as the rows' only
  * writer: other batches wait at the gate, and a single holder (a push or
  * an update, which take rows with their own CAS) that took a row and then
- * finds the gate closed hands it back and waits for the gate to open; a
- * holder that took the row before the gate closed is seen by the batch
- * (its word is odd) and waited for (gate_close explains the Dekker pair
- * that makes this exact). Then one memcpy for the run (one per stretch if
+ * finds the gate closed hands it back and waits for the gate to open (and
+ * one that finds it open checks that the word is still its own: a batch
+ * may have come and gone in between, see gate_lets); a holder that took
+ * the row before the gate closed is seen by the batch (its word is odd)
+ * and waited for (gate_close explains the Dekker pair that makes this
+ * exact). Then one memcpy for the run (one per stretch if
  * a newer push overtook a row), the leaves, the even words, and the gate
  * opens. So a batch of 32 pays two locked instructions (the claim and the
  * gate), as a mutex ring's lock and unlock; it paid one CAS per row
