@@ -60,19 +60,19 @@
  *   priority, both of which that item had.
  *
  * Gates and batches. The rows are grouped in blocks of GATE_ROWS, each
- * with a gate word on a line of its own (0 open, 1 closed). A batch claims
- * its keys with one fetch-and-add and writes them a block at a time: it
- * closes the block's gate with one CAS, and then takes each of its rows
- * with a plain load and store (the row's odd word), as the rows' only
- * writer: other batches wait at the gate, and a single holder (a push or
- * an update, which take rows with their own CAS) that took a row and then
- * finds the gate closed hands it back and waits for the gate to open (and
- * one that finds it open checks that the word is still its own: a batch
- * may have come and gone in between, see gate_lets); a holder that took
- * the row before the gate closed is seen by the batch (its word is odd)
- * and waited for (gate_close explains the Dekker pair that makes this
- * exact). Then one memcpy for the run (one per stretch if
- * a newer push overtook a row), the leaves, the even words, and the gate
+ * with a gate word on a line of its own (a version: even open, odd
+ * closed). A batch claims its keys with one fetch-and-add and writes them
+ * a block at a time: it closes the block's gate with one CAS, and then
+ * takes each of its rows with a plain load and store (the row's odd
+ * word), as the rows' only writer: other batches wait at the gate, and a
+ * single holder (a push or an update, which take rows with their own CAS)
+ * that took a row and then finds the gate moved since its look before the
+ * CAS hands it back and waits for the gate to open (moved, not closed: a
+ * batch may have come and gone in between, see gate_lets); a holder that
+ * took the row before the gate closed is seen by the batch (its word is
+ * odd) and waited for (gate_close explains the Dekker pair that makes
+ * this exact). Then one memcpy for the run (one per stretch if a newer
+ * push overtook a row), the leaves, the even words, and the gate
  * opens. So a batch of 32 pays two locked instructions (the claim and the
  * gate), as a mutex ring's lock and unlock; it paid one CAS per row
  * before, 63% of its time in the profile (bench/bench_replay.c). Samplers
@@ -153,7 +153,8 @@
 #define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
 
 /* A batch gate: one word per block of GATE_ROWS rows, on a line of its own
- * (two producers' batches land on neighbouring blocks). 0 open, 1 closed. */
+ * (two producers' batches land on neighbouring blocks): a version, even
+ * while open, odd while a batch holds it. */
 typedef struct gate {
     _Atomic uint64_t word;
     char             pad[64 - sizeof(uint64_t)];
@@ -579,12 +580,17 @@ static inline _Atomic uint64_t *gate_of(const hive_replay_t *rb, uint64_t row)
     return &rb->gate[row / GATE_ROWS].word;
 }
 
+/* A gate word is a version: even while open, odd while a batch holds it;
+ * closing adds one, opening one more. */
+
 /* A single holder (a push or an update) that took a row with its CAS found
- * the row's gate closed by a batch: it hands the row back and waits for the
- * gate to open. The hand-back is a CAS from the word it stored to the word
+ * the row's gate moved since its look before the CAS: a batch holds the
+ * block, or came and went. It hands the row back and waits for the gate
+ * to be open. The hand-back is a CAS from the word it stored to the word
  * it found (its bytes and leaf are untouched, so that word is still true);
  * it fails only if the batch already wrote over the row's word, and then
- * the word is the batch's, not ours to restore. */
+ * the word is the batch's, not ours to restore. Either way the holder
+ * then looks at the row again. */
 static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took, uint64_t found,
                        uint64_t row)
 {
@@ -594,30 +600,43 @@ static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t t
     _Atomic uint64_t *g = gate_of(rb, row);
     unsigned spins = 0;
     /* relaxed polls: the holder's CAS that follows orders what it needs */
-    while (atomic_load_explicit(g, memory_order_relaxed) != 0)
+    while (atomic_load_explicit(g, memory_order_relaxed) & 1)
         backoff(&spins);
 }
 
-/* After a single holder's CAS took a row (the word now `took`, found
- * `found` before): true if the row is its to write. False if a batch
- * holds the row's block: the holder gave the row back (gate_yield) or the
- * batch already wrote over its word, and it must look at the row again.
- * The gate read open is not enough alone: a batch that closed the gate
- * before our CAS, read the row's word before it too and so stored its own
- * odd word over ours, may have finished and opened the gate again before
- * our look. Its stores came before its opening (release), which our gate
- * load (seq_cst, an acquire) read, so the word read after it shows them:
- * a word that is no longer ours means the row was taken from us. A batch
- * that closes the gate after our look reads our odd word and waits. */
-static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
-                             uint64_t found, uint64_t row)
+/* A single holder's look at the gate before its CAS: the version, once
+ * open (relaxed: compared after the CAS, which orders what matters). */
+static inline uint64_t gate_wait_open(const hive_replay_t *rb, uint64_t row)
 {
-    if (atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) != 0) {
-        gate_yield(rb, sq, took, found, row);
-        return false;
+    _Atomic uint64_t *g = gate_of(rb, row);
+    uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
+    unsigned spins = 0;
+    while (v & 1) {
+        backoff(&spins);
+        v = atomic_load_explicit(g, memory_order_relaxed);
     }
-    /* relaxed: ordered after the gate's load by its acquire */
-    return atomic_load_explicit(sq, memory_order_relaxed) == took;
+    return v;
+}
+
+/* After a single holder's CAS took a row (the word now `took`, found
+ * `found` before), with the gate at version v0 (open) when it looked
+ * before the CAS: true if the row is its to write, false if it gave the
+ * row back or a batch took it, and must look at the row again. The gate
+ * still at v0 after the CAS means no batch closed it in between; one that
+ * closes it later reads our odd word and waits (see gate_close). A batch
+ * that had closed it before our first look either still held it (v0 odd:
+ * we waited) or had opened it again, done with the row before our CAS.
+ * The version, not a flag: a batch that closed the gate after our first
+ * look, read the row's word before our CAS and stored its own odd word
+ * over ours may have finished and opened the gate again before the
+ * second look; the gate is open then, but not at v0. */
+static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
+                             uint64_t found, uint64_t row, uint64_t v0)
+{
+    if (__builtin_expect(atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == v0, 1))
+        return true;
+    gate_yield(rb, sq, took, found, row);
+    return false;
 }
 
 /* Take key's row for writing (see the top of the file): true once the
@@ -638,50 +657,52 @@ static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
             s = atomic_load_explicit(sq, memory_order_relaxed);
             continue;
         }
+        uint64_t v0 = gate_wait_open(rb, row);
         /* seq_cst (acquire and more): pairs with the previous holder's
          * release store, so its byte and leaf stores come before ours; and
-         * with the gate load below it is one half of the Dekker pair with
-         * gate_close (see there) */
+         * with the gate load in gate_lets it is one half of the Dekker
+         * pair with gate_close (see there) */
         if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
                                                   memory_order_relaxed)) {
-            if (gate_lets(rb, sq, mine | 1, s, row))
+            if (gate_lets(rb, sq, mine | 1, s, row, v0))
                 return true;
             s = atomic_load_explicit(sq, memory_order_relaxed);
         }
     }
 }
 
-/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows. Waits
- * while another batch holds it (a batch holds one gate at a time, and
- * waits while holding it only for single holders, which never wait while
- * holding a row: no cycle).
+/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows; the
+ * closed version is returned, for gate_open. Waits while another batch
+ * holds it (a batch holds one gate at a time, and waits while holding it
+ * only for single holders, which never wait while holding a row: no
+ * cycle).
  *
  * Why a single holder and a batch never both own a row (Dekker): the batch
  * closes the gate (seq_cst CAS) and then reads the row's word (seq_cst);
  * a single holder takes the row (seq_cst CAS) and then reads the gate
  * (seq_cst). In the single total order of seq_cst operations, one of the
  * two reads comes after the other side's write: either the holder sees the
- * gate closed and hands the row back without writing anything, or the
+ * gate moved and hands the row back without writing anything, or the
  * batch sees the holder's odd word and waits for it to become even. */
-static void gate_close(_Atomic uint64_t *g)
+static uint64_t gate_close(_Atomic uint64_t *g)
 {
     unsigned spins = 0;
     for (;;) {
-        uint64_t open = 0;
         /* relaxed poll first, so waiting batches do not bounce the line */
-        if (atomic_load_explicit(g, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_weak_explicit(g, &open, 1, memory_order_seq_cst,
-                                                  memory_order_relaxed))
-            return;
+        uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
+        if (!(v & 1) && atomic_compare_exchange_weak_explicit(g, &v, v + 1, memory_order_seq_cst,
+                                                              memory_order_relaxed))
+            return v + 1;
         backoff(&spins);
     }
 }
 
-/* Open it again: release, so the next batch that closes it (acquire in its
- * seq_cst CAS) sees every byte, leaf and word this one stored. */
-static void gate_open(_Atomic uint64_t *g)
+/* Open it again, at the next version: release, so the next batch that
+ * closes it (acquire in its seq_cst CAS) sees every byte, leaf and word
+ * this one stored. */
+static void gate_open(_Atomic uint64_t *g, uint64_t closed)
 {
-    atomic_store_explicit(g, 0, memory_order_release);
+    atomic_store_explicit(g, closed + 1, memory_order_release);
 }
 
 /* Write the item of key into its row. */
@@ -719,7 +740,7 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
     _Atomic uint64_t *sq = &rb->seq[row];
     _Atomic uint64_t *g = gate_of(rb, row);
     uint64_t taken = 0;
-    gate_close(g);
+    uint64_t closed = gate_close(g);
     for (size_t i = 0; i < n; i++) {
         uint64_t label = key + i + 1;
         unsigned spins = 0;
@@ -761,7 +782,7 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
             /* release: as in row_put, bytes and leaf before the even word */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
-    gate_open(g);
+    gate_open(g, closed);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -987,7 +1008,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
     uint64_t gates = (rb->cap + GATE_ROWS - 1) / GATE_ROWS;
     /* a line each; cap <= 2^48 keeps gates * 64 far from overflow. Zero
-     * bits: every gate open. */
+     * bits: every gate open, at version 0. */
     void *gp = NULL;
     if (rb->seq != NULL && hive__posix_memalign(&gp, sizeof(gate_t), gates * sizeof(gate_t)) == 0) {
         memset(gp, 0, gates * sizeof(gate_t));
@@ -1559,12 +1580,13 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 s = atomic_load_explicit(sq, memory_order_relaxed);
                 continue;
             }
+            uint64_t v0 = gate_wait_open(rb, row);
             /* seq_cst: acquire, so the previous holder's leaf store comes
              * before our read of the old leaf (see leaf_set); and the
              * holder's half of gate_close's Dekker pair with the load */
             if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                if (gate_lets(rb, sq, label | 1, s, row)) {
+                if (gate_lets(rb, sq, label | 1, s, row, v0)) {
                     held = true;
                     break;
                 }
