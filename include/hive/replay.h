@@ -94,8 +94,7 @@ typedef struct hive_replay_config {
  * a zero capacity or item size, capacity * item_size overflowing, alpha,
  * beta, error_buffer or samples_per_insert negative or not finite, alpha
  * above 16 (see "Limits of priorities" above), or min_size_to_sample above
- * the capacity; HIVE_EFULL
- * if the store cannot hold the items; HIVE_ENOMEM.
+ * the capacity; HIVE_EFULL if the store cannot hold the items; HIVE_ENOMEM.
  */
 int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out);
 
@@ -121,7 +120,8 @@ hive_ref_t hive_replay_array(const hive_replay_t *rb);
  * @item: the bytes to copy.
  *
  * One fetch-and-add claims the next key; the row is written under its
- * sequence word (a CAS takes it, a store gives it back). When the buffer is
+ * sequence word (a CAS takes it, a store gives it back; a look at its
+ * block's batch gate before and after the CAS keeps it out of a batch). When the buffer is
  * full the oldest item is overwritten.
  * A prioritized buffer gives the new item the largest priority seen so far
  * (1.0 until a larger one is set). Never blocks on samplers or on the rate
@@ -135,8 +135,8 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
  * are written a block of 32 rows at a time behind one gate (one CAS per
  * block, not per row; single pushes and priority updates of a row keep
  * out while its block is gated), each block's run copied with one memcpy.
- * If n exceeds the
- * capacity only the last capacity items are kept (all n count as inserts).
+ * If n exceeds the capacity only the last capacity items are kept (all n
+ * count as inserts).
  * n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n * item_size
  * above PTRDIFF_MAX (no buffer is that large; nothing is pushed).
  */
