@@ -3,6 +3,7 @@
  * importance weights, priority updates, wrap-around, determinism, the rate
  * limiter, and every bad input. */
 #include "testutil.h"
+#include "rl/replay_check.h"
 
 #include <float.h>
 #include <math.h>
@@ -658,6 +659,49 @@ static void test_sum_tree_never_drifts(void **state)
     finish(h);
 }
 
+/* The tree is lazy: pushes only mark their blocks, and the next sample,
+ * update or stats call brings every node up to date. Capacities of one
+ * block (the bottom node is the root), four blocks, and 5000 rows (157
+ * blocks: marks in three words of the bitmap, nodes above in several
+ * words); pushes single and batched, with priorities set between them so
+ * that pushes change leaves (max priority 2, alpha 1: each push sets 2).
+ * 30 and 101 rows: blocks whose leaves are not a multiple of four. */
+static void test_lazy_tree(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const uint64_t caps[] = { 30, 101, 5000 };
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        uint64_t cap = caps[c];
+        hive_replay_t *rb = make(h, cap, 1, 1.0, 0.4, 9);
+        hive_replay_stats_t st;
+        push_n(rb, 0, cap);                             /* all 1.0 */
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == (double)cap);
+        assert_int_equal(hive__replay_tree_check(rb), 0);
+        uint64_t k = 0;
+        double two = 2.0;
+        assert_int_equal(hive_replay_update_priorities(rb, &k, &two, 1), 1);
+        /* cap / 2 single pushes overwrite rows 0 .. cap/2 - 1 with 2.0 */
+        push_n(rb, cap, cap / 2);
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == (double)(cap / 2) * 2 + (double)(cap - cap / 2));
+        /* a batch over the rest (across the end of the rows, and blocks) */
+        uint64_t n = cap - cap / 2 + 3, *items = calloc(n, sizeof *items);
+        assert_non_null(items);
+        assert_int_equal(hive_replay_push_batch(rb, items, n), HIVE_OK);
+        free(items);
+        uint64_t one = 0, key = 0, rng = 5;
+        /* every leaf is 2 now: the sample flushes, and draws by the new tree */
+        assert_int_equal(hive_replay_sample(rb, 1, &rng, &one, &key, NULL, 0), HIVE_OK);
+        assert_int_equal(hive__replay_tree_check(rb), 0);
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == 2.0 * (double)cap);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -955,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_priority_limits),
         cmocka_unit_test(test_sum_tree_never_drifts),
+        cmocka_unit_test(test_lazy_tree),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

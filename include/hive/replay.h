@@ -26,10 +26,22 @@
  *
  * Threads. Push, push_batch, sample, update_priorities and stats may be
  * called from any threads at once; hive_replay_free must not race with them.
- * No call takes a lock. Two waits remain, both for a copy in progress on
- * the same row: a sampler that picks a row being written waits for that
- * write, and a push that laps a slower push of its row (one that started a
- * whole capacity of pushes earlier and has not finished) waits for it.
+ * No call takes a lock. The waits that remain are all for a copy in
+ * progress on the same rows: a sampler that picks a row being written
+ * waits for that write; a push that laps a slower push of its row (one
+ * that started a whole capacity of pushes earlier and has not finished)
+ * waits for it; and a batch writes a block of 32 rows behind a gate, so a
+ * single push or priority update of a row in that block, or another batch
+ * on it, waits for that batch's copy.
+ *
+ * The sum tree (prioritized) is brought up to date lazily: a push or an
+ * update sets its item's leaf and marks the leaf's block; each sample call,
+ * update_priorities call and stats call first recomputes the marked blocks
+ * and the nodes above them, once each. Only one call does that at a time;
+ * a call that finds it under way does not wait but uses the tree as it is
+ * (so, while others push and update, a sample may draw by priorities a
+ * moment old, as it may with any concurrent update). Once the calls stop,
+ * the next such call sees every priority.
  *
  * Limits of priorities. The buffer keeps priority^alpha per item and their
  * sums, and none of these may become infinite or NaN (an infinite total
@@ -76,12 +88,13 @@ typedef struct hive_replay_config {
  * @out: receives the buffer.
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
- * memory, per-row sequence words and, when prioritized, one priority leaf
- * per row and a sum tree over blocks of 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments, a zero capacity or
- * item size, capacity * item_size overflowing, alpha, beta, error_buffer or
- * samples_per_insert negative or not finite, alpha above 16 (see "Limits of
- * priorities" above), or min_size_to_sample above the capacity; HIVE_EFULL
- * if the store cannot hold the items; HIVE_ENOMEM.
+ * memory, per-row sequence words, one 64-byte batch gate per 32 rows and,
+ * when prioritized, one priority leaf per row and a sum tree over blocks of
+ * 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments,
+ * a zero capacity or item size, capacity * item_size overflowing, alpha,
+ * beta, error_buffer or samples_per_insert negative or not finite, alpha
+ * above 16 (see "Limits of priorities" above), or min_size_to_sample above
+ * the capacity; HIVE_EFULL if the store cannot hold the items; HIVE_ENOMEM.
  */
 int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out);
 
@@ -107,7 +120,8 @@ hive_ref_t hive_replay_array(const hive_replay_t *rb);
  * @item: the bytes to copy.
  *
  * One fetch-and-add claims the next key; the row is written under its
- * sequence word (a CAS takes it, a store gives it back). When the buffer is
+ * sequence word (a CAS takes it, a store gives it back; a look at its
+ * block's batch gate before and after the CAS keeps it out of a batch). When the buffer is
  * full the oldest item is overwritten.
  * A prioritized buffer gives the new item the largest priority seen so far
  * (1.0 until a larger one is set). Never blocks on samplers or on the rate
@@ -117,10 +131,12 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
 
 /*
  * hive_replay_push_batch - push n items stored back to back (n * item_size
- * bytes) with one claim for the lot; their keys are consecutive. Each row
- * is still taken with a CAS of its own (as by hive_replay_push), and each
- * run of up to 64 rows is copied with one memcpy. If n exceeds the
- * capacity only the last capacity items are kept (all n count as inserts).
+ * bytes) with one claim for the lot; their keys are consecutive. The rows
+ * are written a block of 32 rows at a time behind one gate (one CAS per
+ * block, not per row; single pushes and priority updates of a row keep
+ * out while its block is gated), each block's run copied with one memcpy.
+ * If n exceeds the capacity only the last capacity items are kept (all n
+ * count as inserts).
  * n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n * item_size
  * above PTRDIFF_MAX (no buffer is that large; nothing is pushed).
  */

@@ -17,6 +17,10 @@
  *                          tree, rounding included, stays finite, and so do
  *                          the sampling targets and the importance weights
  *                          (ratios of two finite leaves, at most 1).
+ *   dirty, up              prioritized only: a bit per bottom node whose
+ *                          leaves changed since the last flush (set by
+ *                          writers), and the flusher's own bits for the
+ *                          nodes above (see "The sum tree is lazy").
  *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
  *                          nodes (P a power of two) are the sums of blocks
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
@@ -24,8 +28,8 @@
  *                          two children, tree[1] the total. A sampler walks
  *                          down to a block and then along its leaves (four
  *                          cache lines, read in order), which is cheaper than
- *                          five more levels of dependent misses; an update
- *                          has five fewer CAS adds to make.
+ *                          five more levels of dependent misses; a flush
+ *                          has five fewer levels to recompute.
  *                          Doubles are kept as their bits in atomic uint64s.
  *   cursor                 the next key to hand out (keys are insertion
  *                          numbers; row = key % capacity).
@@ -33,9 +37,10 @@
  * The row sequence word: seq = (key + 1) << 1 | busy.
  *   seq >> 1 is the label: key + 1 of the item the row holds or is being
  *   written with (0: never written); the low bit is set while a holder owns
- *   the row. So the word is odd while the row is being written and even
- *   when it is complete: a per-row seqlock (Lamport; Linux's seqcount) whose
- *   even values also say which item is there. Holders are:
+ *   the row (a batch behind a closed gate owns it too: see "Gates"). So
+ *   the word is odd while the row is being written and even when it is
+ *   complete: a per-row seqlock (Lamport; Linux's seqcount) whose even
+ *   values also say which item is there. Holders are:
  *     - the pusher of key k: takes the row from an even word with a smaller
  *       label to (k + 1) << 1 | 1 with a CAS, writes the bytes and the leaf,
  *       and stores (k + 1) << 1. If the label it finds is larger than k + 1
@@ -54,19 +59,30 @@
  *   straddling it gets the untouched item with either the old or the new
  *   priority, both of which that item had.
  *
- * Batches. A batch claims its keys with one fetch-and-add and writes them
- * a run of rows at a time (up to 64, never across the end of the rows):
- * it takes every row of the run with its CAS first, then copies each
- * stretch of taken rows with one memcpy (the whole run, unless a newer
- * push overtook a row), sets the leaves and gives the rows back. Taking
- * first keeps the CASes apart from the copy's stores (a locked
- * instruction waits for every earlier store to reach the cache). Each row
- * still costs one CAS: that is what lets a push overtake one a lap behind
- * that has not begun. Pushers that instead took turns in key order with
- * plain stores (tried: no CAS at all) waited for every descheduled pusher
- * a lap behind, and on a loaded machine that convoy cut the stress test's
- * pushes 5-100 times; against a mutex ring, whose one producer pays two
- * atomics per batch, batched pushes therefore lose (bench/bench_replay.c).
+ * Gates and batches. The rows are grouped in blocks of GATE_ROWS, each
+ * with a gate word on a line of its own (a version: even open, odd
+ * closed). A batch claims its keys with one fetch-and-add and writes them
+ * a block at a time: it closes the block's gate with one CAS, and then
+ * takes each of its rows with a plain load and store (the row's odd
+ * word), as the rows' only writer: other batches wait at the gate, and a
+ * single holder (a push or an update, which take rows with their own CAS)
+ * that took a row and then finds the gate moved since its look before the
+ * CAS hands it back and waits for the gate to open (moved, not closed: a
+ * batch may have come and gone in between, see gate_lets); a holder that
+ * took the row before the gate closed is seen by the batch (its word is
+ * odd) and waited for (gate_close explains the Dekker pair that makes
+ * this exact). Then one memcpy for the run (one per stretch if a newer
+ * push overtook a row), the leaves, the even words, and the gate
+ * opens. So a batch of 32 pays two locked instructions (the claim and the
+ * gate), as a mutex ring's lock and unlock; it paid one CAS per row
+ * before, 63% of its time in the profile (bench/bench_replay.c). Samplers
+ * never look at gates: rows are still read by their own sequence words.
+ * Single pushes keep the CAS per row: it is what lets a push overtake one
+ * a lap behind that has not begun (pushers that instead took turns in key
+ * order with plain stores waited for every descheduled pusher a lap
+ * behind, and on a loaded machine that convoy cut the stress test's pushes
+ * 5-100 times); the gate costs them one load of a line nobody writes
+ * while no batch runs.
  *
  * Samplers read rows a chunk (CHUNK) at a time, each step a loop over the
  * chunk: choose the rows (prioritized: all descents of the chunk level by
@@ -75,15 +91,24 @@
  * common sizes); read every word again; a row found busy or changed is
  * then read on its own (row_get), waiting for its writer.
  *
- * The sum tree is lock-free: a leaf is only written by its row's holder,
- * who then recomputes every ancestor from its children (node_fix), never
- * by adding a difference, which rounding would let drift (a huge priority
- * set and reset absorbs the small ones). Once updates stop, every node is
- * the sum of its children whatever the interleaving. A sampler descending
- * while updates are in flight can see a node disagree slightly with its
- * children; the descent clamps to the side that has mass and ends on a
- * filled leaf (leaf > 0), scanning for the nearest one in the rare case it
- * does not.
+ * The sum tree is lazy: a leaf is only written by its row's holder, who
+ * then marks the leaf's block stale (a bit in dirty[], mark_block) and
+ * leaves the nodes alone. A sampler, update_priorities, stats and the tree
+ * check first bring the tree up to its leaves (tree_flush): one flusher at
+ * a time recomputes each marked block's node from its leaves and each node
+ * above from its children, once per node, never by adding a difference,
+ * which rounding would let drift (a huge priority set and reset absorbs
+ * the small ones). A caller that finds a flush under way does not wait:
+ * it goes on with the tree as it is. So a push costs one locked
+ * instruction for the tree (its leaf's store) where it made one exchange
+ * per level up to the root, on lines every producer shared (two producers
+ * bounced the top of the tree on every push); the nodes are recomputed
+ * once per flush, not once per leaf. Once updates stop, one flush leaves
+ * every node the sum of its children. A sampler descending while leaves
+ * change (or before the flush that covers them) can see a node disagree
+ * with its children; the descent clamps to the side that has mass and
+ * ends on a filled leaf (leaf > 0), scanning for the nearest one in the
+ * rare case it does not.
  *
  * Inserts are counted by the cursor itself: a push counts from the moment
  * it claims its key (one atomic per push, not two). So the fill may include
@@ -124,9 +149,16 @@
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
 #define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
-#define TOP_NODES       256                 /* tree nodes whose sums a batch gathers first */
-#define TOP_MIN_BATCH   16                  /* batches at least this long gather them */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
+#define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
+
+/* A batch gate: one word per block of GATE_ROWS rows, on a line of its own
+ * (two producers' batches land on neighbouring blocks): a version, even
+ * while open, odd while a batch holds it. */
+typedef struct gate {
+    _Atomic uint64_t word;
+    char             pad[64 - sizeof(uint64_t)];
+} gate_t;
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -140,6 +172,9 @@ struct hive_replay {
     _Atomic uint64_t *seq;          /* cap row sequence words */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
+    gate_t           *gate;         /* one per GATE_ROWS rows */
+    _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
+    uint64_t         *up;           /* prioritized: the flusher's own marks of nodes above */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -151,6 +186,7 @@ struct hive_replay {
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
     _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
+    REPLAY_ALIGNED _Atomic uint32_t flushing; /* a tree_flush is under way */
     REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
     _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
     _Atomic uint64_t limiter_waits;           /* sleeps on the rate limiter (a statistic) */
@@ -243,97 +279,133 @@ static inline double leaf_get(const hive_replay_t *rb, uint64_t row)
 }
 
 /* What lies under node i now: the sum of its block's leaves for a bottom
- * node, of its two children otherwise. seq_cst loads: see node_fix. */
+ * node, of its two children otherwise. seq_cst loads: see mark_block. */
 static double under_sum(const hive_replay_t *rb, uint64_t i)
 {
     if (i < rb->nodes)
         return bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_seq_cst)) +
                bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_seq_cst));
-    uint64_t first = (i - rb->nodes) * LEAF_BLOCK;
-    uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
-    double s = 0;
-    for (uint64_t row = first; row < end; row++)
-        s += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
-    return s;
-}
-
-/* Make node i the sum of what lies under it. A node is recomputed from its
- * children, never adjusted by a difference: adding +1e300 and then -1e300
- * to a total of 2 leaves 0 (the small part is absorbed by rounding), and
- * the tree would then say the buffer is empty while items of priority 1
- * remain. Recomputing makes every node exact (to one rounding per level)
- * whatever came before.
- *
- * Concurrent writers under the same node: each one, after changing a child
- * (a leaf or a node below), recomputes the node, stores it, and reads the
- * children again; if their sum moved, it goes again. The last store to a
- * node is then the sum of its children's final values: a writer W whose
- * re-read missed another writer C's child store has, in the single total
- * order of seq_cst operations, W's store < W's re-read < C's child store <
- * C's own later store to the node (program order), so C stores after W
- * and from reads that come after its own child store. Exchanges rather
- * than plain stores so that the stores to one node are read-modify-writes
- * (their total order is the node's modification order on every target).
- * Every writer goes on to the root, so each level ends exact in turn. */
-static void node_fix(hive_replay_t *rb, uint64_t i)
-{
-    double s = under_sum(rb, i);
-    for (;;) {
-        atomic_exchange_explicit(&rb->tree[i], dbits(s), memory_order_seq_cst);
-        double again = under_sum(rb, i);
-        if (again == s)
-            return;
-        s = again;
+    uint64_t row = (i - rb->nodes) * LEAF_BLOCK;
+    uint64_t end = row + LEAF_BLOCK < rb->cap ? row + LEAF_BLOCK : rb->cap;
+    /* four sums of every fourth leaf, then pairwise: four add chains of 8
+     * instead of one of 32 (each add waits for the one before). Always this
+     * order, so the same leaves always give the same node. */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; row + 4 <= end; row += 4) {
+        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
+        s1 += bitsd(atomic_load_explicit(&rb->leaf[row + 1], memory_order_seq_cst));
+        s2 += bitsd(atomic_load_explicit(&rb->leaf[row + 2], memory_order_seq_cst));
+        s3 += bitsd(atomic_load_explicit(&rb->leaf[row + 3], memory_order_seq_cst));
     }
+    for (; row < end; row++)
+        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
+    return (s0 + s1) + (s2 + s3);
 }
 
-/* Set a row's leaf; the caller holds the row (odd sequence word), so it is
- * the only writer of the leaf. The holder's CAS (acquire) on the word
- * ordered it after the previous holder's release store, which came after
- * that holder's leaf store, so the old value read here is exact. The store
- * is seq_cst for node_fix's argument. Then the block's node and its path
- * are recomputed up to the root; with dirty != NULL, the nodes above
- * TOP_NODES are only marked, for top_flush to recompute once per node for
- * a whole batch (near the root every leaf of a batch shares the nodes, and
- * each exchange costs a full barrier). */
-static void leaf_set(hive_replay_t *rb, uint64_t row, double v, bool *dirty)
+/* Mark block b's node stale, for the next tree_flush. The caller stored a
+ * leaf of the block with seq_cst just before; the mark is skipped when the
+ * bit is set already (pushes of consecutive keys share a block, and the
+ * word would else bounce between producers on every push). Why no leaf
+ * store is left out of the tree: the flusher takes a word's bits with a
+ * seq_cst exchange and only then reads the leaves (seq_cst). If our load
+ * saw the bit set, it came before the exchange that clears it in the
+ * single total order of seq_cst operations, and so did our leaf store
+ * (program order): that flush's leaf loads see it. If our load saw it
+ * clear, our fetch-or sets it after, and a later flush takes it. */
+static inline void mark_block(hive_replay_t *rb, uint64_t b)
+{
+    _Atomic uint64_t *w = &rb->dirty[b / 64];
+    uint64_t bit = UINT64_C(1) << (b % 64);
+    if (!(atomic_load_explicit(w, memory_order_seq_cst) & bit))
+        atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+}
+
+/* Set a row's leaf; the caller holds the row (odd sequence word, or a
+ * closed gate), so it is the only writer of the leaf. The holder's take of
+ * the row (an acquire) ordered it after the previous holder's release
+ * store, which came after that holder's leaf store, so the old value read
+ * here is exact. The store is seq_cst for mark_block's argument. The tree
+ * above the leaf is left to the next tree_flush: one locked instruction
+ * per leaf instead of an exchange per level up to the root, whose lines
+ * every producer shared. */
+static void leaf_set(hive_replay_t *rb, uint64_t row, double v)
 {
     double old = leaf_get(rb, row);
     if (old == v)
         return;
     atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_seq_cst);
-    uint64_t i = rb->nodes + row / LEAF_BLOCK;
-    uint64_t stop = dirty != NULL ? TOP_NODES : 1;
-    /* fetch the path first so that its cache misses overlap rather than
-     * wait one by one behind each exchange's barrier */
-    for (uint64_t j = i; j >= stop; j >>= 1)
-        __builtin_prefetch(&rb->tree[j], 1);
-    for (; i >= stop; i >>= 1)
-        node_fix(rb, i);
-    if (i >= 1)
-        dirty[i] = true;
+    mark_block(rb, row / LEAF_BLOCK);
 }
 
-/* Recompute the nodes leaf_set marked, children before parents (a parent
- * index is half its child's), and each parent of one recomputed. Until
- * then the top of the tree lags behind its leaves, as it does during any
- * update; sampling copes (see descend). */
-static void top_flush(hive_replay_t *rb, bool *dirty)
+/* Bring the tree up to its leaves: every block marked since the last flush
+ * gets its node recomputed from its leaves, and every node above one
+ * recomputed gets recomputed from its children, children before parents.
+ * A node is recomputed, never adjusted by a difference: adding +1e300 and
+ * then -1e300 to a total of 2 leaves 0 (the small part is absorbed by
+ * rounding), and the tree would then say the buffer is empty while items
+ * of priority 1 remain. Recomputing makes every node exact (to one
+ * rounding per level) whatever came before.
+ *
+ * One flusher at a time: the node stores are then plain (relaxed) stores
+ * of the only writer, and each node is written once per flush. A caller
+ * that finds a flush under way does not wait for it and flushes nothing:
+ * the marks it would have taken stay for the next flush, and it reads the
+ * tree as it is (a descent copes with a tree that lags its leaves, see
+ * descend). Samplers, update_priorities, stats and the tree check flush;
+ * pushes only mark. So when everything is quiet, one flush leaves every
+ * node the sum of what lies under it. */
+static void tree_flush(hive_replay_t *rb)
 {
-    uint64_t end = TOP_NODES < 2 * rb->nodes ? TOP_NODES : 2 * rb->nodes;
-    for (uint64_t i = end - 1; i >= 1; i--)
-        if (dirty[i]) {
-            node_fix(rb, i);
-            dirty[i / 2] = true;            /* dirty[0] is a harmless sink */
+    uint32_t idle = 0;
+    /* relaxed look first: a sampler that meets a flush under way does not
+     * bounce its line. acquire on success: the previous flusher's node
+     * stores and its clearing of up[] come before ours (release below) */
+    if (atomic_load_explicit(&rb->flushing, memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong_explicit(&rb->flushing, &idle, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    uint64_t words = (rb->nodes + 63) / 64;
+    bool any = false;
+    for (uint64_t w = 0; w < words; w++) {
+        /* relaxed look: a clear word needs no exchange (a bit set after it
+         * is the next flush's) */
+        if (atomic_load_explicit(&rb->dirty[w], memory_order_relaxed) == 0)
+            continue;
+        /* seq_cst: see mark_block */
+        uint64_t bits = atomic_exchange_explicit(&rb->dirty[w], 0, memory_order_seq_cst);
+        for (; bits != 0; bits &= bits - 1) {
+            uint64_t i = rb->nodes + w * 64 + (uint64_t)__builtin_ctzll(bits);
+            /* relaxed: readers only descend by the nodes, see node_get */
+            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
+            if (i > 1) {
+                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+                any = true;
+            }
         }
+    }
+    /* the nodes above, highest index first: a parent's index is half its
+     * child's, so it is in a lower word or lower in the same word, and is
+     * recomputed after all of its children */
+    for (uint64_t w = words; any && w-- > 0;)
+        while (rb->up[w] != 0) {
+            unsigned b = 63u - (unsigned)__builtin_clzll(rb->up[w]);
+            uint64_t i = w * 64 + b;
+            rb->up[w] &= ~(UINT64_C(1) << b);
+            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
+            if (i > 1)
+                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+        }
+    atomic_store_explicit(&rb->flushing, 0, memory_order_release);
 }
 
 uint64_t hive__replay_tree_check(const hive_replay_t *rb)
 {
     uint64_t bad = 0;
-    if (rb->tree != NULL)
+    if (rb->tree != NULL) {
+        tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
         for (uint64_t i = 1; i < 2 * rb->nodes; i++)
             bad += node_get(rb, i) != under_sum(rb, i);
+    }
     return bad;
 }
 
@@ -502,11 +574,77 @@ static inline void writer_fence(void)
     atomic_thread_fence(memory_order_release);
 }
 
+/* The gate of row's block (see "Batches" at the top of the file). */
+static inline _Atomic uint64_t *gate_of(const hive_replay_t *rb, uint64_t row)
+{
+    return &rb->gate[row / GATE_ROWS].word;
+}
+
+/* A gate word is a version: even while open, odd while a batch holds it;
+ * closing adds one, opening one more. */
+
+/* A single holder (a push or an update) that took a row with its CAS found
+ * the row's gate moved since its look before the CAS: a batch holds the
+ * block, or came and went. It hands the row back and waits for the gate
+ * to be open. The hand-back is a CAS from the word it stored to the word
+ * it found (its bytes and leaf are untouched, so that word is still true);
+ * it fails only if the batch already wrote over the row's word, and then
+ * the word is the batch's, not ours to restore. Either way the holder
+ * then looks at the row again. */
+static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took, uint64_t found,
+                       uint64_t row)
+{
+    /* relaxed: nothing of ours was written; the word names the same item */
+    atomic_compare_exchange_strong_explicit(sq, &took, found, memory_order_relaxed,
+                                            memory_order_relaxed);
+    _Atomic uint64_t *g = gate_of(rb, row);
+    unsigned spins = 0;
+    /* relaxed polls: the holder's CAS that follows orders what it needs */
+    while (atomic_load_explicit(g, memory_order_relaxed) & 1)
+        backoff(&spins);
+}
+
+/* A single holder's look at the gate before its CAS: the version, once
+ * open (relaxed: compared after the CAS, which orders what matters). */
+static inline uint64_t gate_wait_open(const hive_replay_t *rb, uint64_t row)
+{
+    _Atomic uint64_t *g = gate_of(rb, row);
+    uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
+    unsigned spins = 0;
+    while (v & 1) {
+        backoff(&spins);
+        v = atomic_load_explicit(g, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* After a single holder's CAS took a row (the word now `took`, found
+ * `found` before), with the gate at version v0 (open) when it looked
+ * before the CAS: true if the row is its to write, false if it gave the
+ * row back or a batch took it, and must look at the row again. The gate
+ * still at v0 after the CAS means no batch closed it in between; one that
+ * closes it later reads our odd word and waits (see gate_close). A batch
+ * that had closed it before our first look either still held it (v0 odd:
+ * we waited) or had opened it again, done with the row before our CAS.
+ * The version, not a flag: a batch that closed the gate after our first
+ * look, read the row's word before our CAS and stored its own odd word
+ * over ours may have finished and opened the gate again before the
+ * second look; the gate is open then, but not at v0. */
+static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
+                             uint64_t found, uint64_t row, uint64_t v0)
+{
+    if (__builtin_expect(atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == v0, 1))
+        return true;
+    gate_yield(rb, sq, took, found, row);
+    return false;
+}
+
 /* Take key's row for writing (see the top of the file): true once the
  * word is key's odd word, false if a newer item holds the row (ours is
  * logically overwritten already: drop it). */
-static inline bool row_take(_Atomic uint64_t *sq, uint64_t key)
+static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
 {
+    _Atomic uint64_t *sq = &rb->seq[row];
     uint64_t mine = (key + 1) << 1;
     /* relaxed polls: only the CAS that takes the row needs to order */
     uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
@@ -519,20 +657,59 @@ static inline bool row_take(_Atomic uint64_t *sq, uint64_t key)
             s = atomic_load_explicit(sq, memory_order_relaxed);
             continue;
         }
-        /* acquire: pairs with the previous holder's release store, so its
-         * byte and leaf stores come before ours (ours are the ones left) */
-        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_acquire,
-                                                  memory_order_relaxed))
-            return true;
+        uint64_t v0 = gate_wait_open(rb, row);
+        /* seq_cst (acquire and more): pairs with the previous holder's
+         * release store, so its byte and leaf stores come before ours; and
+         * with the gate load in gate_lets it is one half of the Dekker
+         * pair with gate_close (see there) */
+        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            if (gate_lets(rb, sq, mine | 1, s, row, v0))
+                return true;
+            s = atomic_load_explicit(sq, memory_order_relaxed);
+        }
     }
 }
 
+/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows; the
+ * closed version is returned, for gate_open. Waits while another batch
+ * holds it (a batch holds one gate at a time, and waits while holding it
+ * only for single holders, which never wait while holding a row: no
+ * cycle).
+ *
+ * Why a single holder and a batch never both own a row (Dekker): the batch
+ * closes the gate (seq_cst CAS) and then reads the row's word (seq_cst);
+ * a single holder takes the row (seq_cst CAS) and then reads the gate
+ * (seq_cst). In the single total order of seq_cst operations, one of the
+ * two reads comes after the other side's write: either the holder sees the
+ * gate moved and hands the row back without writing anything, or the
+ * batch sees the holder's odd word and waits for it to become even. */
+static uint64_t gate_close(_Atomic uint64_t *g)
+{
+    unsigned spins = 0;
+    for (;;) {
+        /* relaxed poll first, so waiting batches do not bounce the line */
+        uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
+        if (!(v & 1) && atomic_compare_exchange_weak_explicit(g, &v, v + 1, memory_order_seq_cst,
+                                                              memory_order_relaxed))
+            return v + 1;
+        backoff(&spins);
+    }
+}
+
+/* Open it again, at the next version: release, so the next batch that
+ * closes it (acquire in its seq_cst CAS) sees every byte, leaf and word
+ * this one stored. */
+static void gate_open(_Atomic uint64_t *g, uint64_t closed)
+{
+    atomic_store_explicit(g, closed + 1, memory_order_release);
+}
+
 /* Write the item of key into its row. */
-static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf,
-                    bool *top)
+static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    if (!row_take(sq, key))
+    if (!row_take(rb, row, key))
         return;
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
@@ -540,32 +717,51 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     writer_fence();
     item_copy(rb->data + row * rb->isz, src, rb->isz);
     if (rb->tree != NULL)
-        leaf_set(rb, row, leaf, top);
+        leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
     atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
 }
 
-#define RUN_MAX 64                          /* rows of a batch taken at once (bits of a mask) */
-
-/* Write the items of keys key .. key+n-1 into the n (<= RUN_MAX)
- * consecutive rows from row: take every row first, then copy the taken
- * rows with one memcpy per stretch (one for the run unless a newer push
- * overtook a row), set their leaves, and give them all back. Taking the
- * rows before any copy keeps the CASes apart from the copy's stores: a
- * locked instruction waits for every store before it to reach the cache,
- * and with a copy before each CAS each one waited for a row's misses.
- * A writer holds the rows it took while it waits for a later one; it only
- * ever waits for a smaller key (an odd word with a smaller label), held by
- * a push whose keys all lie below its own, so waits cannot form a cycle. */
+/* Write the items of keys key .. key+n-1 into the n consecutive rows from
+ * row, all under one gate (n <= GATE_ROWS, the run inside one block):
+ * close the gate, then take each row with plain loads and stores, as its
+ * only writer: no single holder can take a row of a closed gate (see
+ * gate_close), and no other batch can enter. A row whose word is odd (a
+ * single holder that took it before the gate closed) is waited for; a row
+ * already holding a newer item is skipped (ours is overwritten). Then one
+ * memcpy per stretch of taken rows (one for the run unless a newer push
+ * overtook a row), the leaves, the even words, and the gate opens. One
+ * locked instruction for the run instead of one per row: the CAS per row
+ * was 63% of a batch's time in the profile. */
 static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
-                    double leaf, bool *top)
+                    double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
+    _Atomic uint64_t *g = gate_of(rb, row);
     uint64_t taken = 0;
-    for (size_t i = 0; i < n; i++)
-        if (row_take(&sq[i], key + i))
-            taken |= UINT64_C(1) << i;
+    uint64_t closed = gate_close(g);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t label = key + i + 1;
+        unsigned spins = 0;
+        /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
+         * acquire too, pairing with the previous holder's release store,
+         * so its bytes and leaf come before ours */
+        uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
+            backoff(&spins);
+            s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        }
+        if ((s >> 1) >= label)              /* a newer item holds the row: ours is gone */
+            continue;
+        /* relaxed: nobody else stores to the word while the gate is
+         * closed but a single holder that took it earlier and now only
+         * tries to hand it back with a CAS expecting its own odd word,
+         * which this store makes fail; readers are ordered by the fence
+         * below */
+        atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
+        taken |= UINT64_C(1) << i;
+    }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
     for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
@@ -582,10 +778,11 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
     for (size_t i = 0; i < n; i++)
         if (taken >> i & 1) {
             if (rb->tree != NULL)
-                leaf_set(rb, row + i, leaf, top);
+                leaf_set(rb, row + i, leaf);
             /* release: as in row_put, bytes and leaf before the even word */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
+    gate_open(g, closed);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -793,6 +990,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     atomic_init(&rb->max_prio, dbits(1.0));
     atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
     atomic_init(&rb->limiter_waits, 0);
+    atomic_init(&rb->flushing, 0);
 
     /* the array first: a store too small for it is the likeliest refusal,
      * and it should come before any large allocation of ours */
@@ -808,6 +1006,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
+    uint64_t gates = (rb->cap + GATE_ROWS - 1) / GATE_ROWS;
+    /* a line each; cap <= 2^48 keeps gates * 64 far from overflow. Zero
+     * bits: every gate open, at version 0. */
+    void *gp = NULL;
+    if (rb->seq != NULL && hive__posix_memalign(&gp, sizeof(gate_t), gates * sizeof(gate_t)) == 0) {
+        memset(gp, 0, gates * sizeof(gate_t));
+        rb->gate = gp;
+    }
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
@@ -815,10 +1021,18 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
             rb->nodes <<= 1;
         rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
         rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
+        /* a bit per node: the leaf blocks' marks, and the flusher's */
+        rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
+        rb->up = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->up);
     }
-    if (rb->seq == NULL || (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL))) {
+    if (rb->seq == NULL || rb->gate == NULL ||
+        (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
+                              rb->up == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
+        free(rb->up);
+        free(rb->dirty);
+        free(rb->gate);
         free(rb->tree);
         free(rb->leaf);
         free(rb->seq);
@@ -851,6 +1065,9 @@ int hive_replay_free(hive_replay_t *rb)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
+    free(rb->up);
+    free(rb->dirty);
+    free(rb->gate);
     free(rb->tree);
     free(rb->leaf);
     free(rb->seq);
@@ -873,7 +1090,7 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
-    row_put(rb, key, row_of(rb, key), item, leaf, NULL);
+    row_put(rb, key, row_of(rb, key), item, leaf);
     wake_samplers(rb);
     return HIVE_OK;
 }
@@ -896,25 +1113,20 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    bool top[TOP_NODES], *gather = NULL;
-    if (rb->tree != NULL && n - first >= TOP_MIN_BATCH) {
-        memset(top, 0, sizeof top);
-        gather = top;
-    }
-    /* runs of at most RUN_MAX rows, none across the end of the rows */
+    /* runs of the rows behind one gate: none across a block's end (so
+     * none across the end of the rows either) */
     uint64_t row = row_of(rb, base + first);
     for (size_t i = first; i < n;) {
-        size_t m = n - i < RUN_MAX ? n - i : RUN_MAX;
-        if (m > rb->cap - row)
-            m = (size_t)(rb->cap - row);
-        run_put(rb, base + i, row, m, src + i * rb->isz, leaf, gather);
+        uint64_t block_end = (row / GATE_ROWS + 1) * GATE_ROWS;
+        if (block_end > rb->cap)
+            block_end = rb->cap;
+        size_t m = n - i < block_end - row ? n - i : (size_t)(block_end - row);
+        run_put(rb, base + i, row, m, src + i * rb->isz, leaf);
         i += m;
         row += m;
         if (row == rb->cap)
             row = 0;
     }
-    if (gather != NULL)
-        top_flush(rb, gather);
     wake_samplers(rb);
     return HIVE_OK;
 }
@@ -1051,6 +1263,8 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
      * any is copied, so the cache misses of a chunk overlap instead of
      * coming one after another (the draws keep their order: same samples). */
     unsigned char *dst = out_items;
+    if (rb->tree != NULL)
+        tree_flush(rb);                     /* the pushes' and updates' leaves since the last */
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
     double seg = total / (double)batch, min_leaf = INFINITY;
@@ -1193,6 +1407,8 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
                            uint64_t *rows, rowset_t *set)
 {
     uint64_t st = call_state(rb, rng_state);
+    if (rb->tree != NULL)
+        tree_flush(rb);
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);
     if (uniform) {
@@ -1347,11 +1563,6 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                           "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
                           rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
-    bool top[TOP_NODES], *gather = NULL;
-    if (n >= TOP_MIN_BATCH) {
-        memset(top, 0, sizeof top);
-        gather = top;
-    }
     for (size_t i = 0; i < n; i++) {
         if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
             for (size_t j = i; j < n && j < i + CHUNK; j++)
@@ -1369,25 +1580,29 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 s = atomic_load_explicit(sq, memory_order_relaxed);
                 continue;
             }
-            /* acquire: the previous holder's leaf store comes before our
-             * read of the old leaf (see leaf_set) */
-            if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_acquire,
+            uint64_t v0 = gate_wait_open(rb, row);
+            /* seq_cst: acquire, so the previous holder's leaf store comes
+             * before our read of the old leaf (see leaf_set); and the
+             * holder's half of gate_close's Dekker pair with the load */
+            if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                held = true;
-                break;
+                if (gate_lets(rb, sq, label | 1, s, row, v0)) {
+                    held = true;
+                    break;
+                }
+                s = atomic_load_explicit(sq, memory_order_relaxed);   /* a batch took the block */
             }
         }
         if (!held)
             continue;
         double v = pow(priorities[i], rb->alpha);
-        leaf_set(rb, row, v < lmax ? v : lmax, gather);
+        leaf_set(rb, row, v < lmax ? v : lmax);
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
         if (applied < INT_MAX)
             applied++;
     }
-    if (gather != NULL)
-        top_flush(rb, gather);
+    tree_flush(rb);                         /* the tree up to the new priorities */
     raise_to(&rb->max_prio, pmax);
     raise_to(&rb->max_leaf, lmax);
     return applied;
@@ -1404,6 +1619,8 @@ int hive_replay_stats(const hive_replay_t *rb, hive_replay_stats_t *out)
     st.size = min_u64(st.inserts, rb->cap);
     st.samples = atomic_load_explicit(&rb->samples, memory_order_relaxed);
     st.max_priority = bitsd(atomic_load_explicit(&rb->max_prio, memory_order_relaxed));
+    if (rb->tree != NULL)
+        tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
     st.total_priority = rb->tree != NULL ? node_get(rb, 1) : 0;
     *out = st;
     return HIVE_OK;

@@ -6,9 +6,10 @@
 
 #include <hive.h>
 
-/* With no push or update in flight: the number of sum-tree nodes that are
- * not the sum of what lies under them (0 for a uniform buffer). After
- * concurrent updates have ended it must be 0: no node kept a stale sum. */
+/* With no push or update in flight: brings the lazy sum tree up to its
+ * leaves (as a sample call does), then counts the nodes that are not the
+ * sum of what lies under them (0 for a uniform buffer). After concurrent
+ * updates have ended it must be 0: no leaf was left out of the tree. */
 uint64_t hive__replay_tree_check(const hive_replay_t *rb);
 
 #endif

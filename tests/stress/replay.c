@@ -7,12 +7,14 @@
  * a reader that skips the sequence re-check, or writers of one row that do
  * not exclude each other, are caught within the first phase. Phases:
  *  - prioritized, 1000 rows (not a power of two): three pushers (one
- *    pushes batches of 8), two samplers (one on the buffer's stream, one on
- *    its own) that update the priorities of what they sampled (0 now and
- *    then);
+ *    pushes batches of 8, one batches of 5, so that two batches share a
+ *    block of rows behind one gate and straddle blocks; the third pushes
+ *    single items, which must keep out of a gated block), two samplers
+ *    (one on the buffer's stream, one on its own) that update the
+ *    priorities of what they sampled (0 now and then);
  *  - prioritized, 4 rows: the same, but pushers lap each other on every row
  *    all the time (writers of one row must exclude each other);
- *  - uniform, 1000 rows and 4 rows: single pushes and batches of 8, which
+ *  - uniform, 1000 rows and 4 rows: single pushes and batches of 8 and 5, which
  *    in the 4-row buffer lap themselves and take rows other pushes hold;
  *  - uniform with a rate limiter (one sample per insert, slack 64): the
  *    samplers check that samples never exceed inserts + 64.
@@ -79,12 +81,13 @@ static void *pusher(void *arg)
     item_t batch[8];
     long n = 0;
     while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
-        if (id == 0) {
-            for (int i = 0; i < 8; i++)
+        if (id < 2) {                    /* 8 and 5: batches meet in one block, and straddle two */
+            int m = id == 0 ? 8 : 5;
+            for (int i = 0; i < m; i++)
                 fill_item(&batch[i], id, counter++);
-            if (hive_replay_push_batch(rb, batch, 8) != HIVE_OK)
+            if (hive_replay_push_batch(rb, batch, (size_t)m) != HIVE_OK)
                 atomic_fetch_add(&bad_rc, 1);
-            n += 8;
+            n += m;
         } else {
             fill_item(&batch[0], id, counter++);
             if (hive_replay_push(rb, &batch[0]) != HIVE_OK)
@@ -295,7 +298,7 @@ static void test_replay_stress(void **state)
         .seed = 2 });
     run_phase(h, "uniform 1000 rows", (hive_replay_config_t){
         .capacity = 1000, .item_size = sizeof(item_t), .seed = 4 });
-    run_phase(h, "uniform 4 rows (lapping, batches of 8)", (hive_replay_config_t){
+    run_phase(h, "uniform 4 rows (lapping, batches of 8 and 5)", (hive_replay_config_t){
         .capacity = 4, .item_size = sizeof(item_t), .seed = 5 });
     run_phase(h, "uniform, rate limited", (hive_replay_config_t){
         .capacity = 64, .item_size = sizeof(item_t), .samples_per_insert = 1.0, .error_buffer = 64,
