@@ -137,6 +137,52 @@ static void test_idle_engine_uses_no_cpu(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A lone job in a busy worker's deque is left to its owner for a moment
+ * (sched.c, LONE_GRACE_NS), then stolen: an owner that never takes it back
+ * (here it spins on a flag only that job sets, without helping) does not
+ * keep it from running. Worker 0 spawns one job on its own deque and
+ * blocks; worker 1 must steal it, and does so once, after the grace. */
+static _Atomic int lone_ran, lone_where = -1;
+
+static void lone_fn(hive__job_t *job, hive__worker_t *w)
+{
+    (void)job;
+    if (w != NULL)
+        atomic_store(&lone_where, (int)w->index);
+    atomic_store(&lone_ran, 1);
+}
+
+static void lone_owner_fn(hive__job_t *job, hive__worker_t *w)
+{
+    static hive__job_t lone = { .fn = lone_fn };
+    tjob_t *t = (tjob_t *)job;
+    if (w == NULL) {
+        atomic_fetch_add(t->dropped, 1);
+        return;
+    }
+    hive__sched_spawn(w->sched, &lone, hive__prio_lane(HIVE_PRIO_NORMAL), -1);
+    while (!atomic_load(&lone_ran) && !atomic_load(&w->sched->stopping))
+        ;                            /* blocks without helping: only a thief runs it */
+    atomic_fetch_add(t->ran, 1);
+}
+
+static void test_lone_job_is_stolen_from_a_blocked_owner(void **state)
+{
+    (void)state;
+    hive_t *h = start(2);
+    static tjob_t owner;
+    _Atomic int ran = 0, dropped = 0, wrong = 0;
+    owner = (tjob_t){ .job.fn = lone_owner_fn, .ran = &ran, .dropped = &dropped,
+                      .wrong_worker = &wrong };
+    uint64_t steals0 = atomic_load(&h->sched.w[1].steals);
+    hive__sched_post(&h->sched, 0, &owner.job);
+    WAIT_UNTIL(atomic_load(&ran) == 1, 10000);
+    assert_int_equal(atomic_load(&lone_where), 1);
+    assert_int_equal(atomic_load(&h->sched.w[1].steals), steals0 + 1);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&dropped), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -144,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_wake_only_when_parked),
         cmocka_unit_test(test_shutdown_drops_queued_jobs),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
+        cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
     };
     return cmocka_run_group_tests_name("sched", tests, NULL, NULL);
 }
