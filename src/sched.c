@@ -48,9 +48,19 @@ __thread hive__worker_t *hive__self;
 #define IDLE_SPIN_NS   20000u
 #define IDLE_YIELDS    4
 #define MAINT_EVERY    256            /* jobs between looks at the object table's shape */
+/* The idle spin looks at the other workers' deques every this many looks
+ * (about a microsecond), at its inbox and the rings every time. A spinning
+ * thief that reads a busy worker's deque indices all the time makes every
+ * push and take of that worker - a seq_cst store - wait for the line to
+ * come back (actor ping-pong on one worker pays two line transfers a round
+ * trip for it); spawned work is stolen a microsecond later at most, and a
+ * lone job is left to its owner for longer anyway (LONE_GRACE_NS). */
+#define IDLE_DEQUE_EVERY 16
 
-/* Conservative: true if any queue w could take from might hold a job. */
-static bool has_work(hive__worker_t *w)
+/* Conservative: true if any queue w could take from might hold a job.
+ * deques false: only its inbox and the rings (the idle spin's frequent
+ * look, see IDLE_DEQUE_EVERY); the parking checks look at everything. */
+static bool has_work_in(hive__worker_t *w, bool deques)
 {
     hive__sched_t *s = w->sched;
     if (!hive__mpsc_empty(&w->inbox) || atomic_load_explicit(&s->stopping, memory_order_seq_cst))
@@ -59,14 +69,63 @@ static bool has_work(hive__worker_t *w)
         for (unsigned n = 0; n < s->nnodes; n++)
             if (hive__ring_nonempty(&s->nodes[n].ring[lane]))
                 return true;
-        for (unsigned i = 0; i < s->n; i++)
+        for (unsigned i = 0; deques && i < s->n; i++)
             if (hive__deque_nonempty(s->w[i].deque[lane]))
                 return true;
     }
     return false;
 }
 
-static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lane)
+static bool has_work(hive__worker_t *w)
+{
+    return has_work_in(w, true);
+}
+
+/* A lone job in another worker's deque is left to its owner for a moment.
+ * The owner pushed it an instant ago and is usually about to take it back
+ * itself: an actor method that calls another actor and waits for the
+ * answer (actor ping-pong) pushes the callee's turn on its own deque and
+ * helps at once, taking it within a few hundred nanoseconds. An idle thief
+ * that steals it instead turns a call on one core into a hand-off between
+ * two: the job, the mailbox, the actor and the result all cross (1.1 us a
+ * round trip on an idle machine against 0.4 us on one worker). A deque
+ * with two jobs or more is stolen from at once (fork-join, spawn loops:
+ * the owner cannot run them all now), and a lone job that stays where it
+ * is for LONE_GRACE_NS (the same deque, the same top index: the owner has
+ * not taken it, which would have moved top) is stolen then, so a busy or
+ * blocked owner delays its lone job by that much at most. */
+#define LONE_GRACE_NS 2000u
+
+/* May w steal from d, whose top and bottom it just read? The thief times
+ * one lone job at a time (w->lone: its deque and top); another victim's
+ * lone job waits until that one is decided. The record is dropped when its
+ * deque is seen without a lone job (taken, or more pushed): every failed
+ * look for work visits every deque, so no record outlives its job for
+ * long, and a lone job that stays is stolen at most LONE_GRACE_NS after
+ * the record that came before it was dropped. */
+static bool may_steal(hive__worker_t *w, const hive__deque_t *d, int64_t t, int64_t b)
+{
+    if (b - t != 1) {
+        if (w->lone == d)
+            w->lone = NULL;              /* its lone job is gone, or has company */
+        return b > t;
+    }
+    if (w->lone != NULL && w->lone != d)
+        return false;                    /* timing another one */
+    uint64_t now = hive__now_ns();
+    if (w->lone == NULL || w->lone_top != t) {
+        w->lone = d;                     /* first sight of this job: wait */
+        w->lone_top = t;
+        w->lone_since = now;
+        return false;
+    }
+    return now - w->lone_since >= LONE_GRACE_NS;
+}
+
+/* *deferred is set if a lone job of this node was left to its owner: the
+ * caller then looks no further away (nearest work first: the job stays a
+ * candidate, and farther nodes wait for it as they would for any job here). */
+static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lane, bool *deferred)
 {
     hive__sched_t *s = w->sched;
     hive__nodeq_t *nq = &s->nodes[node];
@@ -80,7 +139,16 @@ static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lan
         hive__worker_t *v = &s->w[nq->workers[(start + k) % nq->nworkers]];
         if (v == w)
             continue;
-        void *x = hive__deque_steal(v->deque[lane]);
+        hive__deque_t *d = v->deque[lane];
+        /* relaxed: a hint for may_steal; the steal reads both again
+         * (seq_cst) and claims the job with its CAS */
+        int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+        int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+        if (!may_steal(w, d, t, b)) {
+            *deferred |= b > t;
+            continue;
+        }
+        void *x = hive__deque_steal(d);
         if (x != NULL) {
             /* relaxed: statistics */
             atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
@@ -118,13 +186,14 @@ static hive__job_t *find_job(hive__worker_t *w)
         void *x = hive__deque_take(w->deque[lane]);
         if (x == NULL)
             x = hive__ring_take(&s->nodes[home].ring[lane]);
+        bool deferred = false;           /* a lone job nearer by waits for its owner */
         if (x == NULL)
-            x = steal_on_node(w, home, lane);
-        for (unsigned k = 1; x == NULL && k < s->nnodes; k++) {
+            x = steal_on_node(w, home, lane, &deferred);
+        for (unsigned k = 1; x == NULL && !deferred && k < s->nnodes; k++) {
             unsigned node = (home + k) % s->nnodes;
             x = hive__ring_take(&s->nodes[node].ring[lane]);
             if (x == NULL)
-                x = steal_on_node(w, node, lane);
+                x = steal_on_node(w, node, lane, &deferred);
         }
         if (x != NULL)
             return x;
@@ -328,7 +397,7 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
     bool keep = false;                   /* the layer asked to spin on (traffic) */
     for (;;) {
         for (int i = 0; i < 64; i++) {
-            if (has_work(w)) {
+            if (has_work_in(w, i % IDLE_DEQUE_EVERY == 0)) {
                 if (unlikely(r != NULL))
                     hive__remote_unclaim(h, r, HIVE__IDLE_BUSY);
                 return false;
@@ -352,6 +421,9 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
     }
     if (unlikely(r != NULL))
         hive__remote_unclaim(h, r, HIVE__IDLE_PARK);
+    /* about to yield and sleep: hand the user threads' retired records to
+     * RCU now (see run_jobs: not at every idle spell) */
+    hive__store_maintain(h);
     for (int i = 0; i < IDLE_YIELDS; i++) {
         if (has_work(w))
             return false;
@@ -400,8 +472,13 @@ static void run_jobs(hive__worker_t *w)
                     hive__trace_counters(s->h, w->tring);
             }
         } else {
-            hive__store_flush_retired(s->h, w);   /* nothing is held while asleep */
-            hive__store_maintain(s->h);
+            /* Its own retired records: nothing is held while asleep (its
+             * own line). The user threads' lists (hive__store_maintain) are
+             * flushed every MAINT_EVERY jobs and before it sleeps, not at
+             * every idle spell: in a submit-get loop the worker idles
+             * after every task, and taking the client's list each time
+             * pulls the client's line over on every release. */
+            hive__store_flush_retired(s->h, w);
             if (unlikely(w->tring != NULL))
                 hive__trace_counters(s->h, w->tring);
             park(w);

@@ -69,6 +69,9 @@ typedef struct hive__worker {
     unsigned            maint;                /* jobs since the last hive__store_maintain */
     uint64_t            task_seq;             /* tasks started on this worker (local.c resets) */
     uint64_t            rng;                  /* victim choice */
+    const void         *lone;                 /* the deque whose lone job it waits to steal */
+    int64_t             lone_top;             /* ... that job's index (its top then) */
+    uint64_t            lone_since;           /* ... when it first saw it there */
     void               *locals;               /* worker-local values (local.c) */
     _Atomic uint64_t    parks;                /* times it set parked (about to sleep) */
     _Atomic uint64_t    jobs;                 /* jobs it ran */

@@ -137,6 +137,73 @@ static void test_idle_engine_uses_no_cpu(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A lone job in a busy worker's deque is left to its owner for a moment
+ * (sched.c, LONE_GRACE_NS), then stolen: an owner that never takes it back
+ * (here it spins on a flag only that job sets, without helping) does not
+ * keep it from running. Workers 0 and 1 each spawn one job on their own
+ * deque and block; worker 2 (or worker 1, before its own owner job comes
+ * up) must steal both - one at a time: a thief times one lone job and
+ * must not starve the other. */
+#define LONE_OWNERS 2
+typedef struct lone_owner {
+    tjob_t      t;
+    hive__job_t lone;
+    _Atomic int lone_ran, lone_where;
+} lone_owner_t;
+
+static void lone_fn(hive__job_t *job, hive__worker_t *w)
+{
+    lone_owner_t *o = HIVE_CONTAINER_OF(job, lone_owner_t, lone);
+    atomic_store(&o->lone_where, w != NULL ? (int)w->index : -1);
+    atomic_store(&o->lone_ran, 1);
+}
+
+static void lone_owner_fn(hive__job_t *job, hive__worker_t *w)
+{
+    lone_owner_t *o = (lone_owner_t *)job;
+    if (w == NULL) {
+        atomic_fetch_add(o->t.dropped, 1);
+        return;
+    }
+    if (w->index != o->t.expect_worker)
+        atomic_fetch_add(o->t.wrong_worker, 1);
+    hive__sched_spawn(w->sched, &o->lone, hive__prio_lane(HIVE_PRIO_NORMAL), -1);
+    while (!atomic_load(&o->lone_ran) && !atomic_load(&w->sched->stopping))
+        ;                            /* blocks without helping: only a thief runs it */
+    atomic_fetch_add(o->t.ran, 1);
+}
+
+static void test_lone_job_is_stolen_from_a_blocked_owner(void **state)
+{
+    (void)state;
+    hive_t *h = start(LONE_OWNERS + 1);
+    static lone_owner_t owners[LONE_OWNERS];
+    _Atomic int ran = 0, dropped = 0, wrong = 0;
+    uint64_t steals0 = 0;
+    for (unsigned i = 0; i <= LONE_OWNERS; i++)
+        steals0 += atomic_load(&h->sched.w[i].steals);
+    for (unsigned i = 0; i < LONE_OWNERS; i++) {
+        owners[i] = (lone_owner_t){ .t = { .job.fn = lone_owner_fn, .ran = &ran,
+                                           .dropped = &dropped, .expect_worker = i,
+                                           .wrong_worker = &wrong },
+                                    .lone.fn = lone_fn, .lone_where = -1 };
+        hive__sched_post(&h->sched, i, &owners[i].t.job);
+    }
+    WAIT_UNTIL(atomic_load(&ran) == LONE_OWNERS, 10000);
+    assert_int_equal(atomic_load(&wrong), 0);
+    uint64_t steals = 0;
+    for (unsigned i = 0; i <= LONE_OWNERS; i++)
+        steals += atomic_load(&h->sched.w[i].steals);
+    for (unsigned i = 0; i < LONE_OWNERS; i++) {   /* stolen: run by another worker */
+        int where = atomic_load(&owners[i].lone_where);
+        if (where < 0 || where > LONE_OWNERS || where == (int)i)
+            fail_msg("owner %u's lone job ran on worker %d", i, where);
+    }
+    assert_int_equal(steals, steals0 + LONE_OWNERS);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&dropped), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -144,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_wake_only_when_parked),
         cmocka_unit_test(test_shutdown_drops_queued_jobs),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
+        cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
     };
     return cmocka_run_group_tests_name("sched", tests, NULL, NULL);
 }
