@@ -75,6 +75,8 @@
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
+#define CHUNK_NS   4000.0                 /* sync: envs claimed together make about this much work */
+#define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -98,15 +100,19 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     hive__job_t           job;           /* serves the ring (posted to `worker`) */
     struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
     struct shell         *shell;
-    _Atomic int32_t      *ring;          /* cap entries: an id, | SYNC_BIT in a sync step */
+    _Atomic int32_t      *ring;          /* async: cap entries, env ids */
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
+    int32_t              *home;          /* sync: the ids of its home envs, in id order */
+    uint32_t              nhome;
+    uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
     HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
-    _Atomic uint64_t      tail;          /* positions pushed (the owner thread) */
+    _Atomic uint64_t      tail;          /* positions published (the owner thread) */
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
+    /* sync: the chunks of the batch under way, (count << 32) | next chunk;
+     * set by the owner per batch, claimed by fetch_add (see claim_chunk) */
+    HIVE_ALIGNED _Atomic uint64_t cursor;
 } HIVE_ALIGNED slice_t;
-
-#define SYNC_BIT ((int32_t)1 << 30)
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
     _Atomic uint32_t      refs;          /* the pool's one + posted jobs not yet ended */
@@ -144,6 +150,8 @@ struct hive_envpool {
     const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
     int                   sync_kind;
     double                step_ns;       /* owner: a step's cost as the owner measured it */
+    uint32_t              sync_chunk;    /* envs per chunk of the sync batch under way */
+    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
     uint64_t              recv_pos;      /* owner: blocks taken so far */
@@ -283,34 +291,109 @@ static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, uns
     }
 }
 
-/* Step (or, lost: drop without stepping, at shutdown) the claimed entry
- * x. Returns 1 for a sync entry (the caller counts them off sync_left in
- * one RMW), 0 for an async one (published here). */
-static unsigned run_entry(hive_envpool_t *p, int32_t x, bool lost)
+/* Step (or, lost: drop without stepping, at shutdown) the claimed async
+ * entry id, and publish its result. */
+static void run_entry(hive_envpool_t *p, int32_t id, bool lost)
 {
     float r = 0;
     int d = 0;
-    if (x & SYNC_BIT) {
-        env_t *e = &p->env[x & ~SYNC_BIT];
-        if (lost) {
-            /* relaxed: the waiter reads it after sync_left's acquire */
-            atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
-        } else {
-            unsigned char *obs = (unsigned char *)p->sync.obs.data + (size_t)e->id * p->obs_bytes;
-            step_env(p, e, p->sync_kind, p->sync_acts ? p->sync_acts + (size_t)e->id * p->act_bytes
-                                                      : NULL, obs, &r, &d);
-        }
-        ((float *)p->sync.reward.data)[e->id] = r;
-        ((uint8_t *)p->sync.done.data)[e->id] = (uint8_t)d;
-        return 1;
-    }
-    env_t *e = &p->env[x];
+    env_t *e = &p->env[id];
     if (lost)
-        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);   /* relaxed: as above */
+        /* relaxed: the waiter reads it after the block's acquire */
+        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
     else
         step_env(p, e, e->kind, e->act, e->own_obs, &r, &d);
     publish(p, e, e->own_obs, r, d);
-    return 0;
+}
+
+/* ------------------------------------------------------------ sync chunks */
+
+/* Claim the next chunk of slice s's sync batch: its index, or -1 when
+ * none is left. A relaxed look first, so that an exhausted slice costs no
+ * read-modify-write. The fetch_add returns the cursor the owner stored
+ * for the batch under way (or a later value of it): if its index is below
+ * its count, that chunk of that batch is ours alone (every claimer gets a
+ * different index). A claimer late from an earlier batch that lands after
+ * the owner's reset simply takes a chunk of the current one - still its
+ * alone, and it reads the batch's parameters after the claim (ABA is
+ * harmless). acquire: pairs with the owner's release store of the cursor
+ * (the fetch_adds continue its release sequence), so the batch's actions,
+ * kind, chunk size and the envs' state from the last batch are visible. */
+static int64_t claim_chunk(slice_t *s)
+{
+    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_relaxed);
+    if ((uint32_t)c >= (uint32_t)(c >> 32))
+        return -1;
+    c = atomic_fetch_add_explicit(&s->cursor, 1, memory_order_acquire);
+    if ((uint32_t)c >= (uint32_t)(c >> 32))
+        return -1;
+    return (int64_t)(uint32_t)c;
+}
+
+static bool sync_pending(slice_t *s)
+{
+    /* seq_cst: the job's half of the store-load pair in post_slices */
+    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_seq_cst);
+    return (uint32_t)c < (uint32_t)(c >> 32);
+}
+
+/* Step chunk idx of slice s into the sync batch's rows (lost: drop it):
+ * a plain loop over its envs, no atomics (s->home NULL: the ids are the
+ * positions). Returns the envs it covered. */
+static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
+{
+    size_t lo = (size_t)idx * p->sync_chunk, hi = lo + p->sync_chunk;
+    if (hi > s->nhome)
+        hi = s->nhome;
+    float *rw = p->sync.reward.data;
+    uint8_t *dn = p->sync.done.data;
+    unsigned char *obs = p->sync.obs.data;
+    const unsigned char *acts = p->sync_acts;
+    if (lost) {
+        /* relaxed: the waiter reads it after sync_left's acquire */
+        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
+        for (size_t k = lo; k < hi; k++) {
+            size_t id = s->home ? (size_t)s->home[k] : k;
+            rw[id] = 0;
+            dn[id] = 0;
+        }
+        return hi - lo;
+    }
+    for (size_t k = lo; k < hi; k++) {
+        size_t id = s->home ? (size_t)s->home[k] : k;
+        float r;
+        int d;
+        step_env(p, &p->env[id], p->sync_kind, acts ? acts + id * p->act_bytes : NULL,
+                 obs + id * p->obs_bytes, &r, &d);
+        rw[id] = r;
+        dn[id] = (uint8_t)d;
+    }
+    return hi - lo;
+}
+
+/* Sync envs counted off at once: one RMW per turn, not per env or chunk.
+ * seq_cst: the rows are written before the count drops (release for the
+ * waiter's acquire), and before signal's read of sleeping. */
+static void count_sync(hive_envpool_t *p, size_t k)
+{
+    if (k && atomic_fetch_sub_explicit(&p->sync_left, (uint32_t)k, memory_order_seq_cst) == k)
+        signal_waiter(p);
+}
+
+/* A turn at the sync batch: the chunks of slice `me` first, then of the
+ * others, nearest first; counted off once at the end. Returns the envs. */
+static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost)
+{
+    const unsigned *ord = p->order + (size_t)me * p->nslices;
+    size_t total = 0;
+    for (unsigned k = 0; k < p->nslices; k++) {
+        slice_t *s = &p->slices[ord[k]];
+        int64_t c;
+        while ((c = claim_chunk(s)) >= 0)
+            total += step_chunk(p, s, (uint32_t)c, lost);
+    }
+    count_sync(p, total);
+    return total;
 }
 
 /* ------------------------------------------------------------ slices */
@@ -347,49 +430,31 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
     }
 }
 
-/* One claim from slice s, stepped. Returns the entries taken (0: empty);
- * *nsync counts the sync ones (the caller subtracts them). */
-static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost,
-                           uint32_t *nsync)
+/* One claim from slice s, stepped. Returns the entries taken (0: empty). */
+static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
 {
     int32_t ids[MAX_CLAIM];
     unsigned k = claim(s, most, ids);
     for (unsigned i = 0; i < k; i++)
-        *nsync += run_entry(p, ids[i], lost);
+        run_entry(p, ids[i], lost);
     return k;
 }
 
-/* Sync envs counted off at once: one RMW per turn, not per env. seq_cst:
- * the rows are written before the count drops (release for the waiter's
- * acquire), and before signal's read of sleeping. */
-static void count_sync(hive_envpool_t *p, uint32_t k)
-{
-    if (k && atomic_fetch_sub_explicit(&p->sync_left, k, memory_order_seq_cst) == k)
-        signal_waiter(p);
-}
-
-/* Serve rings until none has anything: slice `me` first, then the others
- * nearest first (me's steal order). lost: drop instead of stepping. */
+/* Serve async rings until none has anything: slice `me` first, then the
+ * others nearest first (me's steal order). lost: drop instead of stepping. */
 static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
-    uint32_t nsync = 0;
     size_t total = 0;
     for (unsigned k = 0; k < p->nslices;) {
-        slice_t *s = &p->slices[ord[k]];
-        unsigned got = serve_once(p, s, MAX_CLAIM, lost, &nsync);
+        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost);
         if (got == 0) {
             k++;
             continue;
         }
         total += got;
-        if (nsync >= 64) {               /* count off as we go in long turns */
-            count_sync(p, nsync);
-            nsync = 0;
-        }
         k = 0;                           /* nearest first again */
     }
-    count_sync(p, nsync);
     return total;
 }
 
@@ -398,6 +463,18 @@ static bool ring_nonempty(slice_t *s)
     /* seq_cst: the job's half of the store-load pair in post_slice */
     return atomic_load_explicit(&s->head, memory_order_seq_cst) <
            atomic_load_explicit(&s->tail, memory_order_seq_cst);
+}
+
+/* Whether any slice has work waiting: a slice's job re-checks them all
+ * before it ends, not only its own, because a caller that steps nothing
+ * posts every job for the others' work (post_slices, every). */
+static bool any_pending(hive_envpool_t *p, unsigned me)
+{
+    const unsigned *ord = p->order + (size_t)me * p->nslices;
+    for (unsigned k = 0; k < p->nslices; k++)
+        if (ring_nonempty(&p->slices[ord[k]]) || sync_pending(&p->slices[ord[k]]))
+            return true;
+    return false;
 }
 
 /* A slice's job: serve its ring and steal, until nothing is left; then
@@ -415,12 +492,14 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         hive_envpool_t *p = s->pool;
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
-            serve_all(p, me, stopping(p));
+            bool lost = stopping(p);
+            serve_sync(p, me, lost);
+            serve_all(p, me, lost);
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
-             * re-check sees its push */
+             * re-check sees its push (or its sync batch) */
             atomic_store_explicit(&s->queued, 0, memory_order_seq_cst);
-            if (!ring_nonempty(s) ||
+            if (!any_pending(p, me) ||
                 atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) != 0)
                 break;
         }
@@ -435,34 +514,45 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
     shell_unref(sh);
 }
 
-/* Push id (with its flag) into its home ring; the owner thread only. The
- * tail is published by post_slices. */
-static void push(hive_envpool_t *p, int32_t x)
+/* Push id into its home ring; the owner thread only. The tail is
+ * published by publish_tails, once per slice and call. */
+static void push(hive_envpool_t *p, int32_t id)
 {
-    slice_t *s = &p->slices[p->env[x & ~SYNC_BIT].home];
-    /* relaxed: only the owner writes tail */
-    uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
-    atomic_store_explicit(&s->ring[t & s->mask], x, memory_order_relaxed);
-    /* release: the id and what the owner wrote for the env (its action,
-     * kind) before it, to claim's acquire. seq_cst: also the owner's half
-     * of the pair in post_slice (the store before the read of queued) */
-    atomic_store_explicit(&s->tail, t + 1, memory_order_seq_cst);
+    slice_t *s = &p->slices[p->env[id].home];
+    /* relaxed: published by the tail's release store */
+    atomic_store_explicit(&s->ring[s->ptail & s->mask], id, memory_order_relaxed);
+    s->ptail++;
 }
 
-/* Post the job of every slice with waiting ids that is not queued yet,
- * but that of `skip` (the calling worker's slice in a sync step: the
- * caller serves it). every: a caller that is not a worker steps nothing,
- * so it posts every slice's job: a worker whose own ring is empty steals, and
- * envs whose home worker is busy for long (a long actor method) still
- * get stepped. queued: seq_cst, the owner's half of the store-load pair
- * with slice_job (tail stored above, then queued read): a job that ends
- * either sees the push or is posted again. The exchange makes one post
- * per idle job. */
+/* Publish what push added: one store of each changed tail. release: the
+ * ids and what the owner wrote for the envs (their actions, kind) before
+ * it, to claim's acquire. seq_cst: also the owner's half of the pair in
+ * post_slices (the store before the read of queued). */
+static void publish_tails(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++) {
+        slice_t *s = &p->slices[i];
+        /* relaxed: only the owner writes tail */
+        if (atomic_load_explicit(&s->tail, memory_order_relaxed) != s->ptail)
+            atomic_store_explicit(&s->tail, s->ptail, memory_order_seq_cst);
+    }
+}
+
+/* Post the job of every slice with waiting work (ids in its ring, or
+ * chunks of a sync batch) that is not queued yet, but that of `skip` (the
+ * calling worker's slice in a sync step: the caller serves it). every: a
+ * caller that is not a worker steps nothing, so it posts every slice's
+ * job: a worker whose own slice is empty steals, and envs whose home
+ * worker is busy for long (a long actor method) still get stepped.
+ * queued: seq_cst, the owner's half of the store-load pair with
+ * slice_job (tail or cursor stored before, then queued read): a job that
+ * ends either sees the work or is posted again. The exchange makes one
+ * post per idle job. */
 static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 {
     for (unsigned i = 0; i < p->nslices; i++) {
         slice_t *s = &p->slices[i];
-        if (i == skip || (!every && !ring_nonempty(s)))
+        if (i == skip || (!every && !ring_nonempty(s) && !sync_pending(s)))
             continue;
         if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
             atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
@@ -530,11 +620,9 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
         if (w != NULL || lost) {
-            uint32_t nsync = 0;
-            unsigned m = 0;
+            size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
-                m = serve_once(p, &p->slices[ord[k]], most, lost, &nsync);
-            count_sync(p, nsync);
+                m = serve_once(p, &p->slices[ord[k]], most, lost);
             got = m != 0;
             served += m;
             timing = timing && !lost;
@@ -655,7 +743,10 @@ static void destroy(hive_envpool_t *p)
             free_batch(p, p->blocks[k].refs);
     if (p->slices != NULL)
         for (unsigned i = 0; i < p->nslices; i++)
+        {
             free((void *)p->slices[i].ring);
+            free(p->slices[i].home);
+        }
     free(p->env);
     free(p->blocks);
     if (p->shell != NULL)
@@ -771,11 +862,16 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
             cap *= 2;
         sl->mask = cap - 1;
         sl->ring = hive__calloc(cap, sizeof *sl->ring);
-        if (sl->ring == NULL) {
-            rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids",
-                            (unsigned long long)cap);
+        sl->home = hive__calloc(home_n[i] ? home_n[i] : 1, sizeof *sl->home);
+        if (sl->ring == NULL || sl->home == NULL) {
+            rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids "
+                            "and a list of %zu", (unsigned long long)cap, home_n[i]);
             goto out;
         }
+    }
+    for (size_t i = 0; i < p->n; i++) {            /* each slice's home ids, in id order */
+        slice_t *sl = &p->slices[p->env[i].home];
+        sl->home[sl->nhome++] = (int32_t)i;
     }
     for (unsigned i = 0; i < ns; i++) {
         unsigned *ord = p->order + (size_t)i * ns, k = 0;
@@ -926,25 +1022,42 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down", fn);
     p->sync_kind = kind;
     p->sync_acts = acts;
-    /* relaxed: the pushes' release of tail publishes it to the steppers */
-    atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
     unsigned me = self_slice(p);
+    /* the owner's cost estimate is refreshed every COST_EVERY batches (two
+     * clock reads cost as much as a CartPole step) */
+    bool timed = me != UINT32_MAX && (p->step_ns == 0 || p->nsync++ % COST_EVERY == 0);
+    uint64_t t0 = timed ? hive__now_ns() : 0;
     if (all_inline(p, me, p->n)) {
-        /* too little work to hand out: step every env here, no ring */
-        uint64_t t0 = hive__now_ns();
-        for (size_t i = 0; i < p->n; i++)
-            run_entry(p, (int32_t)i | SYNC_BIT, false);
-        note_cost(p, hive__now_ns() - t0, p->n);
-        /* relaxed: nobody else took part */
-        atomic_store_explicit(&p->sync_left, 0, memory_order_relaxed);
+        /* too little work to hand out: step every env here, no atomics */
+        slice_t all = { .home = NULL, .nhome = (uint32_t)p->n };   /* ids 0 .. n-1 */
+        p->sync_chunk = (uint32_t)p->n;
+        step_chunk(p, &all, 0, false);
+        if (timed)
+            note_cost(p, hive__now_ns() - t0, p->n);
     } else {
-        for (size_t i = 0; i < p->n; i++)
-            push(p, (int32_t)i | SYNC_BIT);
+        /* chunks of about CHUNK_NS of work (one env until a cost is
+         * measured): one claim per chunk, so cheap envs cost a worker one
+         * atomic per batch, and dear ones are still shared out env by env
+         * when a worker is late */
+        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : 1;
+        p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
+        /* relaxed: published by the cursors' release below */
+        atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
+        for (unsigned i = 0; i < p->nslices; i++) {
+            slice_t *s = &p->slices[i];
+            if (s->nhome == 0)
+                continue;
+            uint64_t chunks = (s->nhome + (uint64_t)p->sync_chunk - 1) / p->sync_chunk;
+            /* release: the batch's parameters and the envs' last state to
+             * claim_chunk's acquire; seq_cst: also the owner's half of the
+             * pair in post_slices (stored before queued is read) */
+            atomic_store_explicit(&s->cursor, chunks << 32, memory_order_seq_cst);
+        }
         post_slices(p, me, me == UINT32_MAX);
-        if (me != UINT32_MAX) {          /* our own slice first, inline */
-            uint64_t t0 = hive__now_ns();
-            size_t k = serve_all(p, me, false);
-            note_cost(p, hive__now_ns() - t0, k);
+        if (me != UINT32_MAX) {          /* our own slice first, inline; then help */
+            size_t k = serve_sync(p, me, false);
+            if (timed)
+                note_cost(p, hive__now_ns() - t0, k);
         }
         wait_until(p, sync_done, MAX_CLAIM, 0);
     }
@@ -1017,6 +1130,7 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         push(p, ids[i]);
+    publish_tails(p);
     unsigned me = self_slice(p);
     if (!all_inline(p, me, p->inflight + n))
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
@@ -1066,6 +1180,7 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         e->kind = KIND_RESET;
         push(p, (int32_t)i);
     }
+    publish_tails(p);
     unsigned me = self_slice(p);
     if (!all_inline(p, me, p->n))
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
