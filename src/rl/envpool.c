@@ -163,6 +163,11 @@ struct hive_envpool {
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
     _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
     _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
+    /* a step's cost in ns as last measured by anyone stepping (the owner,
+     * or a slice job over its turn): sizes async claims, so that a claim
+     * holds about CHUNK_NS of work - a participant that is preempted holds
+     * back no more than that of someone else's batch. 0: not measured */
+    HIVE_ALIGNED _Atomic uint32_t cost_hint;
     hive__listed_t        listed;             /* in the engine's list (statistics) */
 };
 
@@ -430,11 +435,32 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
     }
 }
 
+/* The shared cost hint (see the pool): relaxed, a sizing hint only; the
+ * last writer wins. */
+static void hint_cost(hive_envpool_t *p, uint64_t ns)
+{
+    uint32_t v = ns == 0 ? 1 : ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    if (atomic_load_explicit(&p->cost_hint, memory_order_relaxed) != v)
+        atomic_store_explicit(&p->cost_hint, v, memory_order_relaxed);
+}
+
+/* Ids one async claim may take: about CHUNK_NS of work, 1 .. MAX_CLAIM
+ * (MAX_CLAIM until a cost is known: cheap envs are the costly case for
+ * claims). */
+static unsigned claim_most(hive_envpool_t *p, unsigned most)
+{
+    uint32_t c = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+    unsigned m = c == 0 ? MAX_CLAIM : c >= CHUNK_NS ? 1u : (unsigned)(CHUNK_NS / c);
+    if (m > most)
+        m = most;
+    return m ? m : 1;
+}
+
 /* One claim from slice s, stepped. Returns the entries taken (0: empty). */
 static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
 {
     int32_t ids[MAX_CLAIM];
-    unsigned k = claim(s, most, ids);
+    unsigned k = claim(s, claim_most(p, most), ids);
     for (unsigned i = 0; i < k; i++)
         run_entry(p, ids[i], lost);
     return k;
@@ -493,8 +519,10 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
             bool lost = stopping(p);
-            serve_sync(p, me, lost);
-            serve_all(p, me, lost);
+            uint64_t t0 = hive__now_ns();
+            size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
+            if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
+                hint_cost(p, (hive__now_ns() - t0) / k);
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
              * re-check sees its push (or its sync batch) */
@@ -573,6 +601,7 @@ static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
         return;
     double x = (double)ns / (double)k;
     p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
+    hint_cost(p, (uint64_t)p->step_ns);
 }
 
 /* Whether k envs are cheaper to step on the calling worker alone than to
@@ -1039,7 +1068,8 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
          * measured): one claim per chunk, so cheap envs cost a worker one
          * atomic per batch, and dear ones are still shared out env by env
          * when a worker is late */
-        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : 1;
+        uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : hint ? CHUNK_NS / hint : 1;
         p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
         /* relaxed: published by the cursors' release below */
         atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
