@@ -255,27 +255,43 @@ static void signal_waiter(hive_envpool_t *p)
         hive__futex_wake(&p->progress, 1);
 }
 
-/* An async result is out: into the next row of the batch being filled. */
-static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float r, int d)
+/* Async results are out: the k envs ids[] (their observations in their
+ * own rows, rewards r[], dones d[]) into the next k rows of the batches
+ * being filled - one claim of k positions and one count per block
+ * touched, not two RMWs per env. */
+static void publish(hive_envpool_t *p, const int32_t *ids, unsigned k, const float *r,
+                    const int *d)
 {
-    /* acq_rel: besides a unique position, the happens-before that makes
-     * reusing a block safe. An env sent before the owner finished reading
-     * a block may claim a row of that block's next round only after an
-     * env sent later has claimed (see the top: older envs alone cannot
-     * reach that far), so the RMW chain on claim orders the owner's last
-     * read (and its reset of filled) before this env's writes. */
-    uint64_t pos = atomic_fetch_add_explicit(&p->claim, 1, memory_order_acq_rel);
-    block_t *bl = &p->blocks[(pos / p->bsize) % p->nblocks];
-    size_t row = (size_t)(pos % p->bsize);
-    if (p->obs_bytes)
-        memcpy((unsigned char *)bl->b.obs.data + row * p->obs_bytes, obs, p->obs_bytes);
-    ((float *)bl->b.reward.data)[row] = r;
-    ((uint8_t *)bl->b.done.data)[row] = (uint8_t)d;
-    ((int32_t *)bl->b.env_id.data)[row] = e->id;
-    /* seq_cst: release of this row to recv's acquire of filled == B (the
-     * RMWs form one release sequence), and ordered before signal's read */
-    if (atomic_fetch_add_explicit(&bl->filled, 1, memory_order_seq_cst) + 1 == p->bsize)
-        signal_waiter(p);
+    /* acq_rel: besides unique positions, the happens-before that makes
+     * reusing a block safe. A position of a block's next round is claimed
+     * only after positions of envs sent after the owner finished reading
+     * that block were claimed (see the top: older envs alone cannot reach
+     * that far) - by an earlier RMW on claim, or by this very one, whose
+     * claimer took such an env from its ring after the owner's send - so
+     * the owner's last read (and its reset of filled) comes before these
+     * writes. */
+    uint64_t pos = atomic_fetch_add_explicit(&p->claim, k, memory_order_acq_rel);
+    for (unsigned i = 0; i < k;) {
+        block_t *bl = &p->blocks[((pos + i) / p->bsize) % p->nblocks];
+        size_t row = (size_t)((pos + i) % p->bsize), n = p->bsize - row;
+        if (n > k - i)
+            n = k - i;
+        for (size_t j = 0; j < n; j++, i++) {
+            env_t *e = &p->env[ids[i]];
+            if (p->obs_bytes)
+                memcpy((unsigned char *)bl->b.obs.data + (row + j) * p->obs_bytes, e->own_obs,
+                       p->obs_bytes);
+            ((float *)bl->b.reward.data)[row + j] = r[i];
+            ((uint8_t *)bl->b.done.data)[row + j] = (uint8_t)d[i];
+            ((int32_t *)bl->b.env_id.data)[row + j] = e->id;
+        }
+        /* seq_cst: release of these rows to recv's acquire of filled == B
+         * (the RMWs form one release sequence), and ordered before
+         * signal's read */
+        if (atomic_fetch_add_explicit(&bl->filled, (uint32_t)n, memory_order_seq_cst) + n ==
+            p->bsize)
+            signal_waiter(p);
+    }
 }
 
 /* One step (or reset) of e, auto-reset included, into obs. */
@@ -294,21 +310,6 @@ static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, uns
             p->cls.reset(e->state, episode_seed(p, e), obs);
         }
     }
-}
-
-/* Step (or, lost: drop without stepping, at shutdown) the claimed async
- * entry id, and publish its result. */
-static void run_entry(hive_envpool_t *p, int32_t id, bool lost)
-{
-    float r = 0;
-    int d = 0;
-    env_t *e = &p->env[id];
-    if (lost)
-        /* relaxed: the waiter reads it after the block's acquire */
-        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
-    else
-        step_env(p, e, e->kind, e->act, e->own_obs, &r, &d);
-    publish(p, e, e->own_obs, r, d);
 }
 
 /* ------------------------------------------------------------ sync chunks */
@@ -456,13 +457,27 @@ static unsigned claim_most(hive_envpool_t *p, unsigned most)
     return m ? m : 1;
 }
 
-/* One claim from slice s, stepped. Returns the entries taken (0: empty). */
+/* One claim from slice s, stepped (lost: dropped), then published
+ * together (a claim is about CHUNK_NS of work: a result waits that long
+ * at most for the others of its claim). Returns the entries taken. */
 static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
 {
     int32_t ids[MAX_CLAIM];
+    float r[MAX_CLAIM];
+    int d[MAX_CLAIM];
     unsigned k = claim(s, claim_most(p, most), ids);
-    for (unsigned i = 0; i < k; i++)
-        run_entry(p, ids[i], lost);
+    for (unsigned i = 0; i < k; i++) {
+        r[i] = 0;
+        d[i] = 0;
+        env_t *e = &p->env[ids[i]];
+        if (lost)                        /* dropped at shutdown, not stepped */
+            /* relaxed: the waiter reads it after the block's acquire */
+            atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
+        else
+            step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
+    }
+    if (k)
+        publish(p, ids, k, r, d);
     return k;
 }
 
