@@ -1070,8 +1070,9 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     /* the owner's cost estimate is refreshed every COST_EVERY batches (two
      * clock reads cost as much as a CartPole step) */
     bool timed = me != UINT32_MAX && (p->step_ns == 0 || p->nsync++ % COST_EVERY == 0);
-    uint64_t t0 = timed ? hive__now_ns() : 0;
+    uint64_t t0;
     if (all_inline(p, me, p->n)) {
+        t0 = timed ? hive__now_ns() : 0;
         /* too little work to hand out: step every env here, no atomics */
         slice_t all = { .home = NULL, .nhome = (uint32_t)p->n };   /* ids 0 .. n-1 */
         p->sync_chunk = (uint32_t)p->n;
@@ -1100,6 +1101,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
         }
         post_slices(p, me, me == UINT32_MAX);
         if (me != UINT32_MAX) {          /* our own slice first, inline; then help */
+            t0 = timed ? hive__now_ns() : 0;     /* the stepping alone, not the hand-off */
             size_t k = serve_sync(p, me, false);
             if (timed)
                 note_cost(p, hive__now_ns() - t0, k);
