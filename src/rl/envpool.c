@@ -7,33 +7,44 @@
  * Slices. Every environment has a home worker, fixed at creation: the envs
  * of a node are cut into contiguous ranges, one per worker of that node (a
  * node without workers lends its envs to all workers round robin). Each
- * worker has a slice: a ring of the ids of its envs that are waiting for a
- * step, filled by the pool's owner thread (one producer) and emptied by
- * claims (a CAS on the ring's head) from any participant. A step or send
- * pushes each id into its home ring and posts the slice's job to the home
- * worker's inbox (only if the job is not already queued or running, and
- * the post wakes the worker only if it is parked). A slice job serves its
- * own ring, then steals from the rings of its node, then of other nodes,
- * and ends when it finds nothing. The pool's owner takes part too: a sync
- * step serves the caller's own slice inline (as the pthread program's
- * thread 0 steps its slice) and then helps the others; a waiting recv
- * serves and steals the same way. So a batch never waits for a worker that
- * is late or preempted: whoever is free takes its envs, and the owner alone
- * finishes any batch. The envs of one worker stay on that worker while it
- * keeps up, so their state stays in its cache.
+ * worker has a slice: the list of its home envs (sync) and a ring of the
+ * ids of its envs waiting for an async step, filled by the pool's owner
+ * thread (one producer, the tail published once per slice and call) and
+ * emptied by claims (a CAS on the ring's head) from any participant. A step
+ * or send posts the slice's job to the home worker's inbox (only if the job
+ * is not already queued or running, and the post wakes the worker only if
+ * it is parked). A slice job serves its own slice, then steals from the
+ * slices of its node, then of other nodes, and ends when it finds nothing
+ * in any. The pool's owner takes part too: a sync step serves the caller's
+ * own slice inline (as the pthread program's thread 0 steps its slice) and
+ * then helps the others; a waiting recv serves and steals the same way. So
+ * a batch never waits for a worker that is late or preempted: whoever is
+ * free takes its envs, and the owner alone finishes any batch. The envs of
+ * one worker stay on that worker while it keeps up, so their state stays
+ * in its cache.
  *
  * Claims read the ids first and then CAS the head past them: a CAS that
  * succeeds proves the ids were still unclaimed, and they cannot have been
  * overwritten, because a ring has room for all its home envs and an env is
- * pushed again only after its step (see claim()).
+ * pushed again only after its step (see claim()). A claim takes about
+ * CHUNK_NS of work (cost_hint): a participant preempted while holding it
+ * holds back no more of someone else's batch.
  *
- * Sync. Environment i writes row i of the sync batch in place; each
- * participant counts the envs it stepped off sync_left at once at the end
- * of its turn, and the one that brings it to zero signals the waiter.
+ * Sync. A batch is cut, per slice, into chunks of consecutive home envs of
+ * about CHUNK_NS of work (the owner's measured step cost): the owner sets
+ * each slice's cursor to (chunks << 32), and participants claim chunk
+ * indices with one fetch_add (claim_chunk) and step them in a plain loop -
+ * no atomic per env, so a worker stepping cheap envs does one RMW on the
+ * cursor per batch and one on sync_left at the end of its turn (the
+ * pthread peer's barrier costs as much). Environment i writes row i of the
+ * sync batch in place; the participant that brings sync_left to zero
+ * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
+ * worker caller alone, with no atomics at all.
  *
- * Async. A finishing environment claims the next position (claim, an
- * atomic counter), writes row pos % B of block (pos / B) % K and counts
- * the block's `filled`; recv takes blocks in order once filled == B. An
+ * Async. The envs of one claim, once stepped, claim the next positions
+ * together (claim, an atomic counter), write rows pos % B of blocks
+ * (pos / B) % K and count each block's `filled` once; recv takes blocks
+ * in order once filled == B. An
  * environment is busy from its send until the recv that returns it, so at
  * most num_envs results are on their way: positions stay within the held
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
