@@ -87,6 +87,7 @@
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
 #define CHUNK_NS   4000.0                 /* sync: envs claimed together make about this much work */
+#define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
 #define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
 
 enum { KIND_STEP, KIND_RESET };
@@ -468,15 +469,22 @@ static unsigned claim_most(hive_envpool_t *p, unsigned most)
     return m ? m : 1;
 }
 
-/* One claim from slice s, stepped (lost: dropped), then published
- * together (a claim is about CHUNK_NS of work: a result waits that long
- * at most for the others of its claim). Returns the entries taken. */
+/* One claim from slice s, stepped (lost: dropped) and published: cheap
+ * envs together once all are stepped (a claim is about CHUNK_NS of work:
+ * a result waits that long at most), dearer ones one by one. Returns the
+ * entries taken. */
 static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
 {
     int32_t ids[MAX_CLAIM];
     float r[MAX_CLAIM];
     int d[MAX_CLAIM];
     unsigned k = claim(s, claim_most(p, most), ids);
+    /* cheap envs (the hint under TOGETHER_NS): published together, the
+     * RMWs would cost about as much as the steps; dearer ones each as it
+     * finishes, so a recv waits for no step it does not need */
+    uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+    bool together = hint != 0 && hint < TOGETHER_NS;
+    unsigned from = 0;
     for (unsigned i = 0; i < k; i++) {
         r[i] = 0;
         d[i] = 0;
@@ -486,9 +494,13 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
             atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
         else
             step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
+        if (!together) {
+            publish(p, ids + i, 1, r + i, d + i);
+            from = i + 1;
+        }
     }
-    if (k)
-        publish(p, ids, k, r, d);
+    if (k > from)
+        publish(p, ids + from, k - from, r + from, d + from);
     return k;
 }
 
