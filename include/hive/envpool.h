@@ -38,8 +38,8 @@
  * Async mode (EnvPool's send/recv): hive_envpool_send(actions, ids) starts
  * a step of each named environment and returns at once;
  * hive_envpool_recv returns the first batch_size environments to finish,
- * in finishing order, with their ids (envs stepped together, about 4 us
- * of work at most, finish together). hive_envpool_async_reset starts a
+ * in finishing order, with their ids (cheap envs claimed together, under
+ * 0.5 us a step and about 4 us of work in all, finish together). hive_envpool_async_reset starts a
  * reset of every environment the same way. An environment is busy from
  * the send that names it until the recv that returns it.
  *

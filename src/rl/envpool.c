@@ -41,10 +41,11 @@
  * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
  * worker caller alone, with no atomics at all.
  *
- * Async. The envs of one claim, once stepped, claim the next positions
- * together (claim, an atomic counter), write rows pos % B of blocks
- * (pos / B) % K and count each block's `filled` once; recv takes blocks
- * in order once filled == B. An
+ * Async. A finishing environment claims the next position (claim, an
+ * atomic counter), writes row pos % B of block (pos / B) % K and counts
+ * the block's `filled`; cheap envs of one claim (under TOGETHER_NS a
+ * step) do so together once all are stepped, one RMW of each kind for
+ * all. recv takes blocks in order once filled == B. An
  * environment is busy from its send until the recv that returns it, so at
  * most num_envs results are on their way: positions stay within the held
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
