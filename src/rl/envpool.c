@@ -7,33 +7,45 @@
  * Slices. Every environment has a home worker, fixed at creation: the envs
  * of a node are cut into contiguous ranges, one per worker of that node (a
  * node without workers lends its envs to all workers round robin). Each
- * worker has a slice: a ring of the ids of its envs that are waiting for a
- * step, filled by the pool's owner thread (one producer) and emptied by
- * claims (a CAS on the ring's head) from any participant. A step or send
- * pushes each id into its home ring and posts the slice's job to the home
- * worker's inbox (only if the job is not already queued or running, and
- * the post wakes the worker only if it is parked). A slice job serves its
- * own ring, then steals from the rings of its node, then of other nodes,
- * and ends when it finds nothing. The pool's owner takes part too: a sync
- * step serves the caller's own slice inline (as the pthread program's
- * thread 0 steps its slice) and then helps the others; a waiting recv
- * serves and steals the same way. So a batch never waits for a worker that
- * is late or preempted: whoever is free takes its envs, and the owner alone
- * finishes any batch. The envs of one worker stay on that worker while it
- * keeps up, so their state stays in its cache.
+ * worker has a slice: the list of its home envs (sync) and a ring of the
+ * ids of its envs waiting for an async step, filled by the pool's owner
+ * thread (one producer, the tail published once per slice and call) and
+ * emptied by claims (a CAS on the ring's head) from any participant. A step
+ * or send posts the slice's job to the home worker's inbox (only if the job
+ * is not already queued or running, and the post wakes the worker only if
+ * it is parked). A slice job serves its own slice, then steals from the
+ * slices of its node, then of other nodes, and ends when it finds nothing
+ * in any. The pool's owner takes part too: a sync step serves the caller's
+ * own slice inline (as the pthread program's thread 0 steps its slice) and
+ * then helps the others; a waiting recv serves and steals the same way. So
+ * a batch never waits for a worker that is late or preempted: whoever is
+ * free takes its envs, and the owner alone finishes any batch. The envs of
+ * one worker stay on that worker while it keeps up, so their state stays
+ * in its cache.
  *
  * Claims read the ids first and then CAS the head past them: a CAS that
  * succeeds proves the ids were still unclaimed, and they cannot have been
  * overwritten, because a ring has room for all its home envs and an env is
- * pushed again only after its step (see claim()).
+ * pushed again only after its step (see claim()). A claim takes about
+ * CHUNK_NS of work (cost_hint): a participant preempted while holding it
+ * holds back no more of someone else's batch.
  *
- * Sync. Environment i writes row i of the sync batch in place; each
- * participant counts the envs it stepped off sync_left at once at the end
- * of its turn, and the one that brings it to zero signals the waiter.
+ * Sync. A batch is cut, per slice, into chunks of consecutive home envs of
+ * about CHUNK_NS of work (the owner's measured step cost): the owner sets
+ * each slice's cursor to (chunks << 32), and participants claim chunk
+ * indices with one fetch_add (claim_chunk) and step them in a plain loop -
+ * no atomic per env, so a worker stepping cheap envs does one RMW on the
+ * cursor per batch and one on sync_left at the end of its turn (the
+ * pthread peer's barrier costs as much). Environment i writes row i of the
+ * sync batch in place; the participant that brings sync_left to zero
+ * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
+ * worker caller alone, with no atomics at all.
  *
  * Async. A finishing environment claims the next position (claim, an
  * atomic counter), writes row pos % B of block (pos / B) % K and counts
- * the block's `filled`; recv takes blocks in order once filled == B. An
+ * the block's `filled`; cheap envs of one claim (under TOGETHER_NS a
+ * step) do so together once all are stepped, one RMW of each kind for
+ * all. recv takes blocks in order once filled == B. An
  * environment is busy from its send until the recv that returns it, so at
  * most num_envs results are on their way: positions stay within the held
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
@@ -75,6 +87,9 @@
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
+#define CHUNK_NS   4000.0                 /* sync: envs claimed together make about this much work */
+#define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
+#define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -98,15 +113,19 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     hive__job_t           job;           /* serves the ring (posted to `worker`) */
     struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
     struct shell         *shell;
-    _Atomic int32_t      *ring;          /* cap entries: an id, | SYNC_BIT in a sync step */
+    _Atomic int32_t      *ring;          /* async: cap entries, env ids */
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
+    int32_t              *home;          /* sync: the ids of its home envs, in id order */
+    uint32_t              nhome;
+    uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
     HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
-    _Atomic uint64_t      tail;          /* positions pushed (the owner thread) */
+    _Atomic uint64_t      tail;          /* positions published (the owner thread) */
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
+    /* sync: the chunks of the batch under way, (count << 32) | next chunk;
+     * set by the owner per batch, claimed by fetch_add (see claim_chunk) */
+    HIVE_ALIGNED _Atomic uint64_t cursor;
 } HIVE_ALIGNED slice_t;
-
-#define SYNC_BIT ((int32_t)1 << 30)
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
     _Atomic uint32_t      refs;          /* the pool's one + posted jobs not yet ended */
@@ -144,6 +163,8 @@ struct hive_envpool {
     const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
     int                   sync_kind;
     double                step_ns;       /* owner: a step's cost as the owner measured it */
+    uint32_t              sync_chunk;    /* envs per chunk of the sync batch under way */
+    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
     uint64_t              recv_pos;      /* owner: blocks taken so far */
@@ -155,6 +176,11 @@ struct hive_envpool {
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
     _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
     _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
+    /* a step's cost in ns as last measured by anyone stepping (the owner,
+     * or a slice job over its turn): sizes async claims, so that a claim
+     * holds about CHUNK_NS of work - a participant that is preempted holds
+     * back no more than that of someone else's batch. 0: not measured */
+    HIVE_ALIGNED _Atomic uint32_t cost_hint;
     hive__listed_t        listed;             /* in the engine's list (statistics) */
 };
 
@@ -242,27 +268,43 @@ static void signal_waiter(hive_envpool_t *p)
         hive__futex_wake(&p->progress, 1);
 }
 
-/* An async result is out: into the next row of the batch being filled. */
-static void publish(hive_envpool_t *p, env_t *e, const unsigned char *obs, float r, int d)
+/* Async results are out: the k envs ids[] (their observations in their
+ * own rows, rewards r[], dones d[]) into the next k rows of the batches
+ * being filled - one claim of k positions and one count per block
+ * touched, not two RMWs per env. */
+static void publish(hive_envpool_t *p, const int32_t *ids, unsigned k, const float *r,
+                    const int *d)
 {
-    /* acq_rel: besides a unique position, the happens-before that makes
-     * reusing a block safe. An env sent before the owner finished reading
-     * a block may claim a row of that block's next round only after an
-     * env sent later has claimed (see the top: older envs alone cannot
-     * reach that far), so the RMW chain on claim orders the owner's last
-     * read (and its reset of filled) before this env's writes. */
-    uint64_t pos = atomic_fetch_add_explicit(&p->claim, 1, memory_order_acq_rel);
-    block_t *bl = &p->blocks[(pos / p->bsize) % p->nblocks];
-    size_t row = (size_t)(pos % p->bsize);
-    if (p->obs_bytes)
-        memcpy((unsigned char *)bl->b.obs.data + row * p->obs_bytes, obs, p->obs_bytes);
-    ((float *)bl->b.reward.data)[row] = r;
-    ((uint8_t *)bl->b.done.data)[row] = (uint8_t)d;
-    ((int32_t *)bl->b.env_id.data)[row] = e->id;
-    /* seq_cst: release of this row to recv's acquire of filled == B (the
-     * RMWs form one release sequence), and ordered before signal's read */
-    if (atomic_fetch_add_explicit(&bl->filled, 1, memory_order_seq_cst) + 1 == p->bsize)
-        signal_waiter(p);
+    /* acq_rel: besides unique positions, the happens-before that makes
+     * reusing a block safe. A position of a block's next round is claimed
+     * only after positions of envs sent after the owner finished reading
+     * that block were claimed (see the top: older envs alone cannot reach
+     * that far) - by an earlier RMW on claim, or by this very one, whose
+     * claimer took such an env from its ring after the owner's send - so
+     * the owner's last read (and its reset of filled) comes before these
+     * writes. */
+    uint64_t pos = atomic_fetch_add_explicit(&p->claim, k, memory_order_acq_rel);
+    for (unsigned i = 0; i < k;) {
+        block_t *bl = &p->blocks[((pos + i) / p->bsize) % p->nblocks];
+        size_t row = (size_t)((pos + i) % p->bsize), n = p->bsize - row;
+        if (n > k - i)
+            n = k - i;
+        for (size_t j = 0; j < n; j++, i++) {
+            env_t *e = &p->env[ids[i]];
+            if (p->obs_bytes)
+                memcpy((unsigned char *)bl->b.obs.data + (row + j) * p->obs_bytes, e->own_obs,
+                       p->obs_bytes);
+            ((float *)bl->b.reward.data)[row + j] = r[i];
+            ((uint8_t *)bl->b.done.data)[row + j] = (uint8_t)d[i];
+            ((int32_t *)bl->b.env_id.data)[row + j] = e->id;
+        }
+        /* seq_cst: release of these rows to recv's acquire of filled == B
+         * (the RMWs form one release sequence), and ordered before
+         * signal's read */
+        if (atomic_fetch_add_explicit(&bl->filled, (uint32_t)n, memory_order_seq_cst) + n ==
+            p->bsize)
+            signal_waiter(p);
+    }
 }
 
 /* One step (or reset) of e, auto-reset included, into obs. */
@@ -283,34 +325,94 @@ static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, uns
     }
 }
 
-/* Step (or, lost: drop without stepping, at shutdown) the claimed entry
- * x. Returns 1 for a sync entry (the caller counts them off sync_left in
- * one RMW), 0 for an async one (published here). */
-static unsigned run_entry(hive_envpool_t *p, int32_t x, bool lost)
+/* ------------------------------------------------------------ sync chunks */
+
+/* Claim the next chunk of slice s's sync batch: its index, or -1 when
+ * none is left. A relaxed look first, so that an exhausted slice costs no
+ * read-modify-write. The fetch_add returns the cursor the owner stored
+ * for the batch under way (or a later value of it): if its index is below
+ * its count, that chunk of that batch is ours alone (every claimer gets a
+ * different index). A claimer late from an earlier batch that lands after
+ * the owner's reset simply takes a chunk of the current one - still its
+ * alone, and it reads the batch's parameters after the claim (ABA is
+ * harmless). acquire: pairs with the owner's release store of the cursor
+ * (the fetch_adds continue its release sequence), so the batch's actions,
+ * kind, chunk size and the envs' state from the last batch are visible. */
+static int64_t claim_chunk(slice_t *s)
 {
-    float r = 0;
-    int d = 0;
-    if (x & SYNC_BIT) {
-        env_t *e = &p->env[x & ~SYNC_BIT];
-        if (lost) {
-            /* relaxed: the waiter reads it after sync_left's acquire */
-            atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
-        } else {
-            unsigned char *obs = (unsigned char *)p->sync.obs.data + (size_t)e->id * p->obs_bytes;
-            step_env(p, e, p->sync_kind, p->sync_acts ? p->sync_acts + (size_t)e->id * p->act_bytes
-                                                      : NULL, obs, &r, &d);
+    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_relaxed);
+    if ((uint32_t)c >= (uint32_t)(c >> 32))
+        return -1;
+    c = atomic_fetch_add_explicit(&s->cursor, 1, memory_order_acquire);
+    if ((uint32_t)c >= (uint32_t)(c >> 32))
+        return -1;
+    return (int64_t)(uint32_t)c;
+}
+
+static bool sync_pending(slice_t *s)
+{
+    /* seq_cst: the job's half of the store-load pair in post_slices */
+    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_seq_cst);
+    return (uint32_t)c < (uint32_t)(c >> 32);
+}
+
+/* Step chunk idx of slice s into the sync batch's rows (lost: drop it):
+ * a plain loop over its envs, no atomics (s->home NULL: the ids are the
+ * positions). Returns the envs it covered. */
+static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
+{
+    size_t lo = (size_t)idx * p->sync_chunk, hi = lo + p->sync_chunk;
+    if (hi > s->nhome)
+        hi = s->nhome;
+    float *rw = p->sync.reward.data;
+    uint8_t *dn = p->sync.done.data;
+    unsigned char *obs = p->sync.obs.data;
+    const unsigned char *acts = p->sync_acts;
+    if (lost) {
+        /* relaxed: the waiter reads it after sync_left's acquire */
+        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
+        for (size_t k = lo; k < hi; k++) {
+            size_t id = s->home ? (size_t)s->home[k] : k;
+            rw[id] = 0;
+            dn[id] = 0;
         }
-        ((float *)p->sync.reward.data)[e->id] = r;
-        ((uint8_t *)p->sync.done.data)[e->id] = (uint8_t)d;
-        return 1;
+        return hi - lo;
     }
-    env_t *e = &p->env[x];
-    if (lost)
-        atomic_store_explicit(&p->shut, 1, memory_order_relaxed);   /* relaxed: as above */
-    else
-        step_env(p, e, e->kind, e->act, e->own_obs, &r, &d);
-    publish(p, e, e->own_obs, r, d);
-    return 0;
+    for (size_t k = lo; k < hi; k++) {
+        size_t id = s->home ? (size_t)s->home[k] : k;
+        float r;
+        int d;
+        step_env(p, &p->env[id], p->sync_kind, acts ? acts + id * p->act_bytes : NULL,
+                 obs + id * p->obs_bytes, &r, &d);
+        rw[id] = r;
+        dn[id] = (uint8_t)d;
+    }
+    return hi - lo;
+}
+
+/* Sync envs counted off at once: one RMW per turn, not per env or chunk.
+ * seq_cst: the rows are written before the count drops (release for the
+ * waiter's acquire), and before signal's read of sleeping. */
+static void count_sync(hive_envpool_t *p, size_t k)
+{
+    if (k && atomic_fetch_sub_explicit(&p->sync_left, (uint32_t)k, memory_order_seq_cst) == k)
+        signal_waiter(p);
+}
+
+/* A turn at the sync batch: the chunks of slice `me` first, then of the
+ * others, nearest first; counted off once at the end. Returns the envs. */
+static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost)
+{
+    const unsigned *ord = p->order + (size_t)me * p->nslices;
+    size_t total = 0;
+    for (unsigned k = 0; k < p->nslices; k++) {
+        slice_t *s = &p->slices[ord[k]];
+        int64_t c;
+        while ((c = claim_chunk(s)) >= 0)
+            total += step_chunk(p, s, (uint32_t)c, lost);
+    }
+    count_sync(p, total);
+    return total;
 }
 
 /* ------------------------------------------------------------ slices */
@@ -347,49 +449,77 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
     }
 }
 
-/* One claim from slice s, stepped. Returns the entries taken (0: empty);
- * *nsync counts the sync ones (the caller subtracts them). */
-static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost,
-                           uint32_t *nsync)
+/* The shared cost hint (see the pool): relaxed, a sizing hint only; the
+ * last writer wins. */
+static void hint_cost(hive_envpool_t *p, uint64_t ns)
+{
+    uint32_t v = ns == 0 ? 1 : ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    if (atomic_load_explicit(&p->cost_hint, memory_order_relaxed) != v)
+        atomic_store_explicit(&p->cost_hint, v, memory_order_relaxed);
+}
+
+/* Ids one async claim may take: about CHUNK_NS of work, 1 .. MAX_CLAIM
+ * (MAX_CLAIM until a cost is known: cheap envs are the costly case for
+ * claims). */
+static unsigned claim_most(hive_envpool_t *p, unsigned most)
+{
+    uint32_t c = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+    unsigned m = c == 0 ? MAX_CLAIM : c >= CHUNK_NS ? 1u : (unsigned)(CHUNK_NS / c);
+    if (m > most)
+        m = most;
+    return m ? m : 1;
+}
+
+/* One claim from slice s, stepped (lost: dropped) and published: cheap
+ * envs together once all are stepped (a claim is about CHUNK_NS of work:
+ * a result waits that long at most), dearer ones one by one. Returns the
+ * entries taken. */
+static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
 {
     int32_t ids[MAX_CLAIM];
-    unsigned k = claim(s, most, ids);
-    for (unsigned i = 0; i < k; i++)
-        *nsync += run_entry(p, ids[i], lost);
+    float r[MAX_CLAIM];
+    int d[MAX_CLAIM];
+    unsigned k = claim(s, claim_most(p, most), ids);
+    /* cheap envs (the hint under TOGETHER_NS): published together, the
+     * RMWs would cost about as much as the steps; dearer ones each as it
+     * finishes, so a recv waits for no step it does not need */
+    uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+    bool together = hint != 0 && hint < TOGETHER_NS;
+    unsigned from = 0;
+    for (unsigned i = 0; i < k; i++) {
+        r[i] = 0;
+        d[i] = 0;
+        env_t *e = &p->env[ids[i]];
+        if (lost)                        /* dropped at shutdown, not stepped */
+            /* relaxed: the waiter reads it after the block's acquire */
+            atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
+        else
+            step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
+        if (!together) {
+            publish(p, ids + i, 1, r + i, d + i);
+            from = i + 1;
+        }
+    }
+    if (k > from)
+        publish(p, ids + from, k - from, r + from, d + from);
     return k;
 }
 
-/* Sync envs counted off at once: one RMW per turn, not per env. seq_cst:
- * the rows are written before the count drops (release for the waiter's
- * acquire), and before signal's read of sleeping. */
-static void count_sync(hive_envpool_t *p, uint32_t k)
-{
-    if (k && atomic_fetch_sub_explicit(&p->sync_left, k, memory_order_seq_cst) == k)
-        signal_waiter(p);
-}
-
-/* Serve rings until none has anything: slice `me` first, then the others
- * nearest first (me's steal order). lost: drop instead of stepping. */
+/* Serve async rings until none has anything: slice `me` first, then the
+ * others nearest first (me's steal order). lost: drop instead of stepping. */
 static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
-    uint32_t nsync = 0;
     size_t total = 0;
     for (unsigned k = 0; k < p->nslices;) {
-        slice_t *s = &p->slices[ord[k]];
-        unsigned got = serve_once(p, s, MAX_CLAIM, lost, &nsync);
+        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost);
         if (got == 0) {
             k++;
             continue;
         }
         total += got;
-        if (nsync >= 64) {               /* count off as we go in long turns */
-            count_sync(p, nsync);
-            nsync = 0;
-        }
         k = 0;                           /* nearest first again */
     }
-    count_sync(p, nsync);
     return total;
 }
 
@@ -398,6 +528,18 @@ static bool ring_nonempty(slice_t *s)
     /* seq_cst: the job's half of the store-load pair in post_slice */
     return atomic_load_explicit(&s->head, memory_order_seq_cst) <
            atomic_load_explicit(&s->tail, memory_order_seq_cst);
+}
+
+/* Whether any slice has work waiting: a slice's job re-checks them all
+ * before it ends, not only its own, because a caller that steps nothing
+ * posts every job for the others' work (post_slices, every). */
+static bool any_pending(hive_envpool_t *p, unsigned me)
+{
+    const unsigned *ord = p->order + (size_t)me * p->nslices;
+    for (unsigned k = 0; k < p->nslices; k++)
+        if (ring_nonempty(&p->slices[ord[k]]) || sync_pending(&p->slices[ord[k]]))
+            return true;
+    return false;
 }
 
 /* A slice's job: serve its ring and steal, until nothing is left; then
@@ -415,12 +557,16 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         hive_envpool_t *p = s->pool;
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
-            serve_all(p, me, stopping(p));
+            bool lost = stopping(p);
+            uint64_t t0 = hive__now_ns();
+            size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
+            if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
+                hint_cost(p, (hive__now_ns() - t0) / k);
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
-             * re-check sees its push */
+             * re-check sees its push (or its sync batch) */
             atomic_store_explicit(&s->queued, 0, memory_order_seq_cst);
-            if (!ring_nonempty(s) ||
+            if (!any_pending(p, me) ||
                 atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) != 0)
                 break;
         }
@@ -435,34 +581,45 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
     shell_unref(sh);
 }
 
-/* Push id (with its flag) into its home ring; the owner thread only. The
- * tail is published by post_slices. */
-static void push(hive_envpool_t *p, int32_t x)
+/* Push id into its home ring; the owner thread only. The tail is
+ * published by publish_tails, once per slice and call. */
+static void push(hive_envpool_t *p, int32_t id)
 {
-    slice_t *s = &p->slices[p->env[x & ~SYNC_BIT].home];
-    /* relaxed: only the owner writes tail */
-    uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
-    atomic_store_explicit(&s->ring[t & s->mask], x, memory_order_relaxed);
-    /* release: the id and what the owner wrote for the env (its action,
-     * kind) before it, to claim's acquire. seq_cst: also the owner's half
-     * of the pair in post_slice (the store before the read of queued) */
-    atomic_store_explicit(&s->tail, t + 1, memory_order_seq_cst);
+    slice_t *s = &p->slices[p->env[id].home];
+    /* relaxed: published by the tail's release store */
+    atomic_store_explicit(&s->ring[s->ptail & s->mask], id, memory_order_relaxed);
+    s->ptail++;
 }
 
-/* Post the job of every slice with waiting ids that is not queued yet,
- * but that of `skip` (the calling worker's slice in a sync step: the
- * caller serves it). every: a caller that is not a worker steps nothing,
- * so it posts every slice's job: a worker whose own ring is empty steals, and
- * envs whose home worker is busy for long (a long actor method) still
- * get stepped. queued: seq_cst, the owner's half of the store-load pair
- * with slice_job (tail stored above, then queued read): a job that ends
- * either sees the push or is posted again. The exchange makes one post
- * per idle job. */
+/* Publish what push added: one store of each changed tail. release: the
+ * ids and what the owner wrote for the envs (their actions, kind) before
+ * it, to claim's acquire. seq_cst: also the owner's half of the pair in
+ * post_slices (the store before the read of queued). */
+static void publish_tails(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++) {
+        slice_t *s = &p->slices[i];
+        /* relaxed: only the owner writes tail */
+        if (atomic_load_explicit(&s->tail, memory_order_relaxed) != s->ptail)
+            atomic_store_explicit(&s->tail, s->ptail, memory_order_seq_cst);
+    }
+}
+
+/* Post the job of every slice with waiting work (ids in its ring, or
+ * chunks of a sync batch) that is not queued yet, but that of `skip` (the
+ * calling worker's slice in a sync step: the caller serves it). every: a
+ * caller that is not a worker steps nothing, so it posts every slice's
+ * job: a worker whose own slice is empty steals, and envs whose home
+ * worker is busy for long (a long actor method) still get stepped.
+ * queued: seq_cst, the owner's half of the store-load pair with
+ * slice_job (tail or cursor stored before, then queued read): a job that
+ * ends either sees the work or is posted again. The exchange makes one
+ * post per idle job. */
 static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 {
     for (unsigned i = 0; i < p->nslices; i++) {
         slice_t *s = &p->slices[i];
-        if (i == skip || (!every && !ring_nonempty(s)))
+        if (i == skip || (!every && !ring_nonempty(s) && !sync_pending(s)))
             continue;
         if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
             atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
@@ -483,6 +640,7 @@ static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
         return;
     double x = (double)ns / (double)k;
     p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
+    hint_cost(p, (uint64_t)p->step_ns);
 }
 
 /* Whether k envs are cheaper to step on the calling worker alone than to
@@ -530,11 +688,9 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
         if (w != NULL || lost) {
-            uint32_t nsync = 0;
-            unsigned m = 0;
+            size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
-                m = serve_once(p, &p->slices[ord[k]], most, lost, &nsync);
-            count_sync(p, nsync);
+                m = serve_once(p, &p->slices[ord[k]], most, lost);
             got = m != 0;
             served += m;
             timing = timing && !lost;
@@ -655,7 +811,10 @@ static void destroy(hive_envpool_t *p)
             free_batch(p, p->blocks[k].refs);
     if (p->slices != NULL)
         for (unsigned i = 0; i < p->nslices; i++)
+        {
             free((void *)p->slices[i].ring);
+            free(p->slices[i].home);
+        }
     free(p->env);
     free(p->blocks);
     if (p->shell != NULL)
@@ -771,11 +930,16 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
             cap *= 2;
         sl->mask = cap - 1;
         sl->ring = hive__calloc(cap, sizeof *sl->ring);
-        if (sl->ring == NULL) {
-            rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids",
-                            (unsigned long long)cap);
+        sl->home = hive__calloc(home_n[i] ? home_n[i] : 1, sizeof *sl->home);
+        if (sl->ring == NULL || sl->home == NULL) {
+            rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids "
+                            "and a list of %zu", (unsigned long long)cap, home_n[i]);
             goto out;
         }
+    }
+    for (size_t i = 0; i < p->n; i++) {            /* each slice's home ids, in id order */
+        slice_t *sl = &p->slices[p->env[i].home];
+        sl->home[sl->nhome++] = (int32_t)i;
     }
     for (unsigned i = 0; i < ns; i++) {
         unsigned *ord = p->order + (size_t)i * ns, k = 0;
@@ -926,25 +1090,45 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down", fn);
     p->sync_kind = kind;
     p->sync_acts = acts;
-    /* relaxed: the pushes' release of tail publishes it to the steppers */
-    atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
     unsigned me = self_slice(p);
+    /* the owner's cost estimate is refreshed every COST_EVERY batches (two
+     * clock reads cost as much as a CartPole step) */
+    bool timed = me != UINT32_MAX && (p->step_ns == 0 || p->nsync++ % COST_EVERY == 0);
+    uint64_t t0;
     if (all_inline(p, me, p->n)) {
-        /* too little work to hand out: step every env here, no ring */
-        uint64_t t0 = hive__now_ns();
-        for (size_t i = 0; i < p->n; i++)
-            run_entry(p, (int32_t)i | SYNC_BIT, false);
-        note_cost(p, hive__now_ns() - t0, p->n);
-        /* relaxed: nobody else took part */
-        atomic_store_explicit(&p->sync_left, 0, memory_order_relaxed);
+        t0 = timed ? hive__now_ns() : 0;
+        /* too little work to hand out: step every env here, no atomics */
+        slice_t all = { .home = NULL, .nhome = (uint32_t)p->n };   /* ids 0 .. n-1 */
+        p->sync_chunk = (uint32_t)p->n;
+        step_chunk(p, &all, 0, false);
+        if (timed)
+            note_cost(p, hive__now_ns() - t0, p->n);
     } else {
-        for (size_t i = 0; i < p->n; i++)
-            push(p, (int32_t)i | SYNC_BIT);
+        /* chunks of about CHUNK_NS of work (one env until a cost is
+         * measured): one claim per chunk, so cheap envs cost a worker one
+         * atomic per batch, and dear ones are still shared out env by env
+         * when a worker is late */
+        uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
+        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : hint ? CHUNK_NS / hint : 1;
+        p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
+        /* relaxed: published by the cursors' release below */
+        atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
+        for (unsigned i = 0; i < p->nslices; i++) {
+            slice_t *s = &p->slices[i];
+            if (s->nhome == 0)
+                continue;
+            uint64_t chunks = (s->nhome + (uint64_t)p->sync_chunk - 1) / p->sync_chunk;
+            /* release: the batch's parameters and the envs' last state to
+             * claim_chunk's acquire; seq_cst: also the owner's half of the
+             * pair in post_slices (stored before queued is read) */
+            atomic_store_explicit(&s->cursor, chunks << 32, memory_order_seq_cst);
+        }
         post_slices(p, me, me == UINT32_MAX);
-        if (me != UINT32_MAX) {          /* our own slice first, inline */
-            uint64_t t0 = hive__now_ns();
-            size_t k = serve_all(p, me, false);
-            note_cost(p, hive__now_ns() - t0, k);
+        if (me != UINT32_MAX) {          /* our own slice first, inline; then help */
+            t0 = timed ? hive__now_ns() : 0;     /* the stepping alone, not the hand-off */
+            size_t k = serve_sync(p, me, false);
+            if (timed)
+                note_cost(p, hive__now_ns() - t0, k);
         }
         wait_until(p, sync_done, MAX_CLAIM, 0);
     }
@@ -1017,6 +1201,7 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         push(p, ids[i]);
+    publish_tails(p);
     unsigned me = self_slice(p);
     if (!all_inline(p, me, p->inflight + n))
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
@@ -1066,6 +1251,7 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         e->kind = KIND_RESET;
         push(p, (int32_t)i);
     }
+    publish_tails(p);
     unsigned me = self_slice(p);
     if (!all_inline(p, me, p->n))
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
