@@ -124,7 +124,12 @@ typedef struct hive__obj {
             struct hive     *h;
             struct rcu_head  rcu;
             struct hive__obj *next;  /* a retire list's records (store.c) */
-            size_t           n;      /* the chain's head, once flushed: its records */
+            /* the chain's head, once flushed (store.c's flush_list): */
+            struct hive__obj *last;  /* its last record */
+            uint32_t         n;      /* its records */
+            uint32_t         inl;    /* ... with inline payloads */
+            uint32_t         objects;   /* ... that are store objects (no actor handle) */
+            bool             walk;   /* some record needs a look (drop hook, arena block) */
         } dead;
     } tail;
 } hive__obj_t;
