@@ -92,6 +92,18 @@ void hive__handles_close(hive__handles_t *t)
     pthread_mutex_destroy(&t->grow);
 }
 
+/* The record of the free slot s (the stack's new head, the next take's),
+ * both lines, for writing: it was freed a grace period ago (its lines have
+ * left this core's caches, and the take's read of its link would wait for
+ * the whole miss), and a put writes both. A prefetch never faults; s is a
+ * free slot (the popping CAS saw the stack unchanged), its chunk mapped. */
+static inline void prefetch_rec(hive__handles_t *t, uint32_t s)
+{
+    unsigned char *r = rec_at(t, s);
+    __builtin_prefetch(r, 1);
+    __builtin_prefetch(r + 64, 1);
+}
+
 /* A slot off the free stack, or UINT32_MAX if it is empty. */
 static uint32_t pop_free(hive__handles_t *t)
 {
@@ -108,8 +120,11 @@ static uint32_t pop_free(hive__handles_t *t)
         uint64_t neu = (((head >> 32) + 1) << 32) | next;
         /* acquire on success and failure: as the first load */
         if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_acquire,
-                                                  memory_order_acquire))
+                                                  memory_order_acquire)) {
+            if (next != 0)
+                prefetch_rec(t, next - 1);   /* the next take's record */
             return s;
+        }
     }
     return UINT32_MAX;
 }
