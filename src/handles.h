@@ -48,7 +48,11 @@
  * carries a 32-bit tag that every change bumps, so a pop that read a
  * stale link (its slot popped and pushed again meanwhile, or published:
  * the key word is the link's only while the slot is on the stack) fails
- * its CAS instead of corrupting the stack (the ABA problem).
+ * its CAS instead of corrupting the stack (the ABA problem). A chain of
+ * slots can be linked by its owner ahead of its push (hive__handles_link,
+ * on the thread that has the records' lines) and pushed later by another
+ * thread that writes only the last link (hive__handles_give_linked). A
+ * take prefetches the next free slot's record for the take after it.
  */
 #ifndef HIVE_HANDLES_H
 #define HIVE_HANDLES_H

@@ -225,7 +225,9 @@ void hive__store_drain(struct hive *h);
 /* Records whose last count went without an arena block (inline payloads)
  * wait on a retire list - a worker's own, or for a user thread one of the
  * store's user lists - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
- * grace-period callback, one push of their slots). Workers flush their own
+ * grace-period callback, one push of their slots). The flusher links the
+ * chain's slots and counts it (store.c's flush_list), so the callback's
+ * thread touches two of its records, not all of them. Workers flush their own
  * list and the user lists before they park and when they stop; drains,
  * hive_store_stats, a full store and the engine's close take every list, so
  * a record never waits on a list past any of those. */
