@@ -111,7 +111,7 @@ static void check_free_stack(void)
         s1 = atomic_load_explicit(&o->hkey, memory_order_relaxed);
     }
     free(seen);
-    printf("retire stress: %u slots, all %u on the free stack once\n", n, count);
+    printf("retire stress: %u slots handed out, %u on the free stack\n", n, count);
     if (count != n)
         fail_msg("free stack: %u of %u slots", count, n);
 }
