@@ -96,6 +96,18 @@ void hive__handles_close(hive__handles_t *t)
     pthread_mutex_destroy(&t->grow);
 }
 
+/* The record of the free slot s (the stack's new head, the next take's),
+ * both lines, for writing: it was freed a grace period ago (its lines have
+ * left this core's caches, and the take's read of its link would wait for
+ * the whole miss), and a put writes both. A prefetch never faults; s is a
+ * free slot (the popping CAS saw the stack unchanged), its chunk mapped. */
+static inline void prefetch_rec(hive__handles_t *t, uint32_t s)
+{
+    unsigned char *r = rec_at(t, s);
+    __builtin_prefetch(r, 1);
+    __builtin_prefetch(r + 64, 1);
+}
+
 /* A slot off the free stack, or UINT32_MAX if it is empty. */
 static uint32_t pop_free(hive__handles_t *t)
 {
@@ -112,8 +124,11 @@ static uint32_t pop_free(hive__handles_t *t)
         uint64_t neu = (((head >> 32) + 1) << 32) | next;
         /* acquire on success and failure: as the first load */
         if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_acquire,
-                                                  memory_order_acquire))
+                                                  memory_order_acquire)) {
+            if (next != 0)
+                prefetch_rec(t, next - 1);   /* the next take's record */
             return s;
+        }
     }
     return UINT32_MAX;
 }
@@ -165,26 +180,33 @@ void hive__handles_give(hive__handles_t *t, uint64_t id)
                                                     memory_order_relaxed));
 }
 
-void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n)
+void hive__handles_give_linked(hive__handles_t *t, uint64_t first_id, void *last_rec)
 {
-    if (n == 0)
-        return;
-    /* link them first: they are ours alone until the push */
-    for (size_t i = 0; i + 1 < n; i++)
-        atomic_store_explicit(hive__handles_key(rec_at(t, hive__handles_slot_of(ids[i]))),
-                              hive__handles_slot_of(ids[i + 1]) + 1, memory_order_relaxed);
-    uint32_t first = hive__handles_slot_of(ids[0]);
-    _Atomic uint32_t *last = hive__handles_key(rec_at(t, hive__handles_slot_of(ids[n - 1])));
+    _Atomic uint32_t *last = hive__handles_key(last_rec);
+    uint32_t first1 = hive__handles_slot_of(first_id) + 1;
     /* relaxed: the head is read again by the CAS */
     uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
     uint64_t neu;
     do {
         /* relaxed: published by the CAS's release below */
         atomic_store_explicit(last, (uint32_t)head, memory_order_relaxed);
-        neu = (((head >> 32) + 1) << 32) | (first + 1);
-        /* release: every link (and id) before the slots are poppable */
+        neu = (((head >> 32) + 1) << 32) | first1;
+        /* release: every link of the chain (written by its owner before
+         * this call, on this thread or handed to it through a release
+         * such as call_rcu's queue) and every record's id before the slots
+         * are poppable */
     } while (!atomic_compare_exchange_weak_explicit(&t->free_head, &head, neu, memory_order_release,
                                                     memory_order_relaxed));
+}
+
+void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n)
+{
+    if (n == 0)
+        return;
+    /* link them first: they are ours alone until the push */
+    for (size_t i = 0; i + 1 < n; i++)
+        hive__handles_link(rec_at(t, hive__handles_slot_of(ids[i])), ids[i + 1]);
+    hive__handles_give_linked(t, ids[0], rec_at(t, hive__handles_slot_of(ids[n - 1])));
 }
 
 void hive__handles_each(hive__handles_t *t, void (*fn)(void *rec, void *arg), void *arg)

@@ -48,7 +48,11 @@
  * carries a 32-bit tag that every change bumps, so a pop that read a
  * stale link (its slot popped and pushed again meanwhile, or published:
  * the key word is the link's only while the slot is on the stack) fails
- * its CAS instead of corrupting the stack (the ABA problem).
+ * its CAS instead of corrupting the stack (the ABA problem). A chain of
+ * slots can be linked by its owner ahead of its push (hive__handles_link,
+ * on the thread that has the records' lines) and pushed later by another
+ * thread that writes only the last link (hive__handles_give_linked). A
+ * take prefetches the next free slot's record for the take after it.
  */
 #ifndef HIVE_HANDLES_H
 #define HIVE_HANDLES_H
@@ -99,6 +103,7 @@ void hive__handles_give(hive__handles_t *t, uint64_t id);
 /* Give n ids' slots back with one push. */
 void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n);
 
+
 static inline uint32_t hive__handles_slot_of(uint64_t id)
 {
     return (uint32_t)(id & (HIVE__MAX_SLOTS - 1));
@@ -108,6 +113,23 @@ static inline _Atomic uint32_t *hive__handles_key(void *rec)
 {
     return (_Atomic uint32_t *)((unsigned char *)rec + HIVE__REC_KEY);
 }
+
+/* A chain given back in two steps, so that the records' lines are written
+ * by whoever has them in its cache and the giver touches one of them: the
+ * owner of a chain of unpublished records links each to the next
+ * (hive__handles_link: the slot's key word, which no finder matches any
+ * more, becomes the free stack's link to come), and later anyone pushes
+ * the whole chain at once with hive__handles_give_linked(first record's
+ * id, last record), writing only the last record's link. The caller owns
+ * the chain's records until the push. */
+static inline void hive__handles_link(void *rec, uint64_t next_id)
+{
+    /* relaxed: published by give_linked's release CAS (the chain is the
+     * caller's until then; a stale finder loads a value without PUB) */
+    atomic_store_explicit(hive__handles_key(rec), hive__handles_slot_of(next_id) + 1,
+                          memory_order_relaxed);
+}
+void hive__handles_give_linked(hive__handles_t *t, uint64_t first_id, void *last_rec);
 
 /* The key a record published under id carries. */
 static inline uint32_t hive__handles_key_of(uint64_t id)

@@ -328,7 +328,11 @@ static bool release_count(struct hive *h, hive__obj_t *o)
         } else {
             atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
             o->tail.dead.next = NULL;
+            o->tail.dead.last = o;
             o->tail.dead.n = 1;
+            o->tail.dead.inl = 0;
+            o->tail.dead.objects = o->kind != HIVE__ACTOR;
+            o->tail.dead.walk = true;  /* its arena block */
             hive__call_rcu(&o->tail.dead.rcu, free_cb);
         }
     }
@@ -341,43 +345,41 @@ void hive__obj_release(struct hive *h, hive__obj_t *o)
         HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
 }
 
-/* Free a chain of records (one, or a worker's batch) a grace period after
- * their last counts went: drop hooks, payloads, then their slots (the
- * records' memory) in one push per HIVE__RETIRE_BATCH, and the counters
- * once. A record is not touched once its slot is pushed. */
+/* Free a chain of records (one, or a retire list's batch) a grace period
+ * after their last counts went. flush_list (or release_count, for a record
+ * with an arena block) prepared it: linked its slots for the free stack and
+ * counted it into the head's dead fields. So a chain of records with
+ * inline payloads and no drop hook - every put's and small task result's -
+ * costs this thread (the call_rcu thread) one read of the head's second
+ * line and one write of the last record's link; the records' lines stay
+ * with the thread that released them (which wrote them last, and will
+ * most likely take them again for its next objects). A chain with a
+ * record to look at (a drop hook, an arena block) is walked first. A
+ * record is not touched once its slot is pushed. */
 static void free_cb(struct rcu_head *head)
 {
     hive__rcu_callback_begin();
-    hive__obj_t *o = caa_container_of(head, hive__obj_t, tail.dead.rcu);
-    struct hive *h = o->tail.dead.h;
-    size_t n = o->tail.dead.n, done = 0;
-    uint64_t ids[HIVE__RETIRE_BATCH];
-    size_t nids = 0;
-    uint64_t objects = 0;
-    size_t inline_payloads = 0;
-    while (o != NULL) {
-        hive__obj_t *next = o->tail.dead.next;
-        if (h->store.drop[o->kind] != NULL)
-            h->store.drop[o->kind](h, o, false);
-        if (o->data == (void *)o->tail.inl) {
-            inline_payloads++;        /* given back below, all at once */
-            o->data = NULL;
-        } else {
-            hive__payload_free(h, o);
+    hive__obj_t *first = caa_container_of(head, hive__obj_t, tail.dead.rcu);
+    struct hive *h = first->tail.dead.h;
+    uint32_t n = first->tail.dead.n;
+    uint32_t inl = first->tail.dead.inl;
+    uint32_t objects = first->tail.dead.objects;
+    hive__obj_t *last = first->tail.dead.last;
+    if (first->tail.dead.walk) {
+        uint32_t done = 0;
+        for (hive__obj_t *o = first, *next; o != NULL; o = next) {
+            next = o == last ? NULL : o->tail.dead.next;   /* before a hook touches o */
+            if (h->store.drop[o->kind] != NULL)
+                h->store.drop[o->kind](h, o, false);
+            if (hive__obj_in_arena(o))
+                hive__payload_free(h, o);
+            done++;
         }
-        objects += o->kind != HIVE__ACTOR;
-        if (nids == HIVE__RETIRE_BATCH) {
-            hive__handles_give_many(&h->store.table, ids, nids);
-            nids = 0;
-        }
-        ids[nids++] = o->id;
-        done++;
-        o = next;
+        if (done != n)
+            HIVE_DIE("store: a retired chain held %u records, not the %u counted", done, n);
     }
-    hive__handles_give_many(&h->store.table, ids, nids);
-    hive__arena_uncharge_elsewhere_n(&h->arena, inline_payloads);
-    if (done != n)
-        HIVE_DIE("store: a retired chain held %zu records, not the %zu counted", done, n);
+    hive__handles_give_linked(&h->store.table, first->id, last);
+    hive__arena_uncharge_elsewhere_n(&h->arena, inl);
     /* relaxed: a statistic */
     atomic_fetch_sub_explicit(&my_shard(h)->objects, (int64_t)objects, memory_order_relaxed);
     /* release: the shutdown path's acquire load sees our frees done */
@@ -385,8 +387,11 @@ static void free_cb(struct rcu_head *head)
 }
 
 /* Queue the chain of records now on list for a grace period. Any thread
- * may take it (the exchange makes the chain the taker's alone), and counts
- * it: pushers never read each other's records. */
+ * may take it (the exchange makes the chain the taker's alone), and
+ * prepares it for free_cb: links the slots in chain order for the free
+ * stack (hive__handles_link: the lines were written last by their
+ * releasers, most often this thread), counts it, and notes whether any
+ * record needs a look. Pushers never read each other's records. */
 static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 {
     /* relaxed: a look before the exchange, which writes the line */
@@ -396,10 +401,26 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
     hive__obj_t *chain = atomic_exchange_explicit(list, NULL, memory_order_acquire);
     if (chain == NULL)
         return;
-    size_t n = 0;
-    for (hive__obj_t *o = chain; o != NULL; o = o->tail.dead.next)
+    uint32_t n = 0, inl = 0, objects = 0;
+    bool walk = false;
+    hive__obj_t *o = chain;
+    for (;;) {
         n++;
+        /* the list holds records without an arena block: inline or none */
+        inl += o->data == (void *)o->tail.inl;
+        objects += o->kind != HIVE__ACTOR;
+        walk |= h->store.drop[o->kind] != NULL;
+        hive__obj_t *next = o->tail.dead.next;
+        if (next == NULL)
+            break;
+        hive__handles_link(o, next->id);
+        o = next;
+    }
+    chain->tail.dead.last = o;
     chain->tail.dead.n = n;
+    chain->tail.dead.inl = inl;
+    chain->tail.dead.objects = objects;
+    chain->tail.dead.walk = walk;
     /* relaxed: a count the drain reads after its barrier (free_cb's release) */
     atomic_fetch_add_explicit(&h->store.callbacks, n, memory_order_relaxed);
     hive__call_rcu(&chain->tail.dead.rcu, free_cb);

@@ -124,7 +124,12 @@ typedef struct hive__obj {
             struct hive     *h;
             struct rcu_head  rcu;
             struct hive__obj *next;  /* a retire list's records (store.c) */
-            size_t           n;      /* the chain's head, once flushed: its records */
+            /* the chain's head, once flushed (store.c's flush_list): */
+            struct hive__obj *last;  /* its last record */
+            uint32_t         n;      /* its records */
+            uint32_t         inl;    /* ... with inline payloads */
+            uint32_t         objects;   /* ... that are store objects (no actor handle) */
+            bool             walk;   /* some record needs a look (drop hook, arena block) */
         } dead;
     } tail;
 } hive__obj_t;
@@ -220,7 +225,9 @@ void hive__store_drain(struct hive *h);
 /* Records whose last count went without an arena block (inline payloads)
  * wait on a retire list - a worker's own, or for a user thread one of the
  * store's user lists - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
- * grace-period callback, one push of their slots). Workers flush their own
+ * grace-period callback, one push of their slots). The flusher links the
+ * chain's slots and counts it (store.c's flush_list), so the callback's
+ * thread touches two of its records, not all of them. Workers flush their own
  * list and the user lists before they park and when they stop; drains,
  * hive_store_stats, a full store and the engine's close take every list, so
  * a record never waits on a list past any of those. */

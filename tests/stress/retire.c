@@ -21,6 +21,7 @@
 #include "hive_impl.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #define RELEASERS (HIVE__USER_LISTS + 4)
 #define DRAINERS  2
@@ -90,11 +91,41 @@ static void *drainer(void *arg)
     return NULL;
 }
 
-static void test_every_record_freed_once(void **state)
+/* With the store empty and quiet, every slot ever handed out is on the
+ * table's free stack exactly once: the chains the flushers linked and
+ * free_cb pushed whole lost no slot, doubled none, made no cycle. */
+static void check_free_stack(void)
 {
-    (void)state;
+    hive__handles_t *t = &h->store.table;
+    uint32_t n = atomic_load(&t->next_slot);
+    unsigned char *seen = calloc(n, 1);
+    assert_non_null(seen);
+    uint32_t count = 0;
+    for (uint32_t s1 = (uint32_t)atomic_load(&t->free_head); s1 != 0; count++) {
+        uint32_t s = s1 - 1;
+        if (s >= n || seen[s] || count >= n)
+            fail_msg("free stack: slot %u (of %u) %s after %u slots", s, n,
+                     s >= n ? "beyond the high-water mark" : "twice", count);
+        seen[s] = 1;
+        hive__obj_t *o = hive__handles_rec(t, (uint64_t)t->tag << HIVE__SLOT_BITS | s);
+        s1 = atomic_load_explicit(&o->hkey, memory_order_relaxed);
+    }
+    free(seen);
+    printf("retire stress: %u slots handed out, %u on the free stack\n", n, count);
+    if (count != n)
+        fail_msg("free stack: %u of %u slots", count, n);
+}
+
+/* hook: a drop hook on blobs (free_cb walks every chain), or none (the
+ * chains of inline blobs go back whole, their records untouched) */
+static void every_record_freed_once(bool hook)
+{
+    atomic_store(&drops, 0);
+    atomic_store(&nputs, 0);
+    atomic_store(&stop_drainers, 0);
     h = test_engine(256u << 20, 2, NULL);
-    hive__store_on_drop(h, HIVE__BLOB, count_drop);   /* before any blob exists */
+    if (hook)
+        hive__store_on_drop(h, HIVE__BLOB, count_drop);   /* before any blob exists */
     pthread_t rel[RELEASERS], dr[DRAINERS];
     for (uintptr_t i = 0; i < DRAINERS; i++)
         assert_int_equal(pthread_create(&dr[i], NULL, drainer, (void *)i), 0);
@@ -120,12 +151,26 @@ static void test_every_record_freed_once(void **state)
     assert_int_equal(atomic_load(&bad), 0);
     /* the task results are blobs too */
     uint64_t want = atomic_load(&nputs) + TASKS, got = atomic_load(&drops);
-    printf("retire stress: %d releasers, %d tasks, %d drainers: %llu records, %llu freed\n",
-           RELEASERS, TASKS, DRAINERS, (unsigned long long)want, (unsigned long long)got);
-    if (got != want)
+    printf("retire stress: %d releasers, %d tasks, %d drainers: %llu records, %llu freed%s\n",
+           RELEASERS, TASKS, DRAINERS, (unsigned long long)want, (unsigned long long)got,
+           hook ? "" : " (no hook: not counted)");
+    if (hook && got != want)
         fail_msg("%llu records released, %llu freed", (unsigned long long)want,
                  (unsigned long long)got);
+    check_free_stack();
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_every_record_freed_once(void **state)
+{
+    (void)state;
+    every_record_freed_once(true);
+}
+
+static void test_every_record_freed_once_unhooked(void **state)
+{
+    (void)state;
+    every_record_freed_once(false);
 }
 
 /* Threads that released fewer records than a batch and ended: their records
@@ -160,6 +205,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_record_freed_once),
+        cmocka_unit_test(test_every_record_freed_once_unhooked),
         cmocka_unit_test(test_ended_threads_leave_nothing),
     };
     return cmocka_run_group_tests_name("retire stress", tests, NULL, NULL);
