@@ -63,6 +63,10 @@ uint64_t hive__store_objects(struct hive *h)
     int64_t n = 0;
     for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
         n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    /* private records are counted by their owners (hive__obj_new_private),
+     * with no read-modify-write; relaxed: a statistic, each a single writer's */
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        n += atomic_load_explicit(&h->sched.w[i].pobjects, memory_order_relaxed);
     return n > 0 ? (uint64_t)n : 0;   /* a moment's view may catch a free before its new */
 }
 
@@ -144,9 +148,17 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
      * life may read it while it is rewritten (and then fails its CAS) */
     atomic_store_explicit(&o->owner, owner, memory_order_relaxed);
     /* relaxed: a statistic. Actor handles are not store objects: they go
-     * with their actor (actor.c) */
-    if (kind != HIVE__ACTOR)
+     * with their actor (actor.c). A private record is counted by its owner */
+    if (kind != HIVE__ACTOR && owner == 0)
         atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+}
+
+/* Add d to w's share of the live-object count: one writer, no RMW. */
+static inline void count_private(hive__worker_t *w, int64_t d)
+{
+    /* relaxed: a statistic (hive__store_objects sums the shares) */
+    atomic_store_explicit(&w->pobjects, atomic_load_explicit(&w->pobjects, memory_order_relaxed) + d,
+                          memory_order_relaxed);
 }
 
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
@@ -192,6 +204,7 @@ int hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out)
         o = rec;
     }
     init_record(h, o, HIVE__BLOB, 0, NULL, (uint16_t)(w->index + 1));
+    count_private(w, 1);              /* a free by another thread takes it off a shard */
     *out = o;
     return HIVE_OK;
 }
@@ -212,8 +225,7 @@ static void free_private(struct hive *h, hive__worker_t *w, hive__obj_t *o)
     if (h->store.drop[o->kind] != NULL)
         h->store.drop[o->kind](h, o, false);
     hive__payload_free(h, o);
-    /* relaxed: a statistic */
-    atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+    count_private(w, -1);
     if (w->nlocal < HIVE__LOCAL_MAX) {
         o->tail.dead.next = w->local;
         w->local = o;

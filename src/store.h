@@ -246,7 +246,7 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o);
  * line while it is in this core's cache, as a task library's own pool
  * would). Otherwise (promoted, or a last count dropped by another thread)
  * it goes the way of every record, through a grace period. */
-#define HIVE__LOCAL_MAX 256            /* free private records a worker keeps */
+#define HIVE__LOCAL_MAX 1024           /* free private records a worker keeps (128 KiB) */
 int  hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out);
 void hive__obj_publish_private(struct hive *h, hive__obj_t *o);
 /* Make a record unfindable again (an actor's handle when it dies); free it
