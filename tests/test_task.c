@@ -1792,6 +1792,34 @@ static int priv_spawner(hive_ctx_t *ctx)
     return hive_return(ctx, &s, sizeof s);
 }
 
+/* More children than a worker keeps freed private records (1024): the
+ * rest go back to the table's free stack at once; twice, each child's
+ * value checked. Its result: the number of children that were right. */
+#define PRIV_MANY 1100
+static int priv_many(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    static hive_ref_t r[PRIV_MANY];           /* one worker: one spawner at a time */
+    uint32_t ok = 0;
+    for (int round = 0; round < 2; round++) {
+        int n = 0;
+        for (; n < PRIV_MANY; n++) {
+            uint64_t x = (uint64_t)n + (uint64_t)round * PRIV_MANY;
+            if (hive_submit(h, priv_child, &HIVE_VAL(x), 1, NULL, &r[n]) != HIVE_OK)
+                break;
+        }
+        for (int i = 0; i < n; i++) {
+            const void *p;
+            uint64_t v;
+            if (hive_get(h, r[i], HIVE_FOREVER, &p, NULL) == HIVE_OK &&
+                (memcpy(&v, p, sizeof v), v == 3 * ((uint64_t)i + (uint64_t)round * PRIV_MANY)))
+                ok++;
+            hive_release(h, r[i]);
+        }
+    }
+    return hive_return(ctx, &ok, sizeof ok);
+}
+
 static void test_private_results(void **state)
 {
     (void)state;
@@ -1824,6 +1852,14 @@ static void test_private_results(void **state)
         assert_int_equal(hive_release(h, c), HIVE_OK);
         escaped[round] = c;
     }
+    hive_ref_t m;
+    assert_int_equal(hive_submit(h, priv_many, NULL, 0, NULL, &m), HIVE_OK);
+    const void *mp;
+    get_ok(h, m, &mp, NULL);
+    uint32_t mok;
+    memcpy(&mok, mp, sizeof mok);
+    assert_int_equal(mok, 2 * PRIV_MANY);
+    hive_release(h, m);
     expect_empty_store(h);   /* the children drop their own counts just after their seals */
     for (int round = 0; round < 3; round++)
         assert_int_equal(hive_release(h, escaped[round]), HIVE_ENOENT);
