@@ -238,7 +238,11 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
  * period, and small objects (payload <= 64 bytes) go in batches of 64 per
  * thread: until a batch is flushed - when full, when a worker runs out of
  * work, at hive_store_stats, when the store is full, at shutdown - they
- * still count in hive_store_stats' objects and used. */
+ * still count in hive_store_stats' objects and used. One exception: the
+ * result of a small task submitted inside a task (a fork-join child) that
+ * only its spawner's worker ever looked up is freed at once when that
+ * worker drops its last count, and its memory serves that worker's next
+ * result. */
 int hive_retain(hive_t *h, hive_ref_t ref);
 int hive_release(hive_t *h, hive_ref_t ref);
 

@@ -133,6 +133,22 @@ static uint32_t pop_free(hive__handles_t *t)
     return UINT32_MAX;
 }
 
+/* Give slot s (its record r) its next id and return it. The record is
+ * ours alone until given back, and no finder reads its id word before
+ * matching its key (not PUB or PRIV now): plain accesses. The generation
+ * of the last id handed out lives in that word. */
+static uint64_t stamp(hive__handles_t *t, unsigned char *r, uint32_t s)
+{
+    uint64_t last;
+    memcpy(&last, r + HIVE__REC_ID, sizeof last);
+    uint32_t gen = (uint32_t)(last >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & GEN_MAX;
+    gen = gen == GEN_MAX ? 1 : gen + 1;
+    uint64_t neu = ((uint64_t)gen << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
+                   ((uint64_t)t->tag << HIVE__SLOT_BITS) | s;
+    memcpy(r + HIVE__REC_ID, &neu, sizeof neu);
+    return neu;
+}
+
 int hive__handles_take(hive__handles_t *t, uint64_t *id, void **rec)
 {
     uint32_t s = pop_free(t);
@@ -148,21 +164,17 @@ int hive__handles_take(hive__handles_t *t, uint64_t *id, void **rec)
             return HIVE_ENOMEM;              /* slot s stays a hole; the next take maps again */
     }
     unsigned char *r = rec_at(t, s);
-    /* the record is ours alone until given back, and no finder reads its
-     * id word before matching its key (not PUB now): plain accesses. The
-     * generation of the last id handed out lives in that word. */
-    uint64_t last;
-    memcpy(&last, r + HIVE__REC_ID, sizeof last);
-    uint32_t gen = (uint32_t)(last >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & GEN_MAX;
-    gen = gen == GEN_MAX ? 1 : gen + 1;
-    uint64_t neu = ((uint64_t)gen << (HIVE__SLOT_BITS + HIVE__TAG_BITS)) |
-                   ((uint64_t)t->tag << HIVE__SLOT_BITS) | s;
-    memcpy(r + HIVE__REC_ID, &neu, sizeof neu);
-    *id = neu;
+    *id = stamp(t, r, s);
     *rec = r;
     return HIVE_OK;
 }
 
+uint64_t hive__handles_renew(hive__handles_t *t, void *rec)
+{
+    uint64_t last;
+    memcpy(&last, (unsigned char *)rec + HIVE__REC_ID, sizeof last);
+    return stamp(t, rec, hive__handles_slot_of(last));   /* a used slot: its id names it */
+}
 void hive__handles_give(hive__handles_t *t, uint64_t id)
 {
     _Atomic uint32_t *key = hive__handles_key(rec_at(t, hive__handles_slot_of(id)));
@@ -224,7 +236,8 @@ void hive__handles_each(hive__handles_t *t, void (*fn)(void *rec, void *arg), vo
         }
         unsigned char *r = c + (size_t)(s & (CHUNK_SLOTS - 1)) * HIVE__REC_BYTES;
         /* acquire: as hive__handles_get */
-        if (atomic_load_explicit(hive__handles_key(r), memory_order_acquire) & HIVE__KEY_PUB)
+        uint32_t k = atomic_load_explicit(hive__handles_key(r), memory_order_acquire);
+        if ((k & HIVE__KEY_PUB) || (hive__handles_key_is_priv(k) && hive__handles_promote(r, k)))
             fn(r, arg);
     }
 }

@@ -77,6 +77,12 @@
 #define HIVE__REC_KEY     60         /* offset of its _Atomic uint32_t key */
 #define HIVE__KEY_PUB     ((uint32_t)1 << 31)
 #define HIVE__KEY_ACTOR   ((uint32_t)1 << 30)
+/* A private record (store.h, "private results"): findable by its owner
+ * worker without a word written, by anyone else once promoted to PUB.
+ * Its key is this bit and the generation, PUB clear: above every free
+ * link (slot + 1 <= 2^30, as a generation is never 0), never a PUB key. */
+#define HIVE__KEY_PRIV    ((uint32_t)1 << 30)
+#define HIVE__KEY_GEN     (((uint32_t)1 << HIVE__GEN_BITS) - 1)
 
 typedef struct hive__handles {
     _Atomic(unsigned char *) *dir;  /* HIVE__DIR_SIZE chunk pointers */
@@ -138,6 +144,33 @@ static inline uint32_t hive__handles_key_of(uint64_t id)
            ((uint32_t)(id >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & (((uint32_t)1 << HIVE__GEN_BITS) - 1));
 }
 
+/* The key a private record of id carries (ids with bit 63 are never private). */
+static inline uint32_t hive__handles_key_priv(uint64_t id)
+{
+    return HIVE__KEY_PRIV | ((uint32_t)(id >> (HIVE__SLOT_BITS + HIVE__TAG_BITS)) & HIVE__KEY_GEN);
+}
+
+/* Is key a private record's (PUB clear, PRIV set, a generation)? */
+static inline bool hive__handles_key_is_priv(uint32_t key)
+{
+    return (key & (HIVE__KEY_PUB | HIVE__KEY_PRIV)) == HIVE__KEY_PRIV && (key & HIVE__KEY_GEN) != 0;
+}
+
+/* Make the private record rec (key k, loaded with acquire) public: true if
+ * it is now published under the same generation, by us or by another
+ * promoter; false if its owner freed it first (the key moved on). The
+ * caller must be inside an RCU read-side section: a promoted record is
+ * freed through a grace period like any published one. */
+static inline bool hive__handles_promote(void *rec, uint32_t k)
+{
+    uint32_t pub = HIVE__KEY_PUB | (k & HIVE__KEY_GEN);
+    /* acq_rel: the CAS against the owner's free (PRIV -> 0) decides who
+     * owns the record's fate; acquire (also on failure) as a finder's load */
+    return atomic_compare_exchange_strong_explicit(hive__handles_key(rec), &k, pub,
+                                                   memory_order_acq_rel, memory_order_acquire) ||
+           k == pub;
+}
+
 /* The record memory of id's slot (whatever it holds now), or NULL if the
  * id cannot be one of this table's. Never faults: for prefetching. */
 static inline void *hive__handles_rec(const hive__handles_t *t, uint64_t id)
@@ -176,6 +209,20 @@ static inline void hive__handles_publish(void *rec)
     atomic_store_explicit(hive__handles_key(rec), hive__handles_key_of(id), memory_order_release);
 }
 
+/* Make rec findable as a private record under the id in its id word. */
+static inline void hive__handles_publish_private(void *rec)
+{
+    uint64_t id;
+    __builtin_memcpy(&id, (unsigned char *)rec + HIVE__REC_ID, sizeof id);
+    /* release: as hive__handles_publish */
+    atomic_store_explicit(hive__handles_key(rec), hive__handles_key_priv(id), memory_order_release);
+}
+
+/* The next id of a slot its caller holds unpublished (a private record
+ * freed by its owner and taken again at once): the generation moves on,
+ * so every id of its earlier lives is refused. Written to the id word. */
+uint64_t hive__handles_renew(hive__handles_t *t, void *rec);
+
 static inline void hive__handles_unpublish(void *rec)
 {
     /* relaxed: a reader that still matches the old key reads a record kept
@@ -194,7 +241,8 @@ static inline bool hive__handles_issued(const hive__handles_t *t, uint64_t id)
 }
 
 /* Call fn(rec, arg) for every record published now (inside an RCU
- * read-side section, or with the table quiet). */
+ * read-side section, or with the table quiet). Private records it meets
+ * are promoted first (those their owner frees meanwhile are skipped). */
 void hive__handles_each(hive__handles_t *t, void (*fn)(void *rec, void *arg), void *arg);
 
 #endif

@@ -204,7 +204,7 @@ static hive__job_t *find_job(hive__worker_t *w)
 static inline void run_job(hive__worker_t *w, hive__job_t *job)
 {
     /* relaxed: a statistic */
-    atomic_fetch_add_explicit(&w->jobs, 1, memory_order_relaxed);
+    hive__count(&w->jobs, 1);        /* one writer: the worker (or the spare standing in for it) */
     job->fn(job, w);
 }
 

@@ -89,6 +89,10 @@ typedef struct hive__worker {
     uint64_t            start_ns;             /* when it started (set before its thread) */
     struct hive__tring *tring;                /* its timeline ring, NULL when not tracing */
     _Atomic(struct hive__obj *) retired;      /* records waiting to be freed (store.c) */
+    struct hive__obj   *local;                /* free private records, its own (store.c) */
+    unsigned            nlocal;               /* how many */
+    _Atomic int64_t     pobjects;             /* private records it made less those it freed:
+                                                 a share of the live-object count (store.c) */
     _Atomic unsigned    nretired;             /* pushed since its last flush (a hint) */
     HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
     _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */

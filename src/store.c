@@ -63,6 +63,10 @@ uint64_t hive__store_objects(struct hive *h)
     int64_t n = 0;
     for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
         n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    /* private records are counted by their owners (hive__obj_new_private),
+     * with no read-modify-write; relaxed: a statistic, each a single writer's */
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        n += atomic_load_explicit(&h->sched.w[i].pobjects, memory_order_relaxed);
     return n > 0 ? (uint64_t)n : 0;   /* a moment's view may catch a free before its new */
 }
 
@@ -129,6 +133,34 @@ uint32_t hive__store_tag(const struct hive *h)
     return h->store.table.tag;
 }
 
+static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, size_t size, void *data,
+                               uint16_t owner)
+{
+    atomic_init(&o->state, HIVE__PENDING);
+    atomic_init(&o->refs, 1);
+    o->kind = kind;
+    atomic_init(&o->run, HIVE__RUN_NONE);
+    atomic_init(&o->deps, NULL);
+    o->size = size;
+    o->data = data;
+    /* relaxed: read only by a finder that matched the key (acquire) after
+     * the publish's release; atomic because a stale finder of an earlier
+     * life may read it while it is rewritten (and then fails its CAS) */
+    atomic_store_explicit(&o->owner, owner, memory_order_relaxed);
+    /* relaxed: a statistic. Actor handles are not store objects: they go
+     * with their actor (actor.c). A private record is counted by its owner */
+    if (kind != HIVE__ACTOR && owner == 0)
+        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+}
+
+/* Add d to w's share of the live-object count: one writer, no RMW. */
+static inline void count_private(hive__worker_t *w, int64_t d)
+{
+    /* relaxed: a statistic (hive__store_objects sums the shares) */
+    atomic_store_explicit(&w->pobjects, atomic_load_explicit(&w->pobjects, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
 int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload, hive__obj_t **out)
 {
     /* the record is a slot of the table: taking the slot allocates it (its
@@ -150,19 +182,57 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
             return err;
         }
     }
-    atomic_init(&o->state, HIVE__PENDING);
-    atomic_init(&o->refs, 1);
-    o->kind = kind;
-    atomic_init(&o->run, HIVE__RUN_NONE);
-    atomic_init(&o->deps, NULL);
-    o->size = size;
-    o->data = data;
-    /* relaxed: a statistic. Actor handles are not store objects: they go
-     * with their actor (actor.c) */
-    if (kind != HIVE__ACTOR)
-        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+    init_record(h, o, kind, size, data, 0);
     *out = o;
     return HIVE_OK;
+}
+
+int hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out)
+{
+    _Static_assert(HIVE_MAX_WORKERS < UINT16_MAX, "a worker's index + 1 fits the owner field");
+    hive__obj_t *o = w->local;
+    if (o != NULL) {                  /* freed by w, never found by anyone else: ours */
+        w->local = o->tail.dead.next;
+        w->nlocal--;
+        hive__handles_renew(&h->store.table, o);
+    } else {
+        uint64_t id;
+        void *rec;
+        int rc = hive__handles_take(&h->store.table, &id, &rec);
+        if (unlikely(rc != HIVE_OK))
+            return rc;
+        o = rec;
+    }
+    init_record(h, o, HIVE__BLOB, 0, NULL, (uint16_t)(w->index + 1));
+    count_private(w, 1);              /* a free by another thread takes it off a shard */
+    *out = o;
+    return HIVE_OK;
+}
+
+void hive__obj_publish_private(struct hive *h, hive__obj_t *o)
+{
+    (void)h;
+    /* the key's release store, as hive__obj_publish */
+    hive__handles_publish_private(o);
+}
+
+/* Its owner drops a private record's last count and nobody promoted it:
+ * free it now into the owner's cache (or give the slot back, if that is
+ * full). No other thread holds it or can find it: the key's CAS to 0 was
+ * won against every promoter, and the other holders' counts are gone. */
+static void free_private(struct hive *h, hive__worker_t *w, hive__obj_t *o)
+{
+    if (h->store.drop[o->kind] != NULL)
+        h->store.drop[o->kind](h, o, false);
+    hive__payload_free(h, o);
+    count_private(w, -1);
+    if (w->nlocal < HIVE__LOCAL_MAX) {
+        o->tail.dead.next = w->local;
+        w->local = o;
+        w->nlocal++;
+    } else {
+        hive__handles_give(&h->store.table, o->id);
+    }
 }
 
 _Static_assert(sizeof(hive__obj_t) == HIVE__REC_BYTES, "a record is a slot of the table");
@@ -243,6 +313,19 @@ void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
     hive__handles_unpublish(o);
 }
 
+/* A private record matched (store.h): its owner takes it as it is; anyone
+ * else promotes it first (inside a read-side section: the callers of
+ * lookup are), or finds nothing if the owner freed it meanwhile. */
+static hive__obj_t *lookup_private(struct hive *h, hive__obj_t *o, uint32_t k)
+{
+    hive__worker_t *w = hive__self;
+    /* relaxed: written before the key's release, which our acquire saw */
+    if (w != NULL && w->sched == &h->sched &&
+        atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1)
+        return o;
+    return hive__handles_promote(o, k) ? o : NULL;
+}
+
 /* The record published under id, or NULL: the slot may hold a newer
  * object (a stale id), or none. The payload's line (an inline payload)
  * is fetched alongside the header's, not after it. */
@@ -253,8 +336,10 @@ static hive__obj_t *lookup(struct hive *h, uint64_t id)
         return NULL;
     __builtin_prefetch((const char *)rec + 64);
     /* acquire: as hive__handles_get */
-    return atomic_load_explicit(hive__handles_key(rec), memory_order_acquire) == hive__handles_key_of(id)
-           ? rec : NULL;
+    uint32_t k = atomic_load_explicit(hive__handles_key(rec), memory_order_acquire);
+    if (likely(k == hive__handles_key_of(id)))
+        return rec;
+    return k == hive__handles_key_priv(id) ? lookup_private(h, rec, k) : NULL;
 }
 
 bool hive__store_issued(struct hive *h, uint64_t id)
@@ -315,9 +400,20 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (n == 1) {
+        hive__worker_t *w = hive__self;
+        /* relaxed owner: ours to read (the last count); the CAS decides
+         * against promoters (relaxed: nothing is published by it, and a
+         * promoter that loses reads nothing more of the record) */
+        uint32_t k = hive__handles_key_priv(o->id);
+        uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
+        if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
+            atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            free_private(h, w, o);
+            return true;
+        }
         hive__handles_unpublish(o);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
-        hive__worker_t *w = hive__self;
         if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
             if (w != NULL && w->sched == &h->sched) {
                 retire_on(h, &w->retired, &w->nretired, o);

@@ -116,6 +116,7 @@ typedef struct hive__obj {
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
     _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
     uint8_t           kind;
+    _Atomic uint16_t  owner;         /* a private record's owner: its worker's index + 1; else 0 */
     _Atomic uint32_t  hkey;          /* the table's: findable key, or free-stack link */
     union {
         _Alignas(64) unsigned char inl[HIVE__INLINE_MAX];   /* a small payload */
@@ -240,6 +241,21 @@ int  hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload
 /* Make it findable by id (release: the record's fields are visible to
  * whoever finds it). */
 void hive__obj_publish(struct hive *h, hive__obj_t *o);
+
+/* Private records: a task result made on worker w (a blob, no payload,
+ * one count, PENDING), from w's own cache of freed private records when it
+ * has one, and made findable privately. Its owner w finds it by id like a
+ * published one and writes no shared word for it; any other thread's
+ * lookup (or a table walk) first promotes it to published, once, with one
+ * CAS on the key. When the owner drops its last count and nobody promoted
+ * it, nobody else can have reached it: it is freed at once into w's cache
+ * (no grace period, no shared free stack: the next task result reuses the
+ * line while it is in this core's cache, as a task library's own pool
+ * would). Otherwise (promoted, or a last count dropped by another thread)
+ * it goes the way of every record, through a grace period. */
+#define HIVE__LOCAL_MAX 1024           /* free private records a worker keeps (128 KiB) */
+int  hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out);
+void hive__obj_publish_private(struct hive *h, hive__obj_t *o);
 /* Make a record unfindable again (an actor's handle when it dies); free it
  * with hive__obj_discard after a grace period (its memory, the table's
  * slot, is reused only then). */

@@ -307,7 +307,10 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
                         const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
 {
     hive__obj_t *r;
-    int rc = hive__obj_new(h, HIVE__BLOB, 0, false, &r);
+    /* from a worker: a private result (store.h), the spawner's own until
+     * its id reaches another thread */
+    hive__worker_t *w = hive__self_in(&h->sched);
+    int rc = w != NULL ? hive__obj_new_private(h, w, &r) : hive__obj_new(h, HIVE__BLOB, 0, false, &r);
     if (unlikely(rc != HIVE_OK))
         return rc;
     hive__qtask_t *q = &r->tail.queued;
@@ -332,7 +335,10 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
     /* release (publish, then the spawn's queue): the body above reaches the
      * worker that takes the job; the record's fields anyone who finds it */
-    hive__obj_publish(h, r);
+    if (w != NULL)
+        hive__obj_publish_private(h, r);
+    else
+        hive__obj_publish(h, r);
     result->id = r->id;
     if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
         hive__trace_submit(h, t0, r->id, NULL, (const void *)(uintptr_t)fn, false);

@@ -1745,6 +1745,127 @@ static void test_small_task_args(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* Private results (store.h): a task's children are its own until their
+ * ids reach another thread. With one worker, a child released by its
+ * spawner is freed at once and its slot taken again by the next child
+ * under a new generation (the old id refused); a child whose id escapes
+ * (the parent's result) is found and got by the test thread. */
+typedef struct priv_seen {
+    uint64_t a, b;                            /* the first two children's ids */
+    int      get_a, retain_a, cancel_a;       /* what the spawner saw for a stale id */
+    uint64_t va, vb;                          /* their values */
+    uint64_t c;                               /* the escaping child */
+} priv_seen_t;
+
+static int priv_child(hive_ctx_t *ctx)
+{
+    uint64_t v = *(const uint64_t *)hive_arg(ctx, 0, NULL) * 3;
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int priv_spawner(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    priv_seen_t s = { 0 };
+    uint64_t x = 5, y = 7, z = 11;
+    hive_ref_t a, b, c;
+    const void *p;
+    if (hive_submit(h, priv_child, &HIVE_VAL(x), 1, NULL, &a) != HIVE_OK ||
+        hive_get(h, a, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+        return 1;
+    memcpy(&s.va, p, sizeof s.va);
+    s.a = a.id;
+    if (hive_release(h, a) != HIVE_OK)
+        return 1;
+    s.get_a = hive_get(h, a, 0, &p, NULL);
+    s.retain_a = hive_retain(h, a);
+    s.cancel_a = hive_cancel(h, a);
+    if (hive_submit(h, priv_child, &HIVE_VAL(y), 1, NULL, &b) != HIVE_OK ||
+        hive_get(h, b, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+        return 1;
+    memcpy(&s.vb, p, sizeof s.vb);
+    s.b = b.id;
+    hive_release(h, b);
+    if (hive_submit(h, priv_child, &HIVE_VAL(z), 1, NULL, &c) != HIVE_OK)
+        return 1;
+    s.c = c.id;                               /* its count goes with the id to the caller */
+    return hive_return(ctx, &s, sizeof s);
+}
+
+/* More children than a worker keeps freed private records (1024): the
+ * rest go back to the table's free stack at once; twice, each child's
+ * value checked. Its result: the number of children that were right. */
+#define PRIV_MANY 1100
+static int priv_many(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    static hive_ref_t r[PRIV_MANY];           /* one worker: one spawner at a time */
+    uint32_t ok = 0;
+    for (int round = 0; round < 2; round++) {
+        int n = 0;
+        for (; n < PRIV_MANY; n++) {
+            uint64_t x = (uint64_t)n + (uint64_t)round * PRIV_MANY;
+            if (hive_submit(h, priv_child, &HIVE_VAL(x), 1, NULL, &r[n]) != HIVE_OK)
+                break;
+        }
+        for (int i = 0; i < n; i++) {
+            const void *p;
+            uint64_t v;
+            if (hive_get(h, r[i], HIVE_FOREVER, &p, NULL) == HIVE_OK &&
+                (memcpy(&v, p, sizeof v), v == 3 * ((uint64_t)i + (uint64_t)round * PRIV_MANY)))
+                ok++;
+            hive_release(h, r[i]);
+        }
+    }
+    return hive_return(ctx, &ok, sizeof ok);
+}
+
+static void test_private_results(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    hive_ref_t escaped[3];
+    for (int round = 0; round < 3; round++) {
+        hive_ref_t r;
+        assert_int_equal(hive_submit(h, priv_spawner, NULL, 0, NULL, &r), HIVE_OK);
+        const void *p;
+        size_t n;
+        get_ok(h, r, &p, &n);
+        assert_int_equal(n, sizeof(priv_seen_t));
+        priv_seen_t s;
+        memcpy(&s, p, sizeof s);
+        hive_release(h, r);
+        assert_int_equal(s.va, 15);
+        assert_int_equal(s.vb, 21);
+        assert_int_equal(s.get_a, HIVE_ENOENT);
+        assert_int_equal(s.retain_a, HIVE_ENOENT);
+        assert_int_equal(s.cancel_a, HIVE_ENOENT);
+        /* the same slot at once, under a new generation */
+        assert_int_equal(hive__handles_slot_of(s.a), hive__handles_slot_of(s.b));
+        assert_true(s.a != s.b);
+        hive_ref_t a = { s.a }, b = { s.b }, c = { s.c };
+        assert_int_equal(hive_get(h, a, 0, &p, NULL), HIVE_ENOENT);
+        assert_int_equal(hive_release(h, b), HIVE_ENOENT);
+        /* the escaped child: found from this thread (promoted), its value */
+        assert_int_equal(get_u64(h, c), 33);
+        assert_int_equal(hive_cancel(h, c), HIVE_ESTATE);     /* finished */
+        assert_int_equal(hive_release(h, c), HIVE_OK);
+        escaped[round] = c;
+    }
+    hive_ref_t m;
+    assert_int_equal(hive_submit(h, priv_many, NULL, 0, NULL, &m), HIVE_OK);
+    const void *mp;
+    get_ok(h, m, &mp, NULL);
+    uint32_t mok;
+    memcpy(&mok, mp, sizeof mok);
+    assert_int_equal(mok, 2 * PRIV_MANY);
+    hive_release(h, m);
+    expect_empty_store(h);   /* the children drop their own counts just after their seals */
+    for (int round = 0; round < 3; round++)
+        assert_int_equal(hive_release(h, escaped[round]), HIVE_ENOENT);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 /* A small task returns what hive_arg points at: the source is the
  * worker's copy, never the bytes being written. */
 static int echo_first(hive_ctx_t *ctx)
@@ -1806,6 +1927,7 @@ static void test_small_task_queued_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_private_results),
         cmocka_unit_test(test_small_task_queued_memory),
         cmocka_unit_test(test_small_task_args),
         cmocka_unit_test(test_worker_wait_is_not_a_sleeper),

@@ -12,6 +12,13 @@
  *    up to 3 earlier results by ref; some tasks fail, and exactly their
  *    dependents (transitively) must fail with HIVE_ETASK, every other value
  *    must be what the submitter computes on its own.
+ *  - escaping private results: tasks on the workers spawn children (whose
+ *    results are private to their spawner, store.h) and let a third of the
+ *    ids escape with a count to a user thread that gets and releases them
+ *    (promoting them against the spawner's own gets and release), and a
+ *    third escape without one to a prober that retains them while the
+ *    spawner frees and reuses their slots: a retain either fails or holds
+ *    the very object named (its value checked), never another of the slot.
  * Every result is released: no object and no byte is left at the end.
  */
 #include "testutil.h"
@@ -464,6 +471,170 @@ static void test_small_tasks_cancelled(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------------- escaping private results */
+
+#define ESC_SPAWNERS 64                     /* spawning tasks per user thread */
+#define ESC_KIDS     (2400 / TEST_SCALE)    /* children of each */
+#define ESC_N        (2 * ESC_SPAWNERS * ESC_KIDS)
+
+typedef struct esc_box {
+    _Atomic uint64_t id;                    /* 0 until posted */
+    uint64_t         want;                  /* the child's value (written before id) */
+} esc_box_t;
+
+static esc_box_t esc_counted[ESC_N], esc_stale[ESC_N];
+static _Atomic uint32_t esc_ncounted, esc_nstale;
+static _Atomic unsigned char esc_runs[ESC_N];
+static _Atomic long esc_errors, esc_retained, esc_refused;
+static _Atomic int esc_done;
+static _Atomic uint32_t esc_probe_at;      /* the stale id the prober is at */
+
+static int esc_child(hive_ctx_t *ctx)
+{
+    uint64_t v = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&esc_runs[v % ESC_N], 1, memory_order_relaxed);
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static uint32_t esc_post(esc_box_t *boxes, _Atomic uint32_t *n, uint64_t id, uint64_t want)
+{
+    uint32_t i = atomic_fetch_add(n, 1);
+    boxes[i].want = want;
+    atomic_store_explicit(&boxes[i].id, id, memory_order_release);   /* want before id */
+    return i;
+}
+
+/* On a worker: spawn ESC_KIDS children in pairs, get each, and let some
+ * ids escape (see the top). */
+static int esc_spawner(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    uint64_t base = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    for (uint64_t j = 0; j < ESC_KIDS; j += 2) {
+        hive_ref_t r[2];
+        uint64_t v[2] = { base + j, base + j + 1 };
+        for (int k = 0; k < 2; k++)
+            if (hive_submit(e, esc_child, &HIVE_VAL(v[k]), 1, NULL, &r[k]) != HIVE_OK)
+                return 1;
+        for (int k = 0; k < 2; k++) {
+            const uint64_t *p;
+            if (hive_get(e, r[k], HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK || *p != v[k])
+                atomic_fetch_add(&esc_errors, 1);
+            switch ((v[k] / 2) % 3) {
+            case 0:                         /* escapes with a count of its own */
+                if (hive_retain(e, r[k]) != HIVE_OK)
+                    atomic_fetch_add(&esc_errors, 1);
+                esc_post(esc_counted, &esc_ncounted, r[k].id, v[k]);
+                break;
+            case 1: {                       /* escapes without one: a stale id soon */
+                uint32_t i = esc_post(esc_stale, &esc_nstale, r[k].id, v[k]);
+                /* a moment for the prober to come near, so that its retain
+                 * and our release race (bounded: never a wait for it) */
+                uint32_t near = i - (i % 3 == 1);      /* at it, or one before it */
+                for (int spin = 0; i % 3 != 0 && spin < 2000 && atomic_load(&esc_probe_at) < near;
+                     spin++)
+                    sched_yield();
+                break;
+            }
+            default:
+                break;
+            }
+            hive_release(e, r[k]);
+        }
+    }
+    return 0;
+}
+
+static void *esc_submitter(void *arg)
+{
+    uint64_t base = (uint64_t)(uintptr_t)arg * ESC_SPAWNERS * ESC_KIDS;
+    for (int i = 0; i < ESC_SPAWNERS; i++) {
+        uint64_t b = base + (uint64_t)i * ESC_KIDS;
+        hive_ref_t r;
+        const void *p;
+        if (hive_submit(h, esc_spawner, &HIVE_VAL(b), 1, NULL, &r) != HIVE_OK ||
+            hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&esc_errors, 1);
+        hive_release(h, r);
+    }
+    return NULL;
+}
+
+/* The counted ids: each got (its value checked) and released exactly once. */
+static void *esc_getter(void *arg)
+{
+    (void)arg;
+    for (uint32_t i = 0;;) {
+        uint64_t id = atomic_load_explicit(&esc_counted[i].id, memory_order_acquire);
+        if (id == 0) {
+            if (atomic_load(&esc_done) && i == atomic_load(&esc_ncounted))
+                return NULL;
+            sched_yield();
+            continue;
+        }
+        hive_ref_t r = { id };
+        const uint64_t *p;
+        if (hive_get(h, r, DEADLINE_NS, (const void **)&p, NULL) != HIVE_OK || *p != esc_counted[i].want ||
+            hive_release(h, r) != HIVE_OK)
+            atomic_fetch_add(&esc_errors, 1);
+        i++;
+    }
+}
+
+/* The stale ids: a retain either fails (released, the slot perhaps reused
+ * under a new generation) or holds that very object: its value. */
+static void *esc_prober(void *arg)
+{
+    (void)arg;
+    for (uint32_t i = 0;;) {
+        uint64_t id = atomic_load_explicit(&esc_stale[i].id, memory_order_acquire);
+        if (id == 0) {
+            if (atomic_load(&esc_done) && i == atomic_load(&esc_nstale))
+                return NULL;
+            sched_yield();
+            continue;
+        }
+        atomic_store(&esc_probe_at, i);
+        hive_ref_t r = { id };
+        if (hive_retain(h, r) == HIVE_OK) {
+            const uint64_t *p;
+            if (hive_get(h, r, 0, (const void **)&p, NULL) != HIVE_OK || *p != esc_stale[i].want ||
+                hive_release(h, r) != HIVE_OK)
+                atomic_fetch_add(&esc_errors, 1);
+            atomic_fetch_add(&esc_retained, 1);
+        } else {
+            atomic_fetch_add(&esc_refused, 1);
+        }
+        i++;
+    }
+}
+
+static void test_escaping_private_results(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 2, NULL);
+    pthread_t sub[2], getter, prober;
+    assert_int_equal(pthread_create(&getter, NULL, esc_getter, NULL), 0);
+    assert_int_equal(pthread_create(&prober, NULL, esc_prober, NULL), 0);
+    for (uintptr_t k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&sub[k], NULL, esc_submitter, (void *)k), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(sub[k], NULL);
+    atomic_store(&esc_done, 1);
+    pthread_join(getter, NULL);
+    pthread_join(prober, NULL);
+    print_message("%u ids escaped with a count, %u without: %ld retained, %ld refused\n",
+                  atomic_load(&esc_ncounted), atomic_load(&esc_nstale), atomic_load(&esc_retained),
+                  atomic_load(&esc_refused));
+    assert_int_equal(atomic_load(&esc_errors), 0);
+    assert_int_equal(atomic_load(&esc_retained) + atomic_load(&esc_refused), atomic_load(&esc_nstale));
+    for (size_t i = 0; i < ESC_N; i++)
+        if (atomic_load(&esc_runs[i]) != 1)
+            fail_msg("child %zu ran %d times", i, atomic_load(&esc_runs[i]));
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_nested_fib_two_threads),
         cmocka_unit_test(test_random_dependencies),
         cmocka_unit_test(test_small_tasks_cancelled),
+        cmocka_unit_test(test_escaping_private_results),
     };
     return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
 }
