@@ -75,6 +75,25 @@ static int trace_task(hive_ctx_t *ctx)
     return 0;
 }
 
+/* The trajectories of n CartPoles over steps steps three ways: into a on
+ * one worker, into b on eight workers over four nodes driven from this
+ * thread, into c on those eight driven from a task. */
+static void three_ways(size_t n, int steps, float *a, float *b, float *c)
+{
+    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
+    cartpole_trace(h, n, steps, a);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    h = start("pack:4 numa:1 core:2 pu:1", 0);
+    cartpole_trace(h, n, steps, b);
+    trace_args_t t = { n, steps, c };
+    hive_ref_t r;
+    const void *v;
+    assert_int_equal(hive_submit(h, trace_task, &HIVE_VAL(t), 1, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 /* The same seeds give the same trajectories on one worker, on eight
  * workers over four nodes, and driven from a task (a worker caller steps
  * its own slice, and then, once it has measured CartPole's cost, whole
@@ -84,18 +103,7 @@ static void test_sync_deterministic(void **state)
     (void)state;
     enum { N = 13, STEPS = 60 };
     static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4], c[(STEPS + 1) * N * 4];
-    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
-    cartpole_trace(h, N, STEPS, a);
-    assert_int_equal(hive_shutdown(h), HIVE_OK);
-    h = start("pack:4 numa:1 core:2 pu:1", 0);
-    cartpole_trace(h, N, STEPS, b);
-    trace_args_t t = { N, STEPS, c };
-    hive_ref_t r;
-    const void *v;
-    assert_int_equal(hive_submit(h, trace_task, &HIVE_VAL(t), 1, NULL, &r), HIVE_OK);
-    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
-    assert_int_equal(hive_release(h, r), HIVE_OK);
-    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    three_ways(N, STEPS, a, b, c);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_equal(a, c, sizeof a);
     for (size_t i = 0; i < N * 4; i++)           /* a reset draws from [-0.05, 0.05) */
@@ -116,18 +124,7 @@ static void test_sync_chunks(void **state)
     (void)state;
     enum { N = 1000, STEPS = 30 };
     static float a[(STEPS + 1) * N * 4], b[(STEPS + 1) * N * 4], c[(STEPS + 1) * N * 4];
-    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
-    cartpole_trace(h, N, STEPS, a);
-    assert_int_equal(hive_shutdown(h), HIVE_OK);
-    h = start("pack:4 numa:1 core:2 pu:1", 0);
-    cartpole_trace(h, N, STEPS, b);
-    trace_args_t t = { N, STEPS, c };
-    hive_ref_t r;
-    const void *v;
-    assert_int_equal(hive_submit(h, trace_task, &HIVE_VAL(t), 1, NULL, &r), HIVE_OK);
-    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
-    assert_int_equal(hive_release(h, r), HIVE_OK);
-    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    three_ways(N, STEPS, a, b, c);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_equal(a, c, sizeof a);
     assert_memory_not_equal(a, a + (size_t)STEPS * N * 4, N * 4 * sizeof(float));
