@@ -954,6 +954,9 @@ static void test_cell_publish_across_ranks(void **state)
     assert_int_equal(n, sizeof(int32_t));
     assert_true(*(const int32_t *)p % 1000 == 0 && *(const int32_t *)p >= 1000);
     hive_release(h, v);
+    /* every rank has checked the small versions before rank 1 publishes
+     * the large one (else a slow rank's acquire can see it already) */
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {                           /* a large one: the whole payload arrives */
         unsigned char *d;
         assert_int_equal(hive_create(h, BIG, (void **)&d, &v), HIVE_OK);
