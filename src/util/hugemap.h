@@ -13,7 +13,8 @@
  * handed out, is settled: advised MADV_HUGEPAGE and collapsed into a huge
  * page (MADV_COLLAPSE, Linux 6.1) by hive's call_rcu thread, off the
  * caller's path (hive__settle_later). Collapsing copies the region (a few
- * ms) and changes nothing a program can see; where it is refused (an older
+ * ms; a thread touching that region meanwhile waits in a page fault) and
+ * changes nothing a program can see; where it is refused (an older
  * kernel, no free huge page), the region stays in small pages, or
  * khugepaged collapses it later: only slower lookups, never wrong ones.
  */
