@@ -31,12 +31,13 @@
  * holds back no more of someone else's batch.
  *
  * Sync. A batch is cut, per slice, into chunks of consecutive home envs of
- * about CHUNK_NS of work (the owner's measured step cost): the owner sets
+ * about SYNC_CHUNK_NS of work (the owner's measured step cost): the owner sets
  * each slice's cursor to (chunks << 32), and participants claim chunk
  * indices with one fetch_add (claim_chunk) and step them in a plain loop -
- * no atomic per env, so a worker stepping cheap envs does one RMW on the
- * cursor per batch and one on sync_left at the end of its turn (the
- * pthread peer's barrier costs as much). Environment i writes row i of the
+ * no atomic per env: one RMW on a cursor per microsecond of work, and one
+ * on sync_left at the end of a turn (the pthread peer's barrier costs as
+ * much); at 1 us a step a chunk is one env, so whoever is free takes over
+ * the untouched part of a late worker's share. Environment i writes row i of the
  * sync batch in place; the participant that brings sync_left to zero
  * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
  * worker caller alone, with no atomics at all.
@@ -51,7 +52,12 @@
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
  * blocks never wrap onto a block the user still reads. claim's RMWs are
  * acq_rel, which turns that counting argument into happens-before (see
- * publish).
+ * publish). A worker's send of envs cheaper than a hand-off (INLINE_NS of
+ * work in all) steps them at once (step_now), straight into the next rows
+ * of the blocks, and the recv after it finds them done: no ring, no claim
+ * CAS, no copy of the observation, and - while no ring-sent env is still
+ * to be received (`ringed`), so that no other thread can publish - no RMW
+ * either.
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
@@ -87,7 +93,11 @@
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
-#define CHUNK_NS   4000.0                 /* sync: envs claimed together make about this much work */
+#define CHUNK_NS   4000.0                 /* async: envs claimed together make about this much work */
+/* sync: a chunk is about this much work - small enough that whoever is
+ * free takes over the untouched part of a late worker's share at 1 us a
+ * step, large enough that its one fetch_add is ~1% of it */
+#define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
 #define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
 
@@ -1200,12 +1210,12 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
         if (timed)
             note_cost(p, hive__now_ns() - t0, p->n);
     } else {
-        /* chunks of about CHUNK_NS of work (one env until a cost is
+        /* chunks of about SYNC_CHUNK_NS of work (one env until a cost is
          * measured): one claim per chunk, so cheap envs cost a worker one
          * atomic per batch, and dear ones are still shared out env by env
          * when a worker is late */
         uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
-        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : hint ? CHUNK_NS / hint : 1;
+        double c = p->step_ns > 0 ? SYNC_CHUNK_NS / p->step_ns : hint ? SYNC_CHUNK_NS / hint : 1;
         p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
         /* relaxed: published by the cursors' release below */
         atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
