@@ -34,6 +34,13 @@
  * (where the wall-clock efficiency mostly measures the share of the cores
  * a run was given). The python peer's CPU includes its start (the
  * interpreter and numpy imports), so its cpu_eff is low by that much.
+ * `caller_eff` = steps / (CPU seconds of the driving thread x raw): for a
+ * batch the caller steps alone (CartPole), how close its loop comes to the
+ * raw one; above 1 when other threads stepped too. A timed iteration is a
+ * group of batches of about GROUP_NS of single-thread stepping (one batch
+ * at >= 10 us a step), for hive and the pthread peer alike: the clock
+ * reads and the harness around a 0.2 us CartPole batch are not part of
+ * either sampler.
  */
 #include "shim.h"
 #include "benches.h"
