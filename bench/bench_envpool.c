@@ -241,11 +241,14 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
         hb_skip_with_error(s, hive_last_error());
         return;
     }
-    int32_t *act = calloc(n, sizeof *act);
-    for (size_t i = 0; i < n; i++)
-        act[i] = (int32_t)(i & 1);
+    /* two action tables used in turn: each env's action alternates from
+     * batch to batch, as in the raw loop (the same trajectories) */
+    int32_t *act = calloc(2 * n, sizeof *act);
+    for (size_t i = 0; i < 2 * n; i++)
+        act[i] = (int32_t)((i + i / n) & 1);
     hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1, .shape = { (int64_t)batch },
                        .strides = { 4 } };
+    unsigned turn = 0;
     hive_envpool_batch_t b;
     if (async) {
         hive_envpool_async_reset(p);
@@ -261,6 +264,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
     while (hb_keep_running(s)) {
         double t0 = now_s();
         for (unsigned g = 0; g < group && rc == HIVE_OK; g++) {
+            a.data = act + (turn++ & 1) * n;
             if (async) {
                 rc = hive_envpool_send(p, &a, b.env_id.data, b.n);
                 if (rc == HIVE_OK)
@@ -327,12 +331,13 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     p.st = calloc(n, sizeof *p.st);
     p.obs = calloc(n * 4, sizeof(float));
     p.ep = calloc(n, sizeof *p.ep);
-    int32_t *act = calloc(n, sizeof *act);
-    for (size_t i = 0; i < n; i++) {
-        act[i] = (int32_t)(i & 1);
+    int32_t *act = calloc(2 * n, sizeof *act);           /* two tables in turn, as hive's */
+    for (size_t i = 0; i < 2 * n; i++)
+        act[i] = (int32_t)((i + i / n) & 1);
+    for (size_t i = 0; i < n; i++)
         p.st[i] = local_env(e, (unsigned)i, p.obs + 4 * i);
-    }
     p.act = act;
+    unsigned turn = 0;
     pthread_barrier_init(&p.go, NULL, w);
     pthread_barrier_init(&p.done, NULL, w);
     pthread_t th[256];
@@ -348,6 +353,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     while (hb_keep_running(s)) {
         double t0 = now_s();
         for (unsigned g = 0; g < group; g++) {
+            p.act = act + (turn++ & 1) * n;          /* published by the barrier */
             pthread_barrier_wait(&p.go);
             psync_slice(&p, 0);
             pthread_barrier_wait(&p.done);
@@ -474,7 +480,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         double t0 = now_s();
         for (unsigned g = 0; g < group; g++) {
             for (size_t k = 0; k < batch; k++) {     /* send */
-                p.act[bids[k]] = (int32_t)(k & 1);
+                p.act[bids[k]] = (int32_t)((k + g) & 1);
                 fifo_put(&p.work[(size_t)bids[k] * w / n], bids[k]);
             }
             for (size_t k = 0; k < batch; k++) {     /* recv: ids and observations */
