@@ -13,8 +13,9 @@
  * sync step cuts each worker's share into chunks of about 1 us of work
  * (one claim each, no atomic per environment) and posts each worker a job
  * (waking it only if it is parked); a send queues each env on its home
- * worker's slice and posts the same way. A worker with nothing of its own takes chunks or queued envs
- * of its node's other workers, then of other nodes. The calling thread
+ * worker's slice and posts the same way. A worker with nothing of its own
+ * takes chunks or queued envs of its node's other workers, then of other
+ * nodes. The calling thread
  * takes part when it is one of the engine's workers (a task or actor
  * method): a sync step steps its own worker's envs inline, as a pthread
  * program's thread 0 steps its slice, then helps with the rest; a recv
@@ -22,8 +23,9 @@
  * that is late, preempted or busy in a long method. A batch cheaper than a
  * hand-off (under about 2 us of work at the step cost the calling worker
  * measured) is stepped by that worker alone: a sync step in a plain loop
- * with no atomic; a send steps its envs before it returns, straight into
- * the rows recv will return (so the recv after finds them done).
+ * with no atomic; a send (when its envs and the results still on their
+ * way are that cheap) steps its envs before it returns, straight into the
+ * rows recv will return (so the recv after finds them done).
  * A calling thread that is not a worker steps nothing (its timeouts hold)
  * and posts every worker a job, so an idle worker takes the envs of a busy
  * one.

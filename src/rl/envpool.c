@@ -53,11 +53,11 @@
  * blocks never wrap onto a block the user still reads. claim's RMWs are
  * acq_rel, which turns that counting argument into happens-before (see
  * publish). A worker's send of envs cheaper than a hand-off (INLINE_NS of
- * work in all) steps them at once (step_now), straight into the next rows
- * of the blocks, and the recv after it finds them done: no ring, no claim
- * CAS, no copy of the observation, and - while no ring-sent env is still
- * to be received (`ringed`), so that no other thread can publish - no RMW
- * either.
+ * work with those still on their way) steps them at once (step_now),
+ * straight into the next rows of the blocks, and the recv after it finds
+ * them done: no ring, no claim CAS, no copy of the observation, and -
+ * while no ring-sent env is still to be received (`ringed`), so that no
+ * other thread can publish - no RMW either.
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
@@ -1302,15 +1302,19 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 
 /* Start the envs ids[0..n) (ids NULL: 0..n-1; marked busy, their kind
  * written; acts: the send's actions, row k for ids[k], NULL for a reset).
- * A worker caller steps them at once when they are cheaper than a hand-off
- * (all_inline): the recv after finds them done, and nothing went through
+ * A worker caller steps them at once when they and the results still on
+ * their way are cheaper than a hand-off (all_inline): the recv after finds
+ * them done, and nothing went through
  * a ring. Otherwise each goes into its home ring with its action copied
  * to the env, and the slices' jobs are posted - the calling worker's own
  * too: it serves it when it waits (recv) or runs jobs. */
 static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
     unsigned me = self_slice(p);
-    if (all_inline(p, me, n)) {
+    /* the pool's whole outstanding work, not this send's alone: at 1 us a
+     * step, batches of 2 of 4 envs would otherwise sit at the threshold
+     * and be stepped by the caller alone (half the machine) */
+    if (all_inline(p, me, p->inflight + n)) {
         /* the cost is re-measured every COST_EVERY calls (two clock
          * reads cost as much as a CartPole step) */
         bool timed = p->nsync++ % COST_EVERY == 0;

@@ -184,6 +184,34 @@ static void drive_echo(hive_t *h, size_t n, size_t batch, int rounds, int flip)
     for (int r = 0; r < rounds; r++) {
         if (r % flip == flip - 1)
             atomic_store_explicit(&spin_ns, (r / flip) % 2 ? 0 : 300, memory_order_relaxed);
+        if (r % flip == flip / 2) {
+            /* now and then: receive everything, one sync step of all (a
+             * cheap one is stepped by this worker alone), send all again */
+            while (inflight > 0) {
+                assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+                for (size_t i = 0; i < batch; i++)
+                    check_row(&b, i, busy, life, want_reward);
+                inflight -= batch;
+            }
+            for (size_t i = 0; i < n; i++) {
+                ids[i] = (int32_t)i;
+                act[i] = want_reward[i] = (int32_t)(next_rand() % 1000);
+                busy[i] = true;
+                life[i]++;
+            }
+            hive_array_t all = { .data = act, .dtype = HIVE_I32, .ndim = 1,
+                                 .shape = { (int64_t)n }, .strides = { 4 } };
+            assert_int_equal(hive_envpool_step(p, &all, &b), HIVE_OK);
+            for (size_t i = 0; i < n; i++)
+                check_row(&b, i, busy, life, want_reward);
+            for (size_t i = 0; i < n; i++) {
+                act[i] = want_reward[i] = (int32_t)(next_rand() % 1000);
+                busy[i] = true;
+                life[i]++;
+            }
+            assert_int_equal(hive_envpool_send(p, &all, ids, n), HIVE_OK);
+            inflight = n;
+        }
         assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
         assert_int_equal(b.n, batch);
         for (size_t i = 0; i < batch; i++) {
@@ -252,17 +280,21 @@ static void test_envpool_stress(void **state)
     run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
     run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds);
     /* the echo loop from a task, the cost flipping between cheap and dear */
-    static const struct { const char *topo; size_t n, batch; } echo[] = {
-        { "pack:1 numa:1 core:2 pu:1", 8, 4 },
-        { "pack:2 numa:1 core:2 pu:1", 12, 5 },
-        { "pack:1 numa:1 core:4 pu:1", 16, 2 },
+    /* batch | n; flip: rounds between cost flips (long cheap stretches let
+     * the pool's cost estimate settle, so most of their sends are inline) */
+    static const struct { const char *topo; size_t n, batch; int flip; } echo[] = {
+        { "pack:1 numa:1 core:2 pu:1", 4, 2, 1000 },
+        { "pack:1 numa:1 core:2 pu:1", 8, 4, 97 },
+        { "pack:2 numa:1 core:2 pu:1", 15, 5, 97 },
+        { "pack:1 numa:1 core:4 pu:1", 16, 2, 1000 },
     };
     for (size_t k = 0; k < sizeof echo / sizeof echo[0]; k++) {
         hive_config_t cfg = { .topology = echo[k].topo };
         hive_t *h;
         assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
         atomic_store(&spin_ns, 0);
-        drive_args_t a = { echo[k].n, echo[k].batch, rounds, 97 };
+        drive_args_t a = { echo[k].n, echo[k].batch, rounds,
+                           echo[k].flip < rounds ? echo[k].flip : rounds / 2 + 1 };
         hive_ref_t r;
         const void *v;
         assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
