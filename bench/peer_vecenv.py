@@ -104,10 +104,15 @@ def main():
         bounds.append((lo, hi))
     for c in conns:
         c.recv()
-    actions = np.arange(n, dtype=np.int32) & 1
+    # two action tables in turn: each env's action alternates from step to
+    # step, as in the C rows and the raw loop (the same trajectories)
+    tables = [np.arange(n, dtype=np.int32) & 1, (np.arange(n, dtype=np.int32) + 1) & 1]
     steps = 0
+    turn = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
+        actions = tables[turn & 1]
+        turn += 1
         for c, (lo, hi) in zip(conns, bounds):
             c.send(actions[lo:hi])
         for c in conns:

@@ -4,8 +4,9 @@
  * hive: one sampler actor per core, each placed on its own worker
  * (HIVE_PLACE_WORKER) with an env pool (include/hive/envpool.h) of its
  * share of the CartPole environments in async mode, homed on that worker
- * (opts.env_worker), so the worker steps them while the sampler waits in
- * recv; a batched policy reads each observation batch in place and sends
+ * (opts.env_worker), so the worker steps them itself - cheap ones as the
+ * sampler sends them (under a hand-off's cost: plain CartPole), dearer ones
+ * while it waits in recv; a batched policy reads each observation batch in place and sends
  * the next actions; the transitions go into a lock-free prioritized replay
  * buffer in batches; a learner actor placed on its own worker samples it,
  * updates priorities and publishes new weights into a cell, which the

@@ -10,19 +10,22 @@
  * on its node. Each environment has a home worker on its node (the node's
  * envs cut into contiguous ranges over its workers, or as opts->env_worker
  * says), and hive's workers step them (no thread of the pool's own): a
- * sync step cuts each worker's share into chunks of about 4 us of work
- * (one claim each, no atomic per environment: cheap envs cost a worker one
- * claim per batch) and posts each worker a job (waking it only if it is
- * parked); a send queues each env on its home worker's slice and posts the
- * same way. A worker with nothing of its own takes chunks or queued envs
- * of its node's other workers, then of other nodes. The calling thread
+ * sync step cuts each worker's share into chunks of about 1 us of work
+ * (one claim each, no atomic per environment) and posts each worker a job
+ * (waking it only if it is parked); a send queues each env on its home
+ * worker's slice and posts the same way. A worker with nothing of its own
+ * takes chunks or queued envs of its node's other workers, then of other
+ * nodes. The calling thread
  * takes part when it is one of the engine's workers (a task or actor
  * method): a sync step steps its own worker's envs inline, as a pthread
  * program's thread 0 steps its slice, then helps with the rest; a recv
  * steps queued envs while it waits. So a batch never waits for a worker
  * that is late, preempted or busy in a long method. A batch cheaper than a
  * hand-off (under about 2 us of work at the step cost the calling worker
- * measured) is stepped by that worker alone.
+ * measured) is stepped by that worker alone: a sync step in a plain loop
+ * with no atomic; a send (when its envs and the results still on their
+ * way are that cheap) steps its envs before it returns, straight into the
+ * rows recv will return (so the recv after finds them done).
  * A calling thread that is not a worker steps nothing (its timeouts hold)
  * and posts every worker a job, so an idle worker takes the envs of a busy
  * one.
@@ -49,7 +52,8 @@
  * the batch); in async mode an environment steps into its own row of the
  * pool and, when it finishes, copies its result into the next free row of
  * the batch being filled (one copy of obs_bytes, by the worker that
- * stepped). Either way the policy reads the arrays zero-copy. A batch's
+ * stepped) - except when a send steps it at once (above): then it writes
+ * that row in place. Either way the policy reads the arrays zero-copy. A batch's
  * arrays stay valid and unchanged until the pool's next reset, step or
  * recv call; hive_envpool_free releases them (views must not be used
  * after).

@@ -31,12 +31,13 @@
  * holds back no more of someone else's batch.
  *
  * Sync. A batch is cut, per slice, into chunks of consecutive home envs of
- * about CHUNK_NS of work (the owner's measured step cost): the owner sets
+ * about SYNC_CHUNK_NS of work (the owner's measured step cost): the owner sets
  * each slice's cursor to (chunks << 32), and participants claim chunk
  * indices with one fetch_add (claim_chunk) and step them in a plain loop -
- * no atomic per env, so a worker stepping cheap envs does one RMW on the
- * cursor per batch and one on sync_left at the end of its turn (the
- * pthread peer's barrier costs as much). Environment i writes row i of the
+ * no atomic per env: one RMW on a cursor per microsecond of work, and one
+ * on sync_left at the end of a turn (the pthread peer's barrier costs as
+ * much); at 1 us a step a chunk is one env, so whoever is free takes over
+ * the untouched part of a late worker's share. Environment i writes row i of the
  * sync batch in place; the participant that brings sync_left to zero
  * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
  * worker caller alone, with no atomics at all.
@@ -51,7 +52,12 @@
  * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
  * blocks never wrap onto a block the user still reads. claim's RMWs are
  * acq_rel, which turns that counting argument into happens-before (see
- * publish).
+ * publish). A worker's send of envs cheaper than a hand-off (INLINE_NS of
+ * work with those still on their way) steps them at once (step_now),
+ * straight into the next rows of the blocks, and the recv after it finds
+ * them done: no ring, no claim CAS, no copy of the observation, and -
+ * while no ring-sent env is still to be received (`ringed`), so that no
+ * other thread can publish - no RMW either.
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
@@ -87,7 +93,11 @@
 #define HELP_NAP_NS 50000u                /* a waiting worker looks for other jobs this often */
 #define MAX_CLAIM  16u                    /* ids taken by one claim at most */
 #define INLINE_NS  2000.0                 /* a batch cheaper than this: the caller steps it */
-#define CHUNK_NS   4000.0                 /* sync: envs claimed together make about this much work */
+#define CHUNK_NS   4000.0                 /* async: envs claimed together make about this much work */
+/* sync: a chunk is about this much work - small enough that whoever is
+ * free takes over the untouched part of a late worker's share at 1 us a
+ * step, large enough that its one fetch_add is ~1% of it */
+#define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
 #define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
 
@@ -105,6 +115,8 @@ typedef struct env {
     int                   kind;          /* async: step or reset (written at send) */
     bool                  busy;          /* owner thread only: sent, not yet received */
     bool                  mark;          /* owner thread only: named by the send being checked */
+    bool                  ringed;        /* owner thread only: sent through a ring, not yet
+                                            received (see the pool's ringed) */
 } HIVE_ALIGNED env_t;
 
 struct shell;
@@ -169,6 +181,17 @@ struct hive_envpool {
     size_t                nblocks;
     uint64_t              recv_pos;      /* owner: blocks taken so far */
     size_t                inflight;      /* owner: results sent and not received */
+    /* owner: envs sent through the rings and not yet received. While it
+     * is 0 nobody but the owner can touch claim or a block's filled: every
+     * result another thread published has been received, and so acquired
+     * (block_ready), and nothing is left for one to take; a ring push's
+     * release of the tail orders the owner's plain writes before the next
+     * publisher's RMWs. So step_now writes them without RMWs then. */
+    size_t                ringed;
+    /* owner: where step_now's next position falls, if it is next_pos
+     * (the common case: no other publisher since), to spare two divisions */
+    uint64_t              next_pos;
+    size_t                next_row, next_blk;
     HIVE_ALIGNED _Atomic uint64_t claim;      /* async positions handed out */
     HIVE_ALIGNED _Atomic uint32_t sync_left;  /* sync envs still stepping */
     HIVE_ALIGNED _Atomic uint32_t progress;   /* futex word: bumped at every signal */
@@ -258,6 +281,24 @@ static bool stopping(hive_envpool_t *p)
 
 /* ------------------------------------------------------------ stepping */
 
+/* One step (or reset) of e, auto-reset included, into obs. */
+static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, unsigned char *obs,
+                     float *r, int *d)
+{
+    *r = 0;
+    *d = 0;
+    if (kind == KIND_RESET) {
+        p->cls.reset(e->state, episode_seed(p, e), obs);
+    } else {
+        p->cls.step(e->state, act, obs, r, d);
+        *d = *d != 0;
+        if (*d) {                        /* auto-reset, inside the same step */
+            e->episode++;
+            p->cls.reset(e->state, episode_seed(p, e), obs);
+        }
+    }
+}
+
 /* A result is out: wake the waiter if it sleeps. seq_cst, both: the
  * finisher's half of the store-load pair (its result is visible before
  * it reads sleeping; the waiter stores sleeping before re-checking). */
@@ -307,22 +348,71 @@ static void publish(hive_envpool_t *p, const int32_t *ids, unsigned k, const flo
     }
 }
 
-/* One step (or reset) of e, auto-reset included, into obs. */
-static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, unsigned char *obs,
-                     float *r, int *d)
+/* Step the envs ids[0..n) now, on the owner's thread, straight into the
+ * next n rows of the batches being filled (each observation written in
+ * its row: no copy from the env's own row): a worker's send of envs
+ * cheaper than a hand-off (all_inline), so the recv after it finds them
+ * done. acts: the send's actions, row k for ids[k] (NULL: the kind each
+ * env was given, its action in its own row). One claim of n positions and
+ * one count per block touched. No signal: the owner is the pool's only
+ * waiter, and it is here. The claim's acq_rel is publish's (other
+ * participants may publish beside us); release on filled: our rows before
+ * the count, for the owner's own acquire of filled == B. */
+static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
-    *r = 0;
-    *d = 0;
-    if (kind == KIND_RESET) {
-        p->cls.reset(e->state, episode_seed(p, e), obs);
+    uint64_t pos;
+    bool alone = p->ringed == 0;
+    if (alone) {
+        /* relaxed: nobody else writes claim now (see ringed) */
+        pos = atomic_load_explicit(&p->claim, memory_order_relaxed);
+        atomic_store_explicit(&p->claim, pos + n, memory_order_relaxed);
     } else {
-        p->cls.step(e->state, act, obs, r, d);
-        *d = *d != 0;
-        if (*d) {                        /* auto-reset, inside the same step */
-            e->episode++;
-            p->cls.reset(e->state, episode_seed(p, e), obs);
+        pos = atomic_fetch_add_explicit(&p->claim, n, memory_order_acq_rel);
+    }
+    size_t row, blk;
+    if (pos == p->next_pos && pos != 0) {
+        row = p->next_row;
+        blk = p->next_blk;
+    } else {
+        uint64_t q = pos / p->bsize;
+        row = (size_t)(pos - q * p->bsize);
+        blk = (size_t)(q % p->nblocks);
+    }
+    const size_t ob = p->obs_bytes, ab = p->act_bytes;
+    for (size_t i = 0; i < n;) {
+        block_t *bl = &p->blocks[blk];
+        size_t m = p->bsize - row;
+        if (m > n - i)
+            m = n - i;
+        unsigned char *obs = (unsigned char *)bl->b.obs.data + row * ob;
+        float *rw = (float *)bl->b.reward.data + row;
+        uint8_t *dn = (uint8_t *)bl->b.done.data + row;
+        int32_t *id = (int32_t *)bl->b.env_id.data + row;
+        for (size_t j = 0; j < m; j++, i++) {
+            env_t *e = &p->env[ids ? (size_t)ids[i] : i];
+            int d;
+            step_env(p, e, e->kind, acts ? acts + i * ab : e->act, obs + j * ob, &rw[j], &d);
+            dn[j] = (uint8_t)d;
+            id[j] = e->id;
+        }
+        if (alone)
+            /* release: our rows before the count (the owner itself reads
+             * it; a later publisher's RMW is ordered by the tail's release) */
+            atomic_store_explicit(&bl->filled,
+                                  atomic_load_explicit(&bl->filled, memory_order_relaxed) +
+                                      (uint32_t)m,
+                                  memory_order_release);
+        else
+            atomic_fetch_add_explicit(&bl->filled, (uint32_t)m, memory_order_release);
+        row += m;
+        if (row == p->bsize) {
+            row = 0;
+            blk = blk + 1 == p->nblocks ? 0 : blk + 1;
         }
     }
+    p->next_pos = pos + n;
+    p->next_row = row;
+    p->next_blk = blk;
 }
 
 /* ------------------------------------------------------------ sync chunks */
@@ -356,37 +446,46 @@ static bool sync_pending(slice_t *s)
     return (uint32_t)c < (uint32_t)(c >> 32);
 }
 
-/* Step chunk idx of slice s into the sync batch's rows (lost: drop it):
- * a plain loop over its envs, no atomics (s->home NULL: the ids are the
- * positions). Returns the envs it covered. */
+/* Step the envs home[lo..hi) (home NULL: the ids lo..hi-1) into the sync
+ * batch's rows: a plain loop, no atomics - the caller's inline batch and
+ * every claimed chunk. */
+static void step_rows(hive_envpool_t *p, const int32_t *home, size_t lo, size_t hi)
+{
+    float *rw = p->sync.reward.data;
+    uint8_t *dn = p->sync.done.data;
+    unsigned char *obs = p->sync.obs.data;
+    const unsigned char *acts = p->sync_acts;
+    const size_t ob = p->obs_bytes, ab = p->act_bytes;
+    const int kind = p->sync_kind;
+    for (size_t k = lo; k < hi; k++) {
+        size_t id = home ? (size_t)home[k] : k;
+        float r;
+        int d;
+        step_env(p, &p->env[id], kind, acts ? acts + id * ab : NULL, obs + id * ob, &r, &d);
+        rw[id] = r;
+        dn[id] = (uint8_t)d;
+    }
+}
+
+/* Step chunk idx of slice s into the sync batch's rows (lost: drop it).
+ * Returns the envs it covered. */
 static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
 {
     size_t lo = (size_t)idx * p->sync_chunk, hi = lo + p->sync_chunk;
     if (hi > s->nhome)
         hi = s->nhome;
-    float *rw = p->sync.reward.data;
-    uint8_t *dn = p->sync.done.data;
-    unsigned char *obs = p->sync.obs.data;
-    const unsigned char *acts = p->sync_acts;
     if (lost) {
+        float *rw = p->sync.reward.data;
+        uint8_t *dn = p->sync.done.data;
         /* relaxed: the waiter reads it after sync_left's acquire */
         atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
         for (size_t k = lo; k < hi; k++) {
-            size_t id = s->home ? (size_t)s->home[k] : k;
-            rw[id] = 0;
-            dn[id] = 0;
+            rw[s->home[k]] = 0;
+            dn[s->home[k]] = 0;
         }
         return hi - lo;
     }
-    for (size_t k = lo; k < hi; k++) {
-        size_t id = s->home ? (size_t)s->home[k] : k;
-        float r;
-        int d;
-        step_env(p, &p->env[id], p->sync_kind, acts ? acts + id * p->act_bytes : NULL,
-                 obs + id * p->obs_bytes, &r, &d);
-        rw[id] = r;
-        dn[id] = (uint8_t)d;
-    }
+    step_rows(p, s->home, lo, hi);
     return hi - lo;
 }
 
@@ -647,10 +746,17 @@ static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
  * hand to others: a hand-off (a post, the other worker noticing it, the
  * count back) costs on the order of a microsecond, so a batch below
  * INLINE_NS of work is stepped by the caller (as EnvPool with one thread
- * would). Only a worker caller; until a cost is measured, never. */
+ * would). Only a worker caller; the cost is the owner's measure, else the
+ * slice jobs' hint (a turn's time per env: never less than a step);
+ * until either is measured, never. */
 static bool all_inline(const hive_envpool_t *p, unsigned me, size_t k)
 {
-    return me != UINT32_MAX && p->step_ns > 0 && p->step_ns * (double)k < INLINE_NS;
+    if (me == UINT32_MAX)
+        return false;
+    /* relaxed: a hint */
+    double c = p->step_ns > 0 ? p->step_ns
+             : (double)atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+    return c > 0 && c * (double)k < INLINE_NS;
 }
 
 /* The slice the calling thread serves first: its worker's, or (a user
@@ -673,6 +779,8 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
     unsigned me = self_slice(p);
     const unsigned *ord = p->order + (size_t)(me == UINT32_MAX ? 0 : me) * p->nslices;
     uint64_t spin_end = 0;
+    if (done(p))                         /* stepped inline at send: no clock read */
+        return HIVE_OK;
     /* the cost of the envs stepped here (note_cost): the time from the
      * start of the wait while it did nothing but step, two clock reads in
      * all (a clock read per env would cost as much as a CartPole step) */
@@ -727,7 +835,7 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
             hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
     }
-    if (timing)
+    if (timing && served)
         note_cost(p, hive__now_ns() - t0, served);
     return HIVE_OK;
 }
@@ -1098,18 +1206,16 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     if (all_inline(p, me, p->n)) {
         t0 = timed ? hive__now_ns() : 0;
         /* too little work to hand out: step every env here, no atomics */
-        slice_t all = { .home = NULL, .nhome = (uint32_t)p->n };   /* ids 0 .. n-1 */
-        p->sync_chunk = (uint32_t)p->n;
-        step_chunk(p, &all, 0, false);
+        step_rows(p, NULL, 0, p->n);
         if (timed)
             note_cost(p, hive__now_ns() - t0, p->n);
     } else {
-        /* chunks of about CHUNK_NS of work (one env until a cost is
+        /* chunks of about SYNC_CHUNK_NS of work (one env until a cost is
          * measured): one claim per chunk, so cheap envs cost a worker one
          * atomic per batch, and dear ones are still shared out env by env
          * when a worker is late */
         uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
-        double c = p->step_ns > 0 ? CHUNK_NS / p->step_ns : hint ? CHUNK_NS / hint : 1;
+        double c = p->step_ns > 0 ? SYNC_CHUNK_NS / p->step_ns : hint ? SYNC_CHUNK_NS / hint : 1;
         p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
         /* relaxed: published by the cursors' release below */
         atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
@@ -1194,17 +1300,40 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
     return rc;
 }
 
-/* Start the envs ids[0..n) (marked busy, their action and kind written):
- * into their home rings, and the slices' jobs posted - the calling
- * worker's own too: it serves it when it waits (recv) or runs jobs. */
-static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
+/* Start the envs ids[0..n) (ids NULL: 0..n-1; marked busy, their kind
+ * written; acts: the send's actions, row k for ids[k], NULL for a reset).
+ * A worker caller steps them at once when they and the results still on
+ * their way are cheaper than a hand-off (all_inline): the recv after finds
+ * them done, and nothing went through
+ * a ring. Otherwise each goes into its home ring with its action copied
+ * to the env, and the slices' jobs are posted - the calling worker's own
+ * too: it serves it when it waits (recv) or runs jobs. */
+static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
-    for (size_t i = 0; i < n; i++)
-        push(p, ids[i]);
-    publish_tails(p);
     unsigned me = self_slice(p);
-    if (!all_inline(p, me, p->inflight + n))
+    /* the pool's whole outstanding work, not this send's alone: at 1 us a
+     * step, batches of 2 of 4 envs would otherwise sit at the threshold
+     * and be stepped by the caller alone (half the machine) */
+    if (all_inline(p, me, p->inflight + n)) {
+        /* the cost is re-measured every COST_EVERY calls (two clock
+         * reads cost as much as a CartPole step) */
+        bool timed = p->nsync++ % COST_EVERY == 0;
+        uint64_t t0 = timed ? hive__now_ns() : 0;
+        step_now(p, ids, n, acts);
+        if (timed)
+            note_cost(p, hive__now_ns() - t0, n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            int32_t id = ids ? ids[i] : (int32_t)i;
+            if (acts != NULL && p->act_bytes)
+                memcpy(p->env[id].act, acts + i * p->act_bytes, p->act_bytes);
+            p->env[id].ringed = true;
+            push(p, id);
+        }
+        p->ringed += n;
+        publish_tails(p);
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
+    }
     p->inflight += n;
 }
 
@@ -1224,13 +1353,9 @@ int hive_envpool_send(hive_envpool_t *p, const hive_array_t *actions, const int3
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_send: the engine is shutting down"));
     if ((rc = check_ids(p, env_ids, n)) != HIVE_OK)
         return leave(p, rc);
-    for (size_t k = 0; k < n; k++) {
-        env_t *e = &p->env[env_ids[k]];
-        if (p->act_bytes)
-            memcpy(e->act, (const unsigned char *)actions->data + k * p->act_bytes, p->act_bytes);
-        e->kind = KIND_STEP;
-    }
-    send_ids(p, env_ids, n);
+    for (size_t k = 0; k < n; k++)
+        p->env[env_ids[k]].kind = KIND_STEP;
+    send_ids(p, env_ids, n, n ? actions->data : NULL);
     return leave(p, HIVE_OK);
 }
 
@@ -1246,16 +1371,10 @@ int hive_envpool_async_reset(hive_envpool_t *p)
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_async_reset: the engine is "
                                    "shutting down"));
     for (size_t i = 0; i < p->n; i++) {
-        env_t *e = &p->env[i];
-        e->busy = true;
-        e->kind = KIND_RESET;
-        push(p, (int32_t)i);
+        p->env[i].busy = true;
+        p->env[i].kind = KIND_RESET;
     }
-    publish_tails(p);
-    unsigned me = self_slice(p);
-    if (!all_inline(p, me, p->n))
-        post_slices(p, UINT32_MAX, me == UINT32_MAX);
-    p->inflight += p->n;
+    send_ids(p, NULL, p->n, NULL);
     return leave(p, HIVE_OK);
 }
 
@@ -1298,8 +1417,14 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     p->recv_pos++;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
-    for (size_t i = 0; i < p->bsize; i++)
-        p->env[ids[i]].busy = false;
+    for (size_t i = 0; i < p->bsize; i++) {
+        env_t *e = &p->env[ids[i]];
+        e->busy = false;
+        if (e->ringed) {
+            e->ringed = false;
+            p->ringed--;
+        }
+    }
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));

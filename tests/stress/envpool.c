@@ -14,13 +14,20 @@
  * random subsets of the idle envs, with random batch sizes. Each run is
  * driven from a user thread and then from a task (a worker: it steps envs
  * itself); the cheap runs (no spin) take the inline path, where the
- * calling worker steps a whole batch alone.
+ * calling worker steps a whole batch alone, and the echo runs (each batch
+ * sent straight back from a task, the cost flipping between cheap and
+ * dear) go from sends stepped at once to sends through the rings and
+ * back, with both kinds in flight together.
  */
 #include "testutil.h"
 
+#include <stdatomic.h>
+
 typedef struct counter { int64_t id, life; } counter_t;
 
-static uint64_t spin_ns = 300;            /* a step's cost unit: 0 makes steps cheap (stepped inline) */
+/* a step's cost unit: 0 makes steps cheap (stepped inline); the echo runs
+ * change it while workers step (relaxed: any value read is a valid cost) */
+static _Atomic uint64_t spin_ns = 300;
 
 static int ctr_init(void *s, const void *config, unsigned id)
 {
@@ -44,7 +51,8 @@ static void ctr_step(void *s, const void *action, void *obs, float *r, int *d)
     counter_t *c = s;
     int32_t a;
     memcpy(&a, action, sizeof a);
-    hive_env_spin((uint64_t)((c->id * 37 + c->life * 11) % 7) * spin_ns);
+    hive_env_spin((uint64_t)((c->id * 37 + c->life * 11) % 7) *
+                  atomic_load_explicit(&spin_ns, memory_order_relaxed));
     c->life++;
     ctr_observe(c, obs);
     *r = (float)a;                       /* the action comes back as the reward */
@@ -155,12 +163,90 @@ static void drive(hive_t *h, size_t n, size_t batch, int rounds)
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
 }
 
-typedef struct drive_args { size_t n, batch; int rounds; } drive_args_t;
+/* EnvPool's loop from a task: each batch received is sent straight back,
+ * and the step cost flips between cheap and dear every `flip` rounds, so
+ * the pool goes from sends stepped at once (step_now, alone once every
+ * ring-sent env is received) to sends through the rings and back, with
+ * results of both kinds in flight together. */
+static void drive_echo(hive_t *h, size_t n, size_t batch, int rounds, int flip)
+{
+    hive_envpool_opts_t o = { .num_envs = n, .batch_size = batch };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(h, &ctr_class, &o, &p), HIVE_OK);
+    bool busy[MAXN];
+    int64_t life[MAXN] = { 0 };
+    int32_t want_reward[MAXN] = { 0 }, ids[MAXN], act[MAXN];
+    for (size_t i = 0; i < n; i++)
+        busy[i] = true;
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    size_t inflight = n;
+    hive_envpool_batch_t b;
+    for (int r = 0; r < rounds; r++) {
+        if (r % flip == flip - 1)
+            atomic_store_explicit(&spin_ns, (r / flip) % 2 ? 0 : 300, memory_order_relaxed);
+        if (r % flip == flip / 2) {
+            /* now and then: receive everything, one sync step of all (a
+             * cheap one is stepped by this worker alone), send all again */
+            while (inflight > 0) {
+                assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+                for (size_t i = 0; i < batch; i++)
+                    check_row(&b, i, busy, life, want_reward);
+                inflight -= batch;
+            }
+            for (size_t i = 0; i < n; i++) {
+                ids[i] = (int32_t)i;
+                act[i] = want_reward[i] = (int32_t)(next_rand() % 1000);
+                busy[i] = true;
+                life[i]++;
+            }
+            hive_array_t all = { .data = act, .dtype = HIVE_I32, .ndim = 1,
+                                 .shape = { (int64_t)n }, .strides = { 4 } };
+            assert_int_equal(hive_envpool_step(p, &all, &b), HIVE_OK);
+            for (size_t i = 0; i < n; i++)
+                check_row(&b, i, busy, life, want_reward);
+            for (size_t i = 0; i < n; i++) {
+                act[i] = want_reward[i] = (int32_t)(next_rand() % 1000);
+                busy[i] = true;
+                life[i]++;
+            }
+            assert_int_equal(hive_envpool_send(p, &all, ids, n), HIVE_OK);
+            inflight = n;
+        }
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        assert_int_equal(b.n, batch);
+        for (size_t i = 0; i < batch; i++) {
+            ids[i] = ((const int32_t *)b.env_id.data)[i];
+            check_row(&b, i, busy, life, want_reward);
+        }
+        inflight -= batch;
+        for (size_t i = 0; i < batch; i++) {
+            act[i] = want_reward[ids[i]] = (int32_t)(next_rand() % 1000);
+            busy[ids[i]] = true;
+            life[ids[i]]++;
+        }
+        hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1,
+                           .shape = { (int64_t)batch }, .strides = { 4 } };
+        assert_int_equal(hive_envpool_send(p, &a, ids, batch), HIVE_OK);
+        inflight += batch;
+    }
+    while (inflight >= batch) {
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        for (size_t i = 0; i < batch; i++)
+            check_row(&b, i, busy, life, want_reward);
+        inflight -= batch;
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+}
+
+typedef struct drive_args { size_t n, batch; int rounds; int flip; } drive_args_t;
 
 static int drive_task(hive_ctx_t *ctx)
 {
     const drive_args_t *a = hive_arg(ctx, 0, NULL);
-    drive(hive_engine(ctx), a->n, a->batch, a->rounds);
+    if (a->flip)
+        drive_echo(hive_engine(ctx), a->n, a->batch, a->rounds, a->flip);
+    else
+        drive(hive_engine(ctx), a->n, a->batch, a->rounds);
     return 0;
 }
 
@@ -173,7 +259,7 @@ static void run(const char *topology, size_t n, size_t batch, int rounds)
     hive_t *h;
     assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
     drive(h, n, batch, rounds);
-    drive_args_t a = { n, batch, rounds };
+    drive_args_t a = { n, batch, rounds, 0 };
     hive_ref_t r;
     const void *v;
     assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
@@ -190,10 +276,33 @@ static void test_envpool_stress(void **state)
     run("pack:2 numa:1 core:2 pu:1", 64, 7, rounds);
     run("pack:4 numa:1 core:1 pu:1", 33, 1, rounds);
     run("pack:2 numa:1 core:1 pu:1", 40, 40, rounds / 4);
-    spin_ns = 0;                         /* cheap steps: the inline path */
+    atomic_store(&spin_ns, 0);           /* cheap steps: the inline path */
     run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
     run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds);
-    spin_ns = 300;
+    /* the echo loop from a task, the cost flipping between cheap and dear */
+    /* batch | n; flip: rounds between cost flips (long cheap stretches let
+     * the pool's cost estimate settle, so most of their sends are inline) */
+    static const struct { const char *topo; size_t n, batch; int flip; } echo[] = {
+        { "pack:1 numa:1 core:2 pu:1", 4, 2, 1000 },
+        { "pack:1 numa:1 core:2 pu:1", 8, 4, 97 },
+        { "pack:2 numa:1 core:2 pu:1", 15, 5, 97 },
+        { "pack:1 numa:1 core:4 pu:1", 16, 2, 1000 },
+    };
+    for (size_t k = 0; k < sizeof echo / sizeof echo[0]; k++) {
+        hive_config_t cfg = { .topology = echo[k].topo };
+        hive_t *h;
+        assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+        atomic_store(&spin_ns, 0);
+        drive_args_t a = { echo[k].n, echo[k].batch, rounds,
+                           echo[k].flip < rounds ? echo[k].flip : rounds / 2 + 1 };
+        hive_ref_t r;
+        const void *v;
+        assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, r), HIVE_OK);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);
+    }
+    atomic_store(&spin_ns, 300);
 }
 
 int main(void)
