@@ -244,10 +244,82 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
+/* ------------------------------------------------------------------ credit
+ * An inline payload counts one cell of the smallest class in the arena's
+ * `used`, the one engine-wide counter of the store's capacity. A task
+ * result written on a worker and freed by its spawner (a private record)
+ * would write that line twice a task, from both cores of a fork-join. So a
+ * worker takes ICREDIT_BATCH charges in advance with one RMW and spends
+ * them one by one with no shared write; its own frees of inline payloads
+ * refill the credit, and beyond 2 * ICREDIT_BATCH a batch goes back. The
+ * credit is its worker's alone (a relaxed load and store: the worker, or
+ * the spare standing in for it, is its one writer) and returns whole
+ * when the worker idles or stops (hive__store_flush_retired). What live
+ * payloads take is `used` less the credits (hive__store_used); the store
+ * refuses a payload at most ICREDIT_BATCH * 2 cells per busy worker early
+ * (8 KiB), and a worker near a full store charges one at a time. */
+#define ICREDIT_BATCH 64u
+
+static bool charge_inline(struct hive *h, size_t size, int *err)
+{
+    hive__worker_t *w = hive__self_in(&h->sched);
+    if (w == NULL)
+        return hive__arena_charge_elsewhere(&h->arena, size, err);
+    /* relaxed: the worker's own count (above) */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
+    if (likely(c != 0)) {
+        atomic_store_explicit(&w->icredit, c - 1, memory_order_relaxed);
+        return true;
+    }
+    if (hive__arena_charge_elsewhere_n(&h->arena, 1 + ICREDIT_BATCH)) {
+        atomic_store_explicit(&w->icredit, ICREDIT_BATCH, memory_order_relaxed);
+        return true;
+    }
+    return hive__arena_charge_elsewhere(&h->arena, size, err);   /* near full: exactly */
+}
+
+static void uncharge_inline(struct hive *h)
+{
+    hive__worker_t *w = hive__self_in(&h->sched);
+    if (w == NULL) {
+        hive__arena_uncharge_elsewhere(&h->arena);
+        return;
+    }
+    /* relaxed: the worker's own count */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed) + 1;
+    if (unlikely(c > 2 * ICREDIT_BATCH)) {
+        hive__arena_uncharge_elsewhere_n(&h->arena, ICREDIT_BATCH);
+        c -= ICREDIT_BATCH;
+    }
+    atomic_store_explicit(&w->icredit, c, memory_order_relaxed);
+}
+
+/* The worker w (the calling thread) gives its whole credit back. */
+static void return_credit(struct hive *h, hive__worker_t *w)
+{
+    /* relaxed: the worker's own count */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
+    if (c != 0) {
+        hive__arena_uncharge_elsewhere_n(&h->arena, c);
+        atomic_store_explicit(&w->icredit, 0, memory_order_relaxed);
+    }
+}
+
+size_t hive__store_used(struct hive *h)
+{
+    /* relaxed: statistics; the credits are read after `used`, so a batch
+     * taken in between can make the difference negative for a moment */
+    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), held = 0;
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        held += (size_t)atomic_load_explicit(&h->sched.w[i].icredit, memory_order_relaxed) *
+                hive__arena_charge(1);
+    return used > held ? used - held : 0;
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
-        return hive__arena_charge_elsewhere(&h->arena, size, err) ? inl : NULL;
+        return charge_inline(h, size, err) ? inl : NULL;
     return hive__arena_alloc(&h->arena, size, node, err);
 }
 
@@ -276,7 +348,7 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
 void hive__payload_free(struct hive *h, hive__obj_t *o)
 {
     if (o->data == (void *)o->tail.inl)
-        hive__arena_uncharge_elsewhere(&h->arena);
+        uncharge_inline(h);
     else if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
     o->data = NULL;
@@ -525,6 +597,8 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
     flush_list(h, &w->retired);
+    if (w == hive__self)              /* the worker itself, idle or stopping */
+        return_credit(h, w);
 }
 
 static void flush_user_lists(struct hive *h)
@@ -1135,7 +1209,7 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     hive__rcu_thread();
     flush_user_lists(h);
     out->capacity = h->arena.capacity;
-    out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    out->used = hive__store_used(h);
     out->resident = hive__arena_resident(&h->arena);
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);

@@ -233,7 +233,13 @@ void hive__store_drain(struct hive *h);
  * hive_store_stats, a full store and the engine's close take every list, so
  * a record never waits on a list past any of those. */
 #define HIVE__RETIRE_BATCH 64
+/* Called by w itself (idle, stopping), it also gives back the inline-payload
+ * charges it holds in advance (store.c, "credit"). */
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
+
+/* Bytes live payloads take: the arena's `used` less the charges workers
+ * hold in advance (a moment's view). */
+size_t hive__store_used(struct hive *h);
 
 /* A new record with one count, kind and payload of size bytes allocated on
  * node (data may be NULL: no payload yet), state PENDING, not yet visible. */
