@@ -123,6 +123,8 @@ typedef struct hive__sched {
     unsigned          nnodes;
     hive__nodeq_t    *nodes;
     bool              pin;
+    bool              asym;                   /* the wake handshake's fence is the parker's
+                                                 membarrier (sched.c); else the spawner's */
     /* Lanes that ever held a spawned job (bit per lane, set once, never
      * cleared): find_job skips the others, so the empty HIGH lane of a
      * program that never uses priorities costs no look at every deque. */
@@ -146,6 +148,10 @@ extern _Atomic uint64_t hive__idle_spin_ns;
 
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
+
+/* Tests set it before hive_init to run the spawn handshake without
+ * membarrier (sched.c): seq_cst pushes, as on a kernel without it. */
+extern _Atomic bool hive__sched_fenced_push;
 
 /* The calling thread's worker if it belongs to s, else NULL. */
 static inline hive__worker_t *hive__self_in(const hive__sched_t *s)
