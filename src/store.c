@@ -139,7 +139,6 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
     o->kind = kind;
-    atomic_init(&o->run, HIVE__RUN_NONE);
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
@@ -738,35 +737,18 @@ static void wake_epoch(hive__store_t *s)
     }
 }
 
-bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
-{
-    hive__dep_t *head = atomic_load_explicit(&o->deps, memory_order_acquire);
-    do {
-        if (head == HIVE__DEPS_CLOSED)
-            return false;
-        dep->next = head;
-        /* release: dep's fields reach the finisher, which takes the list with
-         * an acquire exchange. Push-only plus take-all: no ABA. */
-    } while (!atomic_compare_exchange_weak_explicit(&o->deps, &head, dep, memory_order_release,
-                                                    memory_order_acquire));
-    return true;
-}
-
-/* Tell the waiting deps, once; later add_dep calls see CLOSED.
+/* Tell the waiting deps on the list d, once.
  *
  * A dep's ready() may finish another object (a task that cannot run fails
  * its result, whose deps are other tasks, ...): calling it directly would
  * recurse once per link of a dependency chain and overflow the stack on a
  * long one. So deps go on a per-thread worklist, and only the outermost
- * run_deps on a thread drains it: a chain of any length fails in a loop. */
+ * deliver on a thread drains it: a chain of any length fails in a loop. */
 static __thread hive__dep_t *deps_todo;
 static __thread bool deps_draining;
 
-static void run_deps(hive__obj_t *o, bool failed)
+static void deliver(hive__dep_t *d, bool failed)
 {
-    /* acq_rel: acquire the pushed deps; release so that a later add_dep that
-     * sees CLOSED also sees the final state */
-    hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
     while (d != NULL && d != HIVE__DEPS_CLOSED) {
         hive__dep_t *next = d->next;
         d->failed = failed;
@@ -775,7 +757,7 @@ static void run_deps(hive__obj_t *o, bool failed)
         d = next;
     }
     if (deps_draining)
-        return;                          /* an outer run_deps on this thread drains it */
+        return;                          /* an outer deliver on this thread drains it */
     deps_draining = true;
     while ((d = deps_todo) != NULL) {
         deps_todo = d->next;             /* taken before ready() may free d */
@@ -784,22 +766,146 @@ static void run_deps(hive__obj_t *o, bool failed)
     deps_draining = false;
 }
 
-/* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
- * release for the payload, and the store half of both handshakes (WAITERS
- * bit here, epoch_waiters in wake_epoch). */
+/* The deps list and the finish meet in a store-load pair, so that a finish
+ * with no deps (nearly every one) writes no second word:
+ *
+ *   add_dep: push dep (seq_cst CAS)          finish: state final (seq_cst CAS)
+ *            read state (seq_cst)                    read deps (seq_cst)
+ *            finished: take the list (xchg)          non-empty: take the list (xchg)
+ *
+ * In the total order one of the reads comes after the other side's write:
+ * the finisher sees the dep, or the adder sees the object finished, or
+ * both - then both exchange the list for CLOSED, and each dep goes to the
+ * one exchange that took it. An adder that took its own dep back says so
+ * (false: not called, look at the state) and delivers the others it took,
+ * whose adders find their deps gone and answer true. */
+bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
+{
+    hive__dep_t *head = atomic_load_explicit(&o->deps, memory_order_acquire);
+    do {
+        if (head == HIVE__DEPS_CLOSED)
+            return false;
+        dep->next = head;
+        /* seq_cst: release, so dep's fields reach whoever takes the list
+         * with an acquire exchange (push-only plus take-all: no ABA), and
+         * the store half of the pair above */
+    } while (!atomic_compare_exchange_weak_explicit(&o->deps, &head, dep, memory_order_seq_cst,
+                                                    memory_order_acquire));
+    uint32_t st = atomic_load_explicit(&o->state, memory_order_seq_cst) & HIVE__STATE_MASK;
+    if (st == HIVE__PENDING)
+        return true;                     /* the finish will see it */
+    /* acq_rel: acquire the deps pushed (ours included); release: a later
+     * add_dep that sees CLOSED also sees the final state we saw */
+    hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
+    hive__dep_t *others = NULL;
+    bool mine = false;
+    while (d != NULL && d != HIVE__DEPS_CLOSED) {
+        hive__dep_t *next = d->next;
+        if (d == dep) {
+            mine = true;
+        } else {
+            d->next = others;
+            others = d;
+        }
+        d = next;
+    }
+    if (others != NULL)
+        deliver(others, st == HIVE__FAILED);
+    return !mine;
+}
+
+/* The finisher's half of the pair above (after its seq_cst CAS). */
+static void run_deps(hive__obj_t *o, bool failed)
+{
+    if (atomic_load_explicit(&o->deps, memory_order_seq_cst) == NULL)
+        return;                          /* no dep: an adder after us sees the state */
+    /* acq_rel: acquire the pushed deps; release so that a later add_dep that
+     * sees CLOSED also sees the final state */
+    deliver(atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel), failed);
+}
+
+/* After a finish: wake whoever sleeps on the state word (the old value had
+ * the WAITERS bit), hive_wait sleepers, and the deps. */
+static void finished(struct hive *h, hive__obj_t *o, uint32_t old, uint32_t now)
+{
+    if (old & HIVE__WAITERS)
+        hive__futex_wake(&o->state, INT_MAX);
+    wake_epoch(&h->store);
+    run_deps(o, (now & HIVE__STATE_MASK) == HIVE__FAILED);
+}
+
+/* Move PENDING -> to, keeping the run bits; false if the object was not
+ * pending. seq_cst CAS: release for the payload, and the store half of the
+ * handshakes (WAITERS bit here, epoch_waiters in wake_epoch, the deps). */
 static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
 {
-    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
     do {
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return false;
-    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, to, memory_order_seq_cst,
+        now = to | (v & HIVE__RUN_MASK);
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
                                                     memory_order_relaxed));
-    if (v & HIVE__WAITERS)
-        hive__futex_wake(&o->state, INT_MAX);
-    wake_epoch(&h->store);
-    run_deps(o, (to & HIVE__STATE_MASK) == HIVE__FAILED);
+    finished(h, o, v, now);
     return true;
+}
+
+static inline uint32_t failed_word(int code)
+{
+    return HIVE__FAILED | ((uint32_t)-code << HIVE__CODE_SHIFT);
+}
+
+bool hive__obj_claim_run(hive__obj_t *o)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    do {
+        if (hive__run_of(v) != HIVE__RUN_QUEUED)
+            return false;
+        /* acq_rel: against hive_cancel's CAS on the same word (a waiter's
+         * WAITERS bit only makes us try again) */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v,
+                                                    (v & ~HIVE__RUN_MASK) |
+                                                    HIVE__RUN_RUNNING << HIVE__RUN_SHIFT,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    return true;
+}
+
+bool hive__obj_end_queued(struct hive *h, hive__obj_t *o, int code, uint32_t run_to)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
+    do {
+        if (hive__run_of(v) != HIVE__RUN_QUEUED)
+            return false;
+        now = (v & HIVE__STATE_MASK) == HIVE__PENDING ? failed_word(code)
+                                                      : v & ~(HIVE__RUN_MASK | HIVE__WAITERS);
+        now |= run_to << HIVE__RUN_SHIFT;
+        /* seq_cst: as finish (and against a claim's or another end's CAS) */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if ((v & HIVE__STATE_MASK) == HIVE__PENDING)
+        finished(h, o, v, now);
+    return true;
+}
+
+int hive__obj_finish_run(struct hive *h, hive__obj_t *o, int code)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
+    int c;
+    do {
+        c = hive__run_of(v) == HIVE__RUN_CANCEL_ASKED ? HIVE_ECANCELED : code;
+        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+            now = v & ~(HIVE__RUN_MASK | HIVE__WAITERS);   /* failed before (shutdown) */
+        else
+            now = c == HIVE_OK ? HIVE__SEALED : failed_word(c);
+        now |= HIVE__RUN_DONE << HIVE__RUN_SHIFT;
+        /* seq_cst: as finish; it also orders the result's fields before a
+         * hive_cancel that reads DONE, and decides against its CAS */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+        return code;
+    finished(h, o, v, now);
+    return c;
 }
 
 int hive__obj_seal(struct hive *h, hive__obj_t *o)
@@ -1008,7 +1114,7 @@ int hive_seal(hive_t *h, hive_ref_t ref)
     if (unlikely(o->kind != HIVE__BLOB))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is %s, not a blob",
                           (unsigned long long)ref.id, hive__kind_name(o->kind));
-    if (unlikely(atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_NONE))
+    if (unlikely(hive__obj_run(o) != HIVE__RUN_NONE))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is the result of a task or actor "
                           "call; only its task seals it", (unsigned long long)ref.id);
     return hive__obj_seal(h, o);
