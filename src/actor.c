@@ -395,7 +395,7 @@ static int args_ready(hive__actor_t *a, hive__task_t *t)
             if (is_dead(a))
                 return HIVE_EDEAD;
             if (t->result != NULL &&
-                atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
+                hive__obj_run(t->result) == HIVE__RUN_CANCELLED)
                 return HIVE_ECANCELED;
             return HIVE_ENOMEM;
         }
@@ -548,7 +548,7 @@ static ptrdiff_t pending_arg(const hive__task_t *t, bool is_call)
         i++;
     if (t == NULL || i == t->nargs)
         return -1;
-    if (is_call && atomic_load_explicit(&t->result->run, memory_order_acquire) == HIVE__RUN_CANCELLED)
+    if (is_call && hive__obj_run(t->result) == HIVE__RUN_CANCELLED)
         return -1;
     return (ptrdiff_t)i;
 }
@@ -669,11 +669,8 @@ static void fail_parked_calls(hive__actor_t *a)
         pthread_mutex_unlock(&c->park_lock);
         if (res == NULL)
             return;
-        uint32_t queued = HIVE__RUN_QUEUED;
-        /* acq_rel: as complete_without_running (task.c): one outcome wins */
-        if (atomic_compare_exchange_strong_explicit(&res->run, &queued, HIVE__RUN_DONE,
-                                                    memory_order_acq_rel, memory_order_relaxed))
-            hive__obj_fail(eng(a), res, HIVE_EDEAD);
+        /* as complete_without_running (task.c): one CAS, one outcome wins */
+        hive__obj_end_queued(eng(a), res, HIVE_EDEAD, HIVE__RUN_DONE);
         hive__obj_release(eng(a), res);
     }
 }

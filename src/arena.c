@@ -543,6 +543,27 @@ void hive__arena_uncharge_elsewhere(hive__arena_t *a)
     give_capacity(a, class_size(0));
 }
 
+bool hive__arena_charge_elsewhere_n(hive__arena_t *a, size_t n)
+{
+    size_t charge;
+    if (n == 0 || __builtin_mul_overflow(n, class_size(0), &charge))
+        return false;
+    /* relaxed: a pure counter, as in take_capacity */
+    size_t was = atomic_fetch_add_explicit(&a->used, charge, memory_order_relaxed);
+    if (unlikely(was > a->capacity || charge > a->capacity - was)) {
+        atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
+        return false;
+    }
+    /* the high-water mark counts the one charge the caller uses now, not
+     * the rest it keeps in hand (relaxed: a statistic) */
+    size_t now = was + class_size(0), hw = atomic_load_explicit(&a->used_high, memory_order_relaxed);
+    while (unlikely(now > hw) &&
+           !atomic_compare_exchange_weak_explicit(&a->used_high, &hw, now, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+    return true;
+}
+
 void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n)
 {
     size_t bytes;

@@ -127,6 +127,9 @@ void  hive__arena_free(hive__arena_t *a, void *p, size_t size);
  * back. The capacity bounds every payload, wherever it lives. */
 bool hive__arena_charge_elsewhere(hive__arena_t *a, size_t size, int *err);
 void hive__arena_uncharge_elsewhere(hive__arena_t *a);
+/* n charges of that kind at once, with no sentence: false if they do not
+ * all fit (a worker taking inline charges in advance: store.c's credit). */
+bool hive__arena_charge_elsewhere_n(hive__arena_t *a, size_t n);
 /* n of those at once (a batch of freed records: one write of the shared counter). */
 void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n);
 

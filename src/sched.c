@@ -23,6 +23,24 @@
  * every deque's and ring's indices (seq_cst). Either the spawner sees the
  * parked worker (and wakes one parked worker, preferring the job's node), or
  * the worker sees the job. A busy engine never pays a system call.
+ *
+ * A push on the spawner's own deque (every fork-join child) is the hot case,
+ * and its half of that pair needs a store-load fence (an xchg on x86) only
+ * for the sake of the rare parker. So the fence moves to the parker
+ * (asymmetric Dekker, as liburcu's memb flavour does for its readers): the
+ * spawner pushes with a release store, keeps the compiler from moving its
+ * load of nparked above it (a signal fence), and the parker, after its RMW
+ * on nparked and before it reads the deques, calls
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier
+ * on every CPU running a thread of this process (a thread that is not
+ * running passed one at its context switch). Take the point where that
+ * barrier hit the spawner: if its push came before it, the push is visible
+ * to the parker's reads after the call, which then finds the job; if
+ * after, the spawner's load of nparked is after it too (program order) and
+ * sees the parker's increment, made before the call, and the spawner wakes
+ * a parked worker. A parker's membarrier is one system call beside the
+ * futex wait it is about to make. Where the kernel offers no such command
+ * (s->asym false), the push is seq_cst as before.
  */
 #include "sched.h"
 #include "hive_impl.h"
@@ -35,12 +53,35 @@
 #include "util/fault.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 __thread hive__worker_t *hive__self;
+
+_Atomic bool hive__sched_fenced_push;
+
+/* Register this process for private expedited membarriers (once; true if
+ * the kernel offers them). See the top: the parking half of the spawn
+ * handshake then calls it. */
+static bool membarrier_register(void)
+{
+    static _Atomic int state;            /* 0 not asked, 1 offered, 2 not offered */
+    /* relaxed: the registration is idempotent; two first callers both ask */
+    int st = atomic_load_explicit(&state, memory_order_relaxed);
+    if (st == 0) {
+        long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        bool ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                  syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        st = ok ? 1 : 2;
+        atomic_store_explicit(&state, st, memory_order_relaxed);
+    }
+    return st == 1;
+}
 
 /* Idle: spin this long looking for work before parking. Long enough to
  * bridge the gap between back-to-back posts of a busy producer (a few
@@ -353,14 +394,20 @@ static bool park_sleep(hive__worker_t *w, bool starting)
     /* seq_cst RMW: the parking half of the spawn handshake; the loads of the
      * check below come after it in the total order */
     atomic_fetch_add_explicit(&s->nparked, 1, memory_order_seq_cst);
+    /* asym: the spawners' fence, run on their CPUs (see the top). A worker
+     * starting up needs none: spawns begin after hive__sched_start saw it
+     * in nparked. If the call failed (it cannot, once registered) the
+     * worker does not sleep: it looks for work again. */
+    bool fenced = starting || !s->asym ||
+                  syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
     if (starting) {
         /* release: orders the above before hive__sched_start's acquire */
         atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
         hive__futex_wake(&s->started, 1);
     }
-    bool work = starting ? atomic_load_explicit(&s->stopping, memory_order_seq_cst) ||
-                           !hive__mpsc_empty(&w->inbox)
-                         : has_work(w);
+    bool work = !fenced || (starting ? atomic_load_explicit(&s->stopping, memory_order_seq_cst) ||
+                                       !hive__mpsc_empty(&w->inbox)
+                                     : has_work(w));
     if (work) {
         /* Cancel. If a poster cleared parked first it also issues a wake,
          * which then finds nobody waiting: harmless. */
@@ -564,7 +611,23 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
     unsigned target = node >= 0 && (unsigned)node < s->nnodes ? (unsigned)node
                     : self != NULL ? self->slot->node : 0;
-    if (self == NULL || self->slot->node != target || !hive__deque_push(self->deque[lane], job)) {
+    if (likely(self != NULL && self->slot->node == target)) {
+        bool pushed = s->asym ? hive__deque_push(self->deque[lane], job)
+                              : hive__deque_push_fenced(self->deque[lane], job);
+        if (likely(pushed)) {
+            /* the spawner's half of the handshake (see top): with asym,
+             * the release push and a signal fence, then nparked (acquire:
+             * a parker seen there is seen parked in wake_one); the
+             * parker's membarrier orders the pair. Else the seq_cst push is
+             * before this seq_cst load in the total order. */
+            atomic_signal_fence(memory_order_seq_cst);
+            if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire
+                                                          : memory_order_seq_cst) != 0)
+                wake_one(s, target);
+            return;
+        }
+    }
+    {
         hive__nodeq_t *nq = &s->nodes[target];
         if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
             /* the node's ring is full: hand it to one of its workers directly */
@@ -573,8 +636,8 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
             return;
         }
     }
-    /* the spawner's half of the handshake (see top): the seq_cst push is
-     * before this seq_cst read of nparked */
+    /* the spawner's half of the handshake (see top): the ring's seq_cst
+     * claim is before this seq_cst read of nparked */
     if (atomic_load_explicit(&s->nparked, memory_order_seq_cst) != 0)
         wake_one(s, target);
 }
@@ -625,6 +688,9 @@ int hive__sched_start(hive__sched_t *s, struct hive *h, const hive__topo_t *topo
     memset(s, 0, sizeof *s);
     s->h = h;
     s->pin = pin;
+    /* relaxed: a test's setting, made before hive_init */
+    s->asym = !atomic_load_explicit(&hive__sched_fenced_push, memory_order_relaxed) &&
+              membarrier_register();
     /* the workers, then their start-up jobs, in one block (free(s->w)) */
     size_t wbytes, jbytes, total;
     if (__builtin_mul_overflow((size_t)n, sizeof *s->w, &wbytes) ||

@@ -93,6 +93,8 @@ typedef struct hive__worker {
     unsigned            nlocal;               /* how many */
     _Atomic int64_t     pobjects;             /* private records it made less those it freed:
                                                  a share of the live-object count (store.c) */
+    _Atomic uint32_t    icredit;              /* inline-payload charges it took from the
+                                                 store's count in advance (store.c) */
     _Atomic unsigned    nretired;             /* pushed since its last flush (a hint) */
     HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
     _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */
@@ -121,6 +123,8 @@ typedef struct hive__sched {
     unsigned          nnodes;
     hive__nodeq_t    *nodes;
     bool              pin;
+    bool              asym;                   /* the wake handshake's fence is the parker's
+                                                 membarrier (sched.c); else the spawner's */
     /* Lanes that ever held a spawned job (bit per lane, set once, never
      * cleared): find_job skips the others, so the empty HIGH lane of a
      * program that never uses priorities costs no look at every deque. */
@@ -144,6 +148,10 @@ extern _Atomic uint64_t hive__idle_spin_ns;
 
 /* The worker the calling thread is, or NULL on a user thread. */
 extern __thread hive__worker_t *hive__self;
+
+/* Tests set it before hive_init to run the spawn handshake without
+ * membarrier (sched.c): seq_cst pushes, as on a kernel without it. */
+extern _Atomic bool hive__sched_fenced_push;
 
 /* The calling thread's worker if it belongs to s, else NULL. */
 static inline hive__worker_t *hive__self_in(const hive__sched_t *s)

@@ -140,7 +140,6 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
     o->kind = kind;
-    atomic_init(&o->run, HIVE__RUN_NONE);
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
@@ -245,10 +244,82 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
+/* ------------------------------------------------------------------ credit
+ * An inline payload counts one cell of the smallest class in the arena's
+ * `used`, the one engine-wide counter of the store's capacity. A task
+ * result written on a worker and freed by its spawner (a private record)
+ * would write that line twice a task, from both cores of a fork-join. So a
+ * worker takes ICREDIT_BATCH charges in advance with one RMW and spends
+ * them one by one with no shared write; its own frees of inline payloads
+ * refill the credit, and beyond 2 * ICREDIT_BATCH a batch goes back. The
+ * credit is its worker's alone (a relaxed load and store: the worker, or
+ * the spare standing in for it, is its one writer) and returns whole
+ * when the worker idles or stops (hive__store_flush_retired). What live
+ * payloads take is `used` less the credits (hive__store_used); the store
+ * refuses a payload at most ICREDIT_BATCH * 2 cells per busy worker early
+ * (8 KiB), and a worker near a full store charges one at a time. */
+#define ICREDIT_BATCH 64u
+
+static bool charge_inline(struct hive *h, size_t size, int *err)
+{
+    hive__worker_t *w = hive__self_in(&h->sched);
+    if (w == NULL)
+        return hive__arena_charge_elsewhere(&h->arena, size, err);
+    /* relaxed: the worker's own count (above) */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
+    if (likely(c != 0)) {
+        atomic_store_explicit(&w->icredit, c - 1, memory_order_relaxed);
+        return true;
+    }
+    if (hive__arena_charge_elsewhere_n(&h->arena, 1 + ICREDIT_BATCH)) {
+        atomic_store_explicit(&w->icredit, ICREDIT_BATCH, memory_order_relaxed);
+        return true;
+    }
+    return hive__arena_charge_elsewhere(&h->arena, size, err);   /* near full: exactly */
+}
+
+static void uncharge_inline(struct hive *h)
+{
+    hive__worker_t *w = hive__self_in(&h->sched);
+    if (w == NULL) {
+        hive__arena_uncharge_elsewhere(&h->arena);
+        return;
+    }
+    /* relaxed: the worker's own count */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed) + 1;
+    if (unlikely(c > 2 * ICREDIT_BATCH)) {
+        hive__arena_uncharge_elsewhere_n(&h->arena, ICREDIT_BATCH);
+        c -= ICREDIT_BATCH;
+    }
+    atomic_store_explicit(&w->icredit, c, memory_order_relaxed);
+}
+
+/* The worker w (the calling thread) gives its whole credit back. */
+static void return_credit(struct hive *h, hive__worker_t *w)
+{
+    /* relaxed: the worker's own count */
+    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
+    if (c != 0) {
+        hive__arena_uncharge_elsewhere_n(&h->arena, c);
+        atomic_store_explicit(&w->icredit, 0, memory_order_relaxed);
+    }
+}
+
+size_t hive__store_used(struct hive *h)
+{
+    /* relaxed: statistics; the credits are read after `used`, so a batch
+     * taken in between can make the difference negative for a moment */
+    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), held = 0;
+    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
+        held += (size_t)atomic_load_explicit(&h->sched.w[i].icredit, memory_order_relaxed) *
+                hive__arena_charge(1);
+    return used > held ? used - held : 0;
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
-        return hive__arena_charge_elsewhere(&h->arena, size, err) ? inl : NULL;
+        return charge_inline(h, size, err) ? inl : NULL;
     return hive__arena_alloc(&h->arena, size, node, err);
 }
 
@@ -277,7 +348,7 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
 void hive__payload_free(struct hive *h, hive__obj_t *o)
 {
     if (o->data == (void *)o->tail.inl)
-        hive__arena_uncharge_elsewhere(&h->arena);
+        uncharge_inline(h);
     else if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
     o->data = NULL;
@@ -526,6 +597,8 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
     flush_list(h, &w->retired);
+    if (w == hive__self)              /* the worker itself, idle or stopping */
+        return_credit(h, w);
 }
 
 static void flush_user_lists(struct hive *h)
@@ -671,35 +744,18 @@ static void wake_epoch(hive__store_t *s)
     }
 }
 
-bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
-{
-    hive__dep_t *head = atomic_load_explicit(&o->deps, memory_order_acquire);
-    do {
-        if (head == HIVE__DEPS_CLOSED)
-            return false;
-        dep->next = head;
-        /* release: dep's fields reach the finisher, which takes the list with
-         * an acquire exchange. Push-only plus take-all: no ABA. */
-    } while (!atomic_compare_exchange_weak_explicit(&o->deps, &head, dep, memory_order_release,
-                                                    memory_order_acquire));
-    return true;
-}
-
-/* Tell the waiting deps, once; later add_dep calls see CLOSED.
+/* Tell the waiting deps on the list d, once.
  *
  * A dep's ready() may finish another object (a task that cannot run fails
  * its result, whose deps are other tasks, ...): calling it directly would
  * recurse once per link of a dependency chain and overflow the stack on a
  * long one. So deps go on a per-thread worklist, and only the outermost
- * run_deps on a thread drains it: a chain of any length fails in a loop. */
+ * deliver on a thread drains it: a chain of any length fails in a loop. */
 static __thread hive__dep_t *deps_todo;
 static __thread bool deps_draining;
 
-static void run_deps(hive__obj_t *o, bool failed)
+static void deliver(hive__dep_t *d, bool failed)
 {
-    /* acq_rel: acquire the pushed deps; release so that a later add_dep that
-     * sees CLOSED also sees the final state */
-    hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
     while (d != NULL && d != HIVE__DEPS_CLOSED) {
         hive__dep_t *next = d->next;
         d->failed = failed;
@@ -708,7 +764,7 @@ static void run_deps(hive__obj_t *o, bool failed)
         d = next;
     }
     if (deps_draining)
-        return;                          /* an outer run_deps on this thread drains it */
+        return;                          /* an outer deliver on this thread drains it */
     deps_draining = true;
     while ((d = deps_todo) != NULL) {
         deps_todo = d->next;             /* taken before ready() may free d */
@@ -717,22 +773,146 @@ static void run_deps(hive__obj_t *o, bool failed)
     deps_draining = false;
 }
 
-/* Move PENDING -> to; false if the object was not pending. seq_cst exchange:
- * release for the payload, and the store half of both handshakes (WAITERS
- * bit here, epoch_waiters in wake_epoch). */
+/* The deps list and the finish meet in a store-load pair, so that a finish
+ * with no deps (nearly every one) writes no second word:
+ *
+ *   add_dep: push dep (seq_cst CAS)          finish: state final (seq_cst CAS)
+ *            read state (seq_cst)                    read deps (seq_cst)
+ *            finished: take the list (xchg)          non-empty: take the list (xchg)
+ *
+ * In the total order one of the reads comes after the other side's write:
+ * the finisher sees the dep, or the adder sees the object finished, or
+ * both - then both exchange the list for CLOSED, and each dep goes to the
+ * one exchange that took it. An adder that took its own dep back says so
+ * (false: not called, look at the state) and delivers the others it took,
+ * whose adders find their deps gone and answer true. */
+bool hive__obj_add_dep(hive__obj_t *o, hive__dep_t *dep)
+{
+    hive__dep_t *head = atomic_load_explicit(&o->deps, memory_order_acquire);
+    do {
+        if (head == HIVE__DEPS_CLOSED)
+            return false;
+        dep->next = head;
+        /* seq_cst: release, so dep's fields reach whoever takes the list
+         * with an acquire exchange (push-only plus take-all: no ABA), and
+         * the store half of the pair above */
+    } while (!atomic_compare_exchange_weak_explicit(&o->deps, &head, dep, memory_order_seq_cst,
+                                                    memory_order_acquire));
+    uint32_t st = atomic_load_explicit(&o->state, memory_order_seq_cst) & HIVE__STATE_MASK;
+    if (st == HIVE__PENDING)
+        return true;                     /* the finish will see it */
+    /* acq_rel: acquire the deps pushed (ours included); release: a later
+     * add_dep that sees CLOSED also sees the final state we saw */
+    hive__dep_t *d = atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel);
+    hive__dep_t *others = NULL;
+    bool mine = false;
+    while (d != NULL && d != HIVE__DEPS_CLOSED) {
+        hive__dep_t *next = d->next;
+        if (d == dep) {
+            mine = true;
+        } else {
+            d->next = others;
+            others = d;
+        }
+        d = next;
+    }
+    if (others != NULL)
+        deliver(others, st == HIVE__FAILED);
+    return !mine;
+}
+
+/* The finisher's half of the pair above (after its seq_cst CAS). */
+static void run_deps(hive__obj_t *o, bool failed)
+{
+    if (atomic_load_explicit(&o->deps, memory_order_seq_cst) == NULL)
+        return;                          /* no dep: an adder after us sees the state */
+    /* acq_rel: acquire the pushed deps; release so that a later add_dep that
+     * sees CLOSED also sees the final state */
+    deliver(atomic_exchange_explicit(&o->deps, HIVE__DEPS_CLOSED, memory_order_acq_rel), failed);
+}
+
+/* After a finish: wake whoever sleeps on the state word (the old value had
+ * the WAITERS bit), hive_wait sleepers, and the deps. */
+static void finished(struct hive *h, hive__obj_t *o, uint32_t old, uint32_t now)
+{
+    if (old & HIVE__WAITERS)
+        hive__futex_wake(&o->state, INT_MAX);
+    wake_epoch(&h->store);
+    run_deps(o, (now & HIVE__STATE_MASK) == HIVE__FAILED);
+}
+
+/* Move PENDING -> to, keeping the run bits; false if the object was not
+ * pending. seq_cst CAS: release for the payload, and the store half of the
+ * handshakes (WAITERS bit here, epoch_waiters in wake_epoch, the deps). */
 static bool finish(struct hive *h, hive__obj_t *o, uint32_t to)
 {
-    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
     do {
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return false;
-    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, to, memory_order_seq_cst,
+        now = to | (v & HIVE__RUN_MASK);
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
                                                     memory_order_relaxed));
-    if (v & HIVE__WAITERS)
-        hive__futex_wake(&o->state, INT_MAX);
-    wake_epoch(&h->store);
-    run_deps(o, (to & HIVE__STATE_MASK) == HIVE__FAILED);
+    finished(h, o, v, now);
     return true;
+}
+
+static inline uint32_t failed_word(int code)
+{
+    return HIVE__FAILED | ((uint32_t)-code << HIVE__CODE_SHIFT);
+}
+
+bool hive__obj_claim_run(hive__obj_t *o)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    do {
+        if (hive__run_of(v) != HIVE__RUN_QUEUED)
+            return false;
+        /* acq_rel: against hive_cancel's CAS on the same word (a waiter's
+         * WAITERS bit only makes us try again) */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v,
+                                                    (v & ~HIVE__RUN_MASK) |
+                                                    HIVE__RUN_RUNNING << HIVE__RUN_SHIFT,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    return true;
+}
+
+bool hive__obj_end_queued(struct hive *h, hive__obj_t *o, int code, uint32_t run_to)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
+    do {
+        if (hive__run_of(v) != HIVE__RUN_QUEUED)
+            return false;
+        now = (v & HIVE__STATE_MASK) == HIVE__PENDING ? failed_word(code)
+                                                      : v & ~(HIVE__RUN_MASK | HIVE__WAITERS);
+        now |= run_to << HIVE__RUN_SHIFT;
+        /* seq_cst: as finish (and against a claim's or another end's CAS) */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if ((v & HIVE__STATE_MASK) == HIVE__PENDING)
+        finished(h, o, v, now);
+    return true;
+}
+
+int hive__obj_finish_run(struct hive *h, hive__obj_t *o, int code)
+{
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
+    int c;
+    do {
+        c = hive__run_of(v) == HIVE__RUN_CANCEL_ASKED ? HIVE_ECANCELED : code;
+        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+            now = v & ~(HIVE__RUN_MASK | HIVE__WAITERS);   /* failed before (shutdown) */
+        else
+            now = c == HIVE_OK ? HIVE__SEALED : failed_word(c);
+        now |= HIVE__RUN_DONE << HIVE__RUN_SHIFT;
+        /* seq_cst: as finish; it also orders the result's fields before a
+         * hive_cancel that reads DONE, and decides against its CAS */
+    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+        return code;
+    finished(h, o, v, now);
+    return c;
 }
 
 int hive__obj_seal(struct hive *h, hive__obj_t *o)
@@ -941,7 +1121,7 @@ int hive_seal(hive_t *h, hive_ref_t ref)
     if (unlikely(o->kind != HIVE__BLOB))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is %s, not a blob",
                           (unsigned long long)ref.id, hive__kind_name(o->kind));
-    if (unlikely(atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_NONE))
+    if (unlikely(hive__obj_run(o) != HIVE__RUN_NONE))
         return hive__fail(HIVE_ESTATE, "hive_seal: object %llu is the result of a task or actor "
                           "call; only its task seals it", (unsigned long long)ref.id);
     return hive__obj_seal(h, o);
@@ -1142,7 +1322,7 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     hive__rcu_thread();
     flush_user_lists(h);
     out->capacity = h->arena.capacity;
-    out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    out->used = hive__store_used(h);
     out->resident = hive__arena_resident(&h->arena);
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);

@@ -52,9 +52,21 @@ static inline const char *hive__kind_name(unsigned kind)
     }
 }
 
-/* Task results only: where the producing task is (task.c). */
+/* Task results only: where the producing task is (task.c). It lives in
+ * the state word, bits HIVE__RUN_SHIFT.., beside the state it decides, so
+ * that a task's finish - RUNNING -> DONE, PENDING -> SEALED, or FAILED
+ * when a cancel asked - is one CAS, and a cancel of a queued task one too. */
 enum { HIVE__RUN_NONE = 0, HIVE__RUN_QUEUED, HIVE__RUN_RUNNING, HIVE__RUN_DONE, HIVE__RUN_CANCELLED,
        HIVE__RUN_CANCEL_ASKED };     /* running, and hive_cancel asked it to stop */
+enum { HIVE__RUN_SHIFT = 4, HIVE__RUN_MASK = 7u << HIVE__RUN_SHIFT };
+_Static_assert(HIVE__RUN_CANCEL_ASKED <= 7 && HIVE__RUN_SHIFT + 3 <= HIVE__CODE_SHIFT &&
+               (HIVE__RUN_MASK & (HIVE__STATE_MASK | HIVE__WAITERS)) == 0,
+               "the run bits sit between the waiters bit and the failure code");
+
+static inline uint32_t hive__run_of(uint32_t state_word)
+{
+    return (state_word & HIVE__RUN_MASK) >> HIVE__RUN_SHIFT;
+}
 
 /* Someone waiting for an object to finish (a task's pending argument). The
  * store calls ready(dep, failed) once, from whichever thread seals or fails
@@ -113,8 +125,9 @@ typedef struct hive__obj {
             struct hive__actor *actor;
         } actor;
     } u;
-    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS | -code << 8 */
-    _Atomic uint32_t  run;           /* HIVE__RUN_*: the task behind a result */
+    _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS |
+                                        HIVE__RUN_* << 4 (a result's task) | -code << 8 */
+    uint32_t          spare;         /* free */
     uint8_t           kind;
     _Atomic uint16_t  owner;         /* a private record's owner: its worker's index + 1; else 0 */
     _Atomic uint32_t  hkey;          /* the table's: findable key, or free-stack link */
@@ -233,7 +246,13 @@ void hive__store_drain(struct hive *h);
  * hive_store_stats, a full store and the engine's close take every list, so
  * a record never waits on a list past any of those. */
 #define HIVE__RETIRE_BATCH 64
+/* Called by w itself (idle, stopping), it also gives back the inline-payload
+ * charges it holds in advance (store.c, "credit"). */
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
+
+/* Bytes live payloads take: the arena's `used` less the charges workers
+ * hold in advance (a moment's view). */
+size_t hive__store_used(struct hive *h);
 
 /* A new record with one count, kind and payload of size bytes allocated on
  * node (data may be NULL: no payload yet), state PENDING, not yet visible. */
@@ -304,6 +323,32 @@ static inline uint32_t hive__obj_state(const hive__obj_t *o)
      * acquire), so the payload and fail_code written before are visible */
     return atomic_load_explicit(&o->state, memory_order_acquire) & HIVE__STATE_MASK;
 }
+
+/* Where the task behind a result is (HIVE__RUN_NONE: no task's result). */
+static inline uint32_t hive__obj_run(const hive__obj_t *o)
+{
+    /* acquire: as hive__obj_state */
+    return hive__run_of(atomic_load_explicit(&o->state, memory_order_acquire));
+}
+
+/* A result's task, before anyone can find the record: PENDING with run
+ * (relaxed: the publish's release carries it). */
+static inline void hive__obj_init_run(hive__obj_t *o, uint32_t run)
+{
+    atomic_store_explicit(&o->state, HIVE__PENDING | run << HIVE__RUN_SHIFT, memory_order_relaxed);
+}
+
+/* A result's task changes (task.c). claim: QUEUED -> RUNNING, false if it
+ * was not queued (a cancel got there first). end_queued: a task that will
+ * not run - QUEUED -> run_to, and the result FAILED with code if pending;
+ * false if it was not queued. finish_run: the task ran - run DONE and the
+ * result SEALED, or FAILED with code, or with HIVE_ECANCELED if a cancel
+ * asked meanwhile; one CAS, then the seal's wake-ups. Returns the code the
+ * result finished with (HIVE_OK: sealed), or code as given if the result
+ * had been failed before (the shutdown sweep). */
+bool hive__obj_claim_run(hive__obj_t *o);
+bool hive__obj_end_queued(struct hive *h, hive__obj_t *o, int code, uint32_t run_to);
+int  hive__obj_finish_run(struct hive *h, hive__obj_t *o, int code);
 
 /* The code a FAILED object failed with. The code travels in the state word
  * itself, so the one finisher that wins the PENDING -> FAILED exchange also

@@ -86,20 +86,14 @@ void hive__task_cleanup(hive__task_t *t)
 /* QUEUED -> RUNNING on a task's result; false if a cancel got there first. */
 static inline bool task_claim_result(hive__obj_t *r)
 {
-    uint32_t queued = HIVE__RUN_QUEUED;
-    /* acq_rel: against hive_cancel's CAS on the same word */
-    return atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_RUNNING,
-                                                   memory_order_acq_rel, memory_order_relaxed);
+    return hive__obj_claim_run(r);
 }
 
 /* End a task that will not run: fail its result with code (unless a cancel
- * already did), then clean up. */
+ * already did: one CAS on the state word decides), then clean up. */
 static void complete_without_running(hive__task_t *t, int code)
 {
-    uint32_t queued = HIVE__RUN_QUEUED;
-    if (atomic_compare_exchange_strong_explicit(&t->result->run, &queued, HIVE__RUN_DONE,
-                                                memory_order_acq_rel, memory_order_relaxed))
-        hive__obj_fail(t->h, t->result, code);
+    hive__obj_end_queued(t->h, t->result, code, HIVE__RUN_DONE);
     cleanup(t);
 }
 
@@ -213,8 +207,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
              * already (sealed, or a created/put object); a task result still
              * being written has neither size nor place yet. The acquire loads
              * order our reads after the writer's publication. */
-            if ((hive__obj_state(o) == HIVE__SEALED ||
-                 atomic_load_explicit(&o->run, memory_order_acquire) == HIVE__RUN_NONE) &&
+            if ((hive__obj_state(o) == HIVE__SEALED || hive__obj_run(o) == HIVE__RUN_NONE) &&
                 o->size >= biggest && hive__obj_in_arena(o)) {
                 biggest = o->size;
                 t->node = (int)hive__arena_node_of(&h->arena, o->data);
@@ -234,7 +227,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             undo_args(h, t, nargs);
             return rc;
         }
-        atomic_store_explicit(&t->result->run, HIVE__RUN_QUEUED, memory_order_relaxed);
+        hive__obj_init_run(t->result, HIVE__RUN_QUEUED);
         atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
         hive__obj_publish(h, t->result);
     }
@@ -295,11 +288,7 @@ static inline bool small_fits(const hive_arg_t *args, size_t nargs, const hive_o
  * drop the task's count. */
 static void small_unrun(struct hive *h, hive__obj_t *r, int code)
 {
-    uint32_t queued = HIVE__RUN_QUEUED;
-    /* acq_rel: against hive_cancel's CAS on the same word */
-    if (atomic_compare_exchange_strong_explicit(&r->run, &queued, HIVE__RUN_DONE,
-                                                memory_order_acq_rel, memory_order_relaxed))
-        hive__obj_fail(h, r, code);
+    hive__obj_end_queued(h, r, code, HIVE__RUN_DONE);   /* one CAS against hive_cancel's */
     hive__obj_release(h, r);
 }
 
@@ -331,7 +320,7 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     q->meta = meta;
     /* relaxed, both: nobody can find the record yet; publish's release
      * carries them with the rest */
-    atomic_store_explicit(&r->run, HIVE__RUN_QUEUED, memory_order_relaxed);
+    hive__obj_init_run(r, HIVE__RUN_QUEUED);
     atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
     /* release (publish, then the spawn's queue): the body above reaches the
      * worker that takes the job; the record's fields anyone who finds it */
@@ -417,22 +406,16 @@ static void drop_result(struct hive *h, hive__obj_t *r)
 
 /* Seal or fail the result r of a task that ran. A cancel that reached the
  * running task decides its outcome, whatever the function returned (as
- * Ray's TaskCancelledError): HIVE_ECANCELED. The exchange and hive_cancel's
- * CAS on the same word order the two: a cancel either lands before (and
- * the result fails) or finds RUN_DONE (and says the task has finished). */
+ * Ray's TaskCancelledError): HIVE_ECANCELED. One CAS on the state word
+ * moves the run to DONE and seals or fails the result, so it and
+ * hive_cancel's CAS order the two: a cancel either lands before (and the
+ * result fails) or finds RUN_DONE (and says the task has finished). */
 static void finish_result(struct hive *h, hive__obj_t *r, int code)
 {
-    /* acq_rel: release publishes the result's fields to a hive_cancel that
-     * reads DONE; acquire pairs with its CAS */
-    if (atomic_exchange_explicit(&r->run, HIVE__RUN_DONE, memory_order_acq_rel) ==
-        HIVE__RUN_CANCEL_ASKED)
-        code = HIVE_ECANCELED;
-    if (code != HIVE_OK) {
-        drop_result(h, r);            /* a result written before failing is dropped */
-        hive__obj_fail(h, r, code);
-    } else {
-        hive__obj_seal(h, r);
-    }
+    if (hive__obj_finish_run(h, r, code) != HIVE_OK)
+        drop_result(h, r);            /* a result written before failing is dropped: the
+                                         task still holds its count, and a failed
+                                         result's payload is read by nobody */
 }
 
 /* Run a claimed task's function in ctx (its result RUNNING), again after
@@ -540,22 +523,25 @@ int hive_cancel(hive_t *h, hive_ref_t ref)
     hive__obj_t *o = hive__obj_find(h, ref, "hive_cancel");
     if (o == NULL)
         return HIVE_ENOENT;
-    uint32_t st = atomic_load_explicit(&o->run, memory_order_acquire);
+    uint32_t v = atomic_load_explicit(&o->state, memory_order_acquire), st;
     for (;;) {
-        switch (st) {
+        switch (st = hive__run_of(v)) {
         case HIVE__RUN_NONE:
             return hive__fail(HIVE_ESTATE, "hive_cancel: object %llu is not a task's result",
                               (unsigned long long)ref.id);
         case HIVE__RUN_QUEUED:
-            if (atomic_compare_exchange_weak_explicit(&o->run, &st, HIVE__RUN_CANCELLED,
-                                                      memory_order_acq_rel, memory_order_acquire)) {
-                hive__obj_fail(h, o, HIVE_ECANCELED);
+            /* QUEUED -> CANCELLED and the result failed, in one CAS (false:
+             * a claim or an end got there first; look again) */
+            if (hive__obj_end_queued(h, o, HIVE_ECANCELED, HIVE__RUN_CANCELLED))
                 return HIVE_OK;
-            }
+            v = atomic_load_explicit(&o->state, memory_order_acquire);
             continue;
         case HIVE__RUN_RUNNING:
-            /* acq_rel: against the exchange in hive__task_finish */
-            if (atomic_compare_exchange_weak_explicit(&o->run, &st, HIVE__RUN_CANCEL_ASKED,
+            /* acq_rel: against the CAS in hive__obj_finish_run; a waiter's
+             * WAITERS bit only makes us try again */
+            if (atomic_compare_exchange_weak_explicit(&o->state, &v,
+                                                      (v & ~HIVE__RUN_MASK) |
+                                                      HIVE__RUN_CANCEL_ASKED << HIVE__RUN_SHIFT,
                                                       memory_order_acq_rel, memory_order_acquire))
                 return HIVE_OK;
             continue;
@@ -661,5 +647,6 @@ int hive_cancelled(hive_ctx_t *ctx)
     /* relaxed: a flag the task polls; the outcome is decided in
      * hive__task_finish by the exchange on the same word */
     return ctx && ctx->result &&
-           atomic_load_explicit(&ctx->result->run, memory_order_relaxed) == HIVE__RUN_CANCEL_ASKED;
+           hive__run_of(atomic_load_explicit(&ctx->result->state, memory_order_relaxed)) ==
+               HIVE__RUN_CANCEL_ASKED;
 }

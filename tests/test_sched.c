@@ -4,7 +4,9 @@
 #include "hive_impl.h"
 #include "sched.h"
 
+#include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct tjob {
     hive__job_t job;
@@ -204,6 +206,106 @@ static void test_lone_job_is_stolen_from_a_blocked_owner(void **state)
     assert_int_equal(atomic_load(&dropped), 0);
 }
 
+/* A worker that spawns onto its own deque and then blocks without helping
+ * must wake a parked worker to run the job (sched.c: the spawn handshake,
+ * whose fence is the parker's membarrier, or a seq_cst push without it).
+ * Worker 0 spawns one job per round and waits for it; worker 1, idle,
+ * spins a microsecond and parks, and the rounds start at varying moments
+ * of its way to sleep. A lost wake-up leaves the job queued while the
+ * other worker sleeps: seen parked in the same park a second apart, the
+ * owner runs the job itself and the round counts as lost. */
+#define RACE_ROUNDS 3000
+typedef struct race_owner {
+    hive__job_t job, child;
+    _Atomic int child_ran, done, lost, saw_parked;
+    unsigned    delay;
+} race_owner_t;
+
+static void race_child_fn(hive__job_t *job, hive__worker_t *w)
+{
+    (void)w;
+    race_owner_t *o = HIVE_CONTAINER_OF(job, race_owner_t, child);
+    atomic_store(&o->child_ran, 1);
+}
+
+static void race_owner_fn(hive__job_t *job, hive__worker_t *w)
+{
+    race_owner_t *o = HIVE_CONTAINER_OF(job, race_owner_t, job);
+    if (w == NULL) {
+        atomic_store(&o->done, 1);
+        return;
+    }
+    for (volatile unsigned i = 0; i < o->delay; i++)
+        ;
+    if (atomic_load(&w->sched->nparked) != 0)
+        atomic_fetch_add(&o->saw_parked, 1);
+    hive__sched_spawn(w->sched, &o->child, hive__prio_lane(HIVE_PRIO_NORMAL), -1);
+    /* A second without the job run: lost, if the other worker sat parked
+     * (parked set, the same park) for another second meanwhile; a worker
+     * that is merely slow to get a core (a loaded machine) is waited for */
+    hive__worker_t *other = &w->sched->w[1 - w->index];
+    uint64_t look = test_now_ns() + 1000000000u, parks = 0;
+    bool parked_seen = false;
+    while (!atomic_load(&o->child_ran) && !atomic_load(&w->sched->stopping)) {
+        if (test_now_ns() < look)
+            continue;
+        bool parked = atomic_load(&other->parked) != 0;
+        uint64_t p = atomic_load(&other->parks);
+        if (parked && parked_seen && p == parks) {
+            atomic_fetch_add(&o->lost, 1);
+            while (!atomic_load(&o->child_ran) && hive__sched_help(w, NULL, NULL))
+                ;                        /* run it here, to go on counting */
+            break;
+        }
+        parked_seen = parked;
+        parks = p;
+        look = test_now_ns() + 1000000000u;
+    }
+    atomic_store(&o->done, 1);
+}
+
+static void spawn_wakes_parked(bool fenced)
+{
+    atomic_store(&hive__sched_fenced_push, fenced);
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, 1000);
+    hive_t *h = start(2);
+    assert_int_equal(h->sched.asym, !fenced);   /* this kernel has membarrier */
+    static race_owner_t o;
+    int lost = 0, parked = 0;
+    for (unsigned r = 0; r < RACE_ROUNDS; r++) {
+        o = (race_owner_t){ .job.fn = race_owner_fn, .child.fn = race_child_fn,
+                            .delay = (r * 37) % 400 };
+        hive__sched_post(&h->sched, 0, &o.job);
+        uint64_t deadline = test_now_ns() + 10000000000u;
+        while (!atomic_load(&o.done)) {
+            if (test_now_ns() > deadline)
+                fail_msg("round %u: the owner job did not finish in 10 s", r);
+            sched_yield();
+        }
+        lost += atomic_load(&o.lost);
+        parked += atomic_load(&o.saw_parked);
+        if (r % 3 != 0)
+            usleep(r % 61);              /* let worker 1 get to different points of parking */
+    }
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+    atomic_store(&hive__sched_fenced_push, false);
+    if (lost != 0)
+        fail_msg("%s: %d of %d spawned jobs waited on a worker that slept through them (lost wake-ups)",
+                 fenced ? "seq_cst push" : "membarrier", lost, RACE_ROUNDS);
+    if (parked == 0)
+        fail_msg("%s: no spawn found a parked worker in %d rounds: the test tested nothing",
+                 fenced ? "seq_cst push" : "membarrier", RACE_ROUNDS);
+}
+
+static void test_spawn_wakes_a_parked_worker(void **state)
+{
+    (void)state;
+    spawn_wakes_parked(false);
+    spawn_wakes_parked(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_shutdown_drops_queued_jobs),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
         cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
+        cmocka_unit_test(test_spawn_wakes_a_parked_worker),
     };
     return cmocka_run_group_tests_name("sched", tests, NULL, NULL);
 }

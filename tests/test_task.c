@@ -1083,6 +1083,74 @@ static int submit_released(hive_ctx_t *ctx)
     return rc == HIVE_ENOENT && r.id == 777 ? 0 : 1;
 }
 
+/* Returns its argument, 8 bytes (1 if the return is refused). */
+static int ret8_task(hive_ctx_t *ctx)
+{
+    return hive_return(ctx, hive_arg(ctx, 0, NULL), 8) == HIVE_OK ? 0 : 1;
+}
+
+/* Forks ret8_task children on its own worker (private results, charged
+ * from the worker's credit) and sums what they return. */
+static int fork_ret8_task(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    enum { KIDS = 300 };               /* more than two credit batches */
+    hive_ref_t r[KIDS];
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < KIDS; i++)
+        if (hive_submit(h, ret8_task, &HIVE_VAL(i), 1, NULL, &r[i]) != HIVE_OK)
+            return 1;
+    for (int i = 0; i < KIDS; i++) {
+        const void *p;
+        if (hive_get(h, r[i], HIVE_FOREVER, &p, NULL) == HIVE_OK)
+            sum += *(const uint64_t *)p;
+        hive_release(h, r[i]);
+    }
+    return hive_return(ctx, &sum, sizeof sum) == HIVE_OK ? 0 : 1;
+}
+
+/* Inline results on workers are charged from a per-worker credit taken in
+ * batches (store.c): near a full store a worker still gets the last cells
+ * one at a time, a result past the capacity is refused, and the store's
+ * used counts what live payloads take, never the credit. */
+static void test_inline_results_near_full(void **state)
+{
+    (void)state;
+    hive_t *h = engine(1 * MiB, 1, NULL);
+    hive_ref_t r, big, kids[5];
+    const void *p;
+    /* a fork-join whose children's results come from the credit */
+    assert_int_equal(hive_submit(h, fork_ret8_task, NULL, 0, NULL, &r), HIVE_OK);
+    get_ok(h, r, &p, NULL);
+    assert_int_equal(*(const uint64_t *)p, 300 * 299 / 2);
+    hive_release(h, r);
+    expect_empty_store(h);             /* no credit counted as used */
+    /* the worker gives its credit back when it runs out of work */
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].icredit) == 0, DEADLINE_MS);
+    /* leave four cells free: a large object takes its size + a 64-byte header */
+    void *d;
+    assert_int_equal(hive_create(h, 1 * MiB - 5 * 64, &d, &big), HIVE_OK);
+    hive_store_stats_t st;
+    hive_store_stats(h, &st);
+    assert_int_equal(st.used, 1 * MiB - 4 * 64);
+    for (uint64_t i = 0; i < 5; i++)
+        assert_int_equal(hive_submit(h, ret8_task, &HIVE_VAL(i), 1, NULL, &kids[i]), HIVE_OK);
+    for (int i = 0; i < 4; i++) {      /* no batch fits: each takes its one cell */
+        size_t n;
+        get_ok(h, kids[i], &p, &n);
+        assert_int_equal(n, 8);
+        assert_int_equal(*(const uint64_t *)p, (uint64_t)i);
+    }
+    ASSERT_FAILS_WITH(hive_get(h, kids[4], HIVE_FOREVER, &p, NULL), HIVE_ETASK, "failed");
+    hive_store_stats(h, &st);
+    assert_int_equal(st.used, 1 * MiB);
+    for (int i = 0; i < 5; i++)
+        hive_release(h, kids[i]);
+    hive_release(h, big);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 static void test_submit_bad_input(void **state)
 {
     (void)state;
@@ -1949,6 +2017,7 @@ int main(void)
         cmocka_unit_test(test_shutdown_with_queued_work),
         cmocka_unit_test(test_shutdown_nested_wait_runs_nothing_queued),
         cmocka_unit_test(test_submit_bad_input),
+        cmocka_unit_test(test_inline_results_near_full),
         cmocka_unit_test(test_numa_args_pull_tasks),
         cmocka_unit_test(test_numa_steal_same_node_first),
     };

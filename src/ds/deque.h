@@ -13,9 +13,22 @@
  * Capacity is fixed: a push onto a full deque is refused and the caller puts
  * the task elsewhere (its node's shared ring). Where the paper uses relaxed
  * accesses plus seq_cst fences, this uses seq_cst accesses on top and bottom
- * (the same store-load ordering through the single total order; on x86 an
- * xchg instead of mov + mfence), and release/acquire on the slots. Both
- * choices also keep ThreadSanitizer, which does not model fences, exact.
+ * in take and steal (the same store-load ordering through the single total
+ * order; on x86 an xchg instead of mov + mfence), and release/acquire on the
+ * slots. Both choices also keep ThreadSanitizer, which does not model
+ * fences, exact.
+ *
+ * Push needs no store-load order, only release: the paper's push is a
+ * release fence and a relaxed store of bottom. A thief that reads the new
+ * bottom (acquire, in its seq_cst load) sees the slot written before it;
+ * a thief that reads the old bottom sees one job fewer and tries again
+ * later; the owner's own take is ordered after the push by program order.
+ * The full fence of Chase-Lev lives where two sides race for one element:
+ * take's store of bottom before its load of top, against a steal's load of
+ * top before bottom. So push is a plain store on x86 (no xchg): the one
+ * fence a fork-join child costs is its take. A caller that needs the push
+ * ordered before a later load of its own (sched.c's wake handshake without
+ * membarrier) uses hive__deque_push_fenced.
  */
 #ifndef HIVE_DS_DEQUE_H
 #define HIVE_DS_DEQUE_H
@@ -44,8 +57,7 @@ static inline void hive__deque_init(hive__deque_t *d)
     atomic_init(&d->bottom, 0);
 }
 
-/* Owner only. False if full. */
-static inline bool hive__deque_push(hive__deque_t *d, void *x)
+static inline bool hive__deque_push_mo(hive__deque_t *d, void *x, memory_order mo)
 {
     int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
     /* acquire: a slot freed by a steal is not overwritten before the thief read it */
@@ -53,10 +65,22 @@ static inline bool hive__deque_push(hive__deque_t *d, void *x)
     if (b - t >= HIVE_DEQUE_CAP)
         return false;
     atomic_store_explicit(&d->slot[b & (HIVE_DEQUE_CAP - 1)], x, memory_order_release);
-    /* seq_cst: publishes the slot to thieves (release) and is the store half
-     * of the "push, then check for parked workers" handshake in sched.c */
-    atomic_store_explicit(&d->bottom, b + 1, memory_order_seq_cst);
+    /* release at least: publishes the slot to thieves (see the top) */
+    atomic_store_explicit(&d->bottom, b + 1, mo);
     return true;
+}
+
+/* Owner only. False if full. */
+static inline bool hive__deque_push(hive__deque_t *d, void *x)
+{
+    return hive__deque_push_mo(d, x, memory_order_release);
+}
+
+/* As hive__deque_push, with bottom's store seq_cst: it comes before the
+ * caller's next seq_cst load in the single total order. */
+static inline bool hive__deque_push_fenced(hive__deque_t *d, void *x)
+{
+    return hive__deque_push_mo(d, x, memory_order_seq_cst);
 }
 
 /* Owner only. NULL if empty. */

@@ -47,7 +47,7 @@ int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
      * seal (a task taking it as an argument does not read it before), the
      * user cannot seal it, hive_cancel refuses it. relaxed: the publish
      * below releases it */
-    atomic_store_explicit(&o->run, HIVE__RUN_DONE, memory_order_relaxed);
+    hive__obj_init_run(o, HIVE__RUN_DONE);
     hive__obj_publish(w->h, o);
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the request's count;
                                                     relaxed: nobody else knows o yet */
@@ -197,7 +197,7 @@ static void remote_wait(void *ctx, hive__obj_t *o, uint64_t deadline)
 {
     world_t *w = ctx;
     /* acquire: pairs with the placeholder's publish */
-    if (atomic_load_explicit(&o->run, memory_order_acquire) != HIVE__RUN_DONE)
+    if (hive__obj_run(o) != HIVE__RUN_DONE)
         return;                          /* a local task's result: nothing to receive */
     uint64_t now = hive__now_ns();
     if (now >= deadline)
