@@ -146,11 +146,15 @@ static inline _Atomic uintptr_t *handoff_slot(hive__worker_t *w)
 }
 
 /* Mark the node's hand-off slot as w's if nobody holds it; true if w holds
- * it now. relaxed: the mark publishes nothing (the job a spawner stores in
- * its place is published by that CAS's release); the load first keeps a
- * slot held by another spinner shared, not written. */
+ * it now. Not while w still has a handed job to run: holding implies
+ * w->handed is empty, so a take never overwrites one (it would be lost).
+ * relaxed: the mark publishes nothing (the job a spawner stores in its
+ * place is published by that CAS's release); the load first keeps a slot
+ * held by another spinner shared, not written. */
 static bool handoff_open(hive__worker_t *w)
 {
+    if (w->handed != NULL)
+        return false;
     _Atomic uintptr_t *slot = handoff_slot(w);
     uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
     w->held = v == 0 && atomic_compare_exchange_strong_explicit(slot, &v, HANDOFF_MARK(w->index),
@@ -255,7 +259,7 @@ static hive__job_t *find_queued(hive__worker_t *w);
 
 static hive__job_t *find_job(hive__worker_t *w)
 {
-    if (w->held)
+    if (w->held)                         /* (then w->handed is empty: handoff_open) */
         handoff_take(w);
     if (unlikely(w->handed != NULL)) {   /* taken from the hand-off slot */
         hive__job_t *job = w->handed;

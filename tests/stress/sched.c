@@ -218,6 +218,18 @@ static int ho_task(hive_ctx_t *ctx)
     return 0;
 }
 
+/* An asynchronous task in place of a job: a task takes the slot before its
+ * seal (hive__sched_about_idle) while a job may wait in w->handed. */
+static _Atomic long ho_ran;
+
+static int ho_id_task(hive_ctx_t *ctx)
+{
+    uint32_t id = *(const uint32_t *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&ho_seen[id], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ho_ran, 1, memory_order_relaxed);
+    return 0;
+}
+
 typedef struct ho_client {
     hive_t  *h;
     uint32_t first, count;
@@ -240,7 +252,13 @@ static void *ho_loop(void *arg)
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ c->first;
     for (uint32_t i = 0; i < c->count; i++) {
         rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-        ho_spawn(c->h, c->first + i, false);
+        if (rng & 0x10000) {
+            uint32_t id = c->first + i;
+            hive_ref_t r;
+            assert_int_equal(hive_submit(c->h, ho_id_task, &HIVE_VAL(id), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_release(c->h, r), HIVE_OK);
+        } else
+            ho_spawn(c->h, c->first + i, false);
         if ((rng & 7) == 0) {         /* a synchronous task: the seal-time take */
             hive_ref_t r;
             const void *d;
@@ -265,6 +283,7 @@ static void test_handoff(void **state)
     assert_non_null(ho_seen);
     atomic_store(&ho_dropped, 0);
     atomic_store(&ho_sync, 0);
+    atomic_store(&ho_ran, 0);
     hive_config_t cfg = { .workers = 2, .no_pin = 1 };
     hive_t *h;
     assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
@@ -279,6 +298,12 @@ static void test_handoff(void **state)
         pthread_join(th[i], NULL);
         syncs += cs[i].syncs;
     }
+    /* every client's task and job has run before the burst (a task
+     * queued at the shutdown would fail, not count) */
+    WAIT_UNTIL(({ bool all = true;
+                  for (uint32_t i = 0; all && i < per * HO_CLIENTS; i++)
+                      all = atomic_load_explicit(&ho_seen[i], memory_order_relaxed) != 0;
+                  all; }), 60000);
     /* slow jobs, then the shutdown at once: some are still queued or in
      * the slot, and are dropped instead */
     for (uint32_t i = 0; i < burst; i++)
@@ -287,8 +312,9 @@ static void test_handoff(void **state)
     for (unsigned i = 0; i < h->sched.n; i++)
         handoffs += atomic_load(&h->sched.w[i].handoffs);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
-    printf("hand-off stress: %u jobs (%ld dropped at shutdown), %ld sync tasks, %llu handed off\n",
-           total, atomic_load(&ho_dropped), syncs, (unsigned long long)handoffs);
+    printf("hand-off stress: %u jobs and tasks (%ld tasks, %ld dropped at shutdown), %ld sync "
+           "tasks, %llu handed off\n", total, atomic_load(&ho_ran), atomic_load(&ho_dropped), syncs,
+           (unsigned long long)handoffs);
     assert_true(handoffs > 0);
     assert_int_equal(atomic_load(&ho_sync), syncs);
     for (uint32_t i = 0; i < total; i++)
