@@ -200,11 +200,20 @@ void hive__sched_about_idle(hive__worker_t *w)
 {
     if (w->held || w->depth != 0)
         return;
-    /* its own deques only (thieves move top: a stale view at worst holds
-     * the slot while a job of its own is left, which it then runs after a
-     * handed one, or lets go of the slot early) */
+    /* Work it will find next (its inbox, its deques, its node's rings):
+     * taking the slot now would only give it up again at once, two writes
+     * of the slot's line per job in a stream of submits. A hint: a stale
+     * view at worst takes the slot and gives it up at its next job, or
+     * leaves it to its next idle spell. relaxed loads (the lanes: see
+     * find_queued). */
+    hive__sched_t *s = w->sched;
+    if (!hive__mpsc_empty(&w->inbox))
+        return;
+    unsigned used = atomic_load_explicit(&s->lanes_used, memory_order_relaxed);
+    hive__nodeq_t *nq = &s->nodes[w->slot->node];
     for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
-        if (hive__deque_nonempty(w->deque[lane]))
+        if ((used & (1u << lane)) &&
+            (hive__deque_nonempty(w->deque[lane]) || hive__ring_nonempty(&nq->ring[lane])))
             return;
     handoff_open(w);
 }
@@ -883,18 +892,15 @@ void hive__sched_stop(hive__sched_t *s)
                 job->fn(job, NULL);
         }
     }
-    for (unsigned node = 0; node < s->nnodes; node++) {
-        /* a job stored in the slot of a spinner that saw the stop first
-         * (nobody else writes the slot now: relaxed, after the joins) */
-        uintptr_t v = atomic_exchange_explicit(&s->nodes[node].handoff, 0, memory_order_relaxed);
-        if (v != 0 && !(v & 1))
-            ((hive__job_t *)v)->fn((hive__job_t *)v, NULL);
+    /* The hand-off slots are empty: a worker that stops gives up the slot
+     * it holds (run_jobs), taking any job stored there into w->handed,
+     * dropped above; a spawn after that finds 0 and uses the ring. */
+    for (unsigned node = 0; node < s->nnodes; node++)
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
             hive__job_t *job;
             while ((job = hive__ring_take(&s->nodes[node].ring[lane])) != NULL)
                 job->fn(job, NULL);
         }
-    }
     free_tables(s, s->n);
     s->n = 0;
 }
