@@ -41,6 +41,21 @@
  * a parked worker. A parker's membarrier is one system call beside the
  * futex wait it is about to make. Where the kernel offers no such command
  * (s->asym false), the push is seq_cst as before.
+ *
+ * Hand-off (a job for a node's ring while one of its workers spins idle):
+ * the spinner marks the node's hand-off slot as its own (a CAS from 0, a
+ * mark only it removes) and reads that one word at every look; a spawner
+ * that finds the mark replaces it with the job (CAS) and is done - no
+ * ring, no wake: the slot's owner is committed to look until it removes
+ * its mark, and it removes it with a CAS that fails when a job is there,
+ * which it then takes. So a job handed off is never lost or run twice, and
+ * the spawn that hands it needs no handshake with nparked. Why: a job put
+ * on the ring crosses cores as three lines (the put index, the slot, the
+ * take index that other idle workers read too); a hand-off is one line
+ * that only the spawner and one spinner touch (a synchronous task from a
+ * user thread, issue 10). The other idle workers never see the slot, so
+ * they find no work and park, instead of spinning beside the submitter on
+ * a small machine.
  */
 #include "sched.h"
 #include "hive_impl.h"
@@ -163,6 +178,87 @@ static bool may_steal(hive__worker_t *w, const hive__deque_t *d, int64_t t, int6
     return now - w->lone_since >= LONE_GRACE_NS;
 }
 
+/* The hand-off slot's mark of worker index (odd: a job pointer is even). */
+#define HANDOFF_MARK(index) (((uintptr_t)(index) << 1) | 1u)
+
+static inline _Atomic uintptr_t *handoff_slot(hive__worker_t *w)
+{
+    return &w->sched->nodes[w->slot->node].handoff;
+}
+
+/* Mark the node's hand-off slot as w's if nobody holds it; true if w holds
+ * it now. Not while w still has a handed job to run: holding implies
+ * w->handed is empty, so a take never overwrites one (it would be lost).
+ * relaxed: the mark publishes nothing (the job a spawner stores in its
+ * place is published by that CAS's release); the load first keeps a slot
+ * held by another spinner shared, not written. */
+static bool handoff_open(hive__worker_t *w)
+{
+    if (w->handed != NULL)
+        return false;
+    _Atomic uintptr_t *slot = handoff_slot(w);
+    uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
+    w->held = v == 0 && atomic_compare_exchange_strong_explicit(slot, &v, HANDOFF_MARK(w->index),
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed);
+    return w->held;
+}
+
+/* w holds the slot: take a job stored there into w->handed, giving the
+ * slot up; true if there was one. Only w removes its mark, and a spawner
+ * only replaces the mark: the slot holds w's mark or a job for w.
+ * acquire: pairs with the spawner's release CAS (the job's body). The
+ * store of 0 publishes nothing (relaxed): any worker may mark it again. */
+static bool handoff_take(hive__worker_t *w)
+{
+    _Atomic uintptr_t *slot = handoff_slot(w);
+    uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
+    if (likely(v == HANDOFF_MARK(w->index)))
+        return false;
+    atomic_store_explicit(slot, 0, memory_order_relaxed);
+    w->handed = (hive__job_t *)v;
+    w->held = false;
+    return true;
+}
+
+/* w holds the slot: give it up. The CAS fails only if a job was stored
+ * there: then w takes it into w->handed (acquire on failure: the job's
+ * body, as in handoff_take; C11 wants the success order at least as
+ * strong, and a locked cmpxchg costs the same either way). */
+static void handoff_close(hive__worker_t *w)
+{
+    _Atomic uintptr_t *slot = handoff_slot(w);
+    uintptr_t v = HANDOFF_MARK(w->index);
+    if (!atomic_compare_exchange_strong_explicit(slot, &v, 0, memory_order_acquire,
+                                                 memory_order_acquire)) {
+        atomic_store_explicit(slot, 0, memory_order_relaxed);
+        w->handed = (hive__job_t *)v;
+    }
+    w->held = false;
+}
+
+void hive__sched_about_idle(hive__worker_t *w)
+{
+    if (w->held || w->depth != 0)
+        return;
+    /* Work it will find next (its inbox, its deques, its node's rings):
+     * taking the slot now would only give it up again at once, two writes
+     * of the slot's line per job in a stream of submits. A hint: a stale
+     * view at worst takes the slot and gives it up at its next job, or
+     * leaves it to its next idle spell. relaxed loads (the lanes: see
+     * find_queued). */
+    hive__sched_t *s = w->sched;
+    if (!hive__mpsc_empty(&w->inbox))
+        return;
+    unsigned used = atomic_load_explicit(&s->lanes_used, memory_order_relaxed);
+    hive__nodeq_t *nq = &s->nodes[w->slot->node];
+    for (unsigned lane = 0; lane < HIVE_NPRIO; lane++)
+        if ((used & (1u << lane)) &&
+            (hive__deque_nonempty(w->deque[lane]) || hive__ring_nonempty(&nq->ring[lane])))
+            return;
+    handoff_open(w);
+}
+
 /* *deferred is set if a lone job of this node was left to its owner: the
  * caller then looks no further away (nearest work first: the job stays a
  * candidate, and farther nodes wait for it as they would for any job here). */
@@ -207,9 +303,28 @@ static hive__job_t *steal_on_node(hive__worker_t *w, unsigned node, unsigned lan
     return NULL;
 }
 
-/* The next job for w: inbox, then per lane own deque, own node's ring and
+/* The next job for w: one handed to it, its inbox, then per lane own deque, own node's ring and
  * deques, then the other nodes' rings and deques (nearest work first). */
+static hive__job_t *find_queued(hive__worker_t *w);
+
 static hive__job_t *find_job(hive__worker_t *w)
+{
+    if (w->held)                         /* (then w->handed is empty: handoff_open) */
+        handoff_take(w);
+    if (unlikely(w->handed != NULL)) {   /* taken from the hand-off slot */
+        hive__job_t *job = w->handed;
+        w->handed = NULL;
+        hive__count(&w->handoffs, 1);
+        return job;
+    }
+    hive__job_t *job = find_queued(w);
+    if (job != NULL && w->held)
+        handoff_close(w);                /* it goes to work: a job stored meanwhile runs next */
+    return job;
+}
+
+/* find_job's search of w's queues. */
+static hive__job_t *find_queued(hive__worker_t *w)
 {
     hive__sched_t *s = w->sched;
     hive__mpsc_node_t *n = hive__mpsc_pop(&w->inbox);
@@ -426,7 +541,8 @@ static bool park_sleep(hive__worker_t *w, bool starting)
 _Atomic uint64_t hive__idle_spin_ns = IDLE_SPIN_NS;
 
 /* Spin, yield, then sleep until there may be work; true if it slept.
- * Sleeping starts at *slept_at. */
+ * Sleeping starts at *slept_at. If w holds its node's hand-off slot, it
+ * looks at it at every look, and gives it up before it sleeps. */
 static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
 {
     /* relaxed: a tunable, read once per idle spell */
@@ -444,11 +560,14 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
     bool keep = false;                   /* the layer asked to spin on (traffic) */
     for (;;) {
         for (int i = 0; i < 64; i++) {
-            if (has_work_in(w, i % IDLE_DEQUE_EVERY == 0)) {
+            bool all = i % IDLE_DEQUE_EVERY == 0;
+            if ((w->held && handoff_take(w)) || has_work_in(w, all)) {
                 if (unlikely(r != NULL))
                     hive__remote_unclaim(h, r, HIVE__IDLE_BUSY);
-                return false;
+                return false;            /* find_job looks at the slot (still held) first */
             }
+            if (!w->held && all)
+                handoff_open(w);         /* its spinner went to work or to sleep */
             if (unlikely(r != NULL)) {   /* polling: a probe per look, then one clock read */
                 keep |= r->idle(r->ctx, HIVE__IDLE_POLL);
                 if (i == 3)
@@ -465,6 +584,14 @@ static bool idle_wait(hive__worker_t *w, uint64_t t0, uint64_t *slept_at)
         }
         if (now >= until)
             break;
+    }
+    if (w->held) {
+        handoff_close(w);                /* spinning ends: spawns use the ring again */
+        if (w->handed != NULL) {
+            if (unlikely(r != NULL))
+                hive__remote_unclaim(h, r, HIVE__IDLE_BUSY);
+            return false;
+        }
     }
     if (unlikely(r != NULL))
         hive__remote_unclaim(h, r, HIVE__IDLE_PARK);
@@ -506,6 +633,8 @@ static void run_jobs(hive__worker_t *w)
     for (;;) {
         /* relaxed: a late view only runs one more job; stop() joins us */
         if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed))) {
+            if (w->held)
+                handoff_close(w);         /* a job stored there: hive__sched_stop drops it */
             hive__store_flush_retired(s->h, w);
             return;
         }
@@ -525,6 +654,8 @@ static void run_jobs(hive__worker_t *w)
              * every idle spell: in a submit-get loop the worker idles
              * after every task, and taking the client's list each time
              * pulls the client's line over on every release. */
+            if (!w->held)
+                handoff_open(w);          /* first: a spawn can hand it a job now */
             hive__store_flush_retired(s->h, w);
             if (unlikely(w->tring != NULL))
                 hive__trace_counters(s->h, w->tring);
@@ -629,6 +760,15 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
     }
     {
         hive__nodeq_t *nq = &s->nodes[target];
+        /* a worker of the node spins idle holding the hand-off slot: the
+         * job goes there, and it takes it (see top; nothing to wake).
+         * release: the job's body reaches it through its acquire load.
+         * The relaxed load first: no write while the slot is empty. */
+        uintptr_t v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
+        if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
+                                                               memory_order_release,
+                                                               memory_order_relaxed))
+            return;
         if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
             /* the node's ring is full: hand it to one of its workers directly */
             unsigned k = atomic_fetch_add_explicit(&nq->rr, 1, memory_order_relaxed);
@@ -802,6 +942,11 @@ void hive__sched_stop(hive__sched_t *s)
      * may not queue new ones: its owner sees the engine stopping) */
     for (unsigned i = 0; i < s->n; i++) {
         hive__worker_t *w = &s->w[i];
+        if (w->handed != NULL) {         /* taken from the hand-off slot, not run */
+            hive__job_t *job = w->handed;
+            w->handed = NULL;
+            job->fn(job, NULL);
+        }
         hive__mpsc_node_t *node;
         while ((node = hive__mpsc_pop(&w->inbox)) != NULL) {
             hive__job_t *job = HIVE_CONTAINER_OF(node, hive__job_t, node);
@@ -813,6 +958,9 @@ void hive__sched_stop(hive__sched_t *s)
                 job->fn(job, NULL);
         }
     }
+    /* The hand-off slots are empty: a worker that stops gives up the slot
+     * it holds (run_jobs), taking any job stored there into w->handed,
+     * dropped above; a spawn after that finds 0 and uses the ring. */
     for (unsigned node = 0; node < s->nnodes; node++)
         for (unsigned lane = 0; lane < HIVE_NPRIO; lane++) {
             hive__job_t *job;

@@ -9,7 +9,9 @@
  *         this node: FIFO, any worker of the node may take them),
  *      c. the deques of the other workers of its node (steal: FIFO),
  *      d. the rings, then the deques, of the other nodes.
- * Idle, it spins briefly, then parks on a futex. In an engine attached to
+ * Idle, it spins briefly, then parks on a futex. One idle spinner per node
+ * also holds the node's hand-off slot while it spins: a job for the node's
+ * ring is stored in that slot instead, and only that worker looks at it. In an engine attached to
  * a world of processes (remote.h), one idle worker at a time also polls the
  * layer for other processes' messages while it spins.
  *
@@ -69,6 +71,9 @@ typedef struct hive__worker {
     unsigned            maint;                /* jobs since the last hive__store_maintain */
     uint64_t            task_seq;             /* tasks started on this worker (local.c resets) */
     uint64_t            rng;                  /* victim choice */
+    hive__job_t        *handed;               /* a job taken from its node's hand-off slot,
+                                                 run next (sched.c) */
+    bool                held;                 /* it holds that slot (sched.c) */
     const void         *lone;                 /* the deque whose lone job it waits to steal */
     int64_t             lone_top;             /* ... that job's index (its top then) */
     uint64_t            lone_since;           /* ... when it first saw it there */
@@ -78,6 +83,7 @@ typedef struct hive__worker {
     _Atomic uint64_t    steals;               /* jobs it took from another worker's deque */
     _Atomic uint64_t    remote_steals;        /* ... of a worker on another node */
     _Atomic uint64_t    spares;               /* spare threads it handed itself to (deep waits) */
+    _Atomic uint64_t    handoffs;             /* jobs it took from its node's hand-off slot */
     /* statistics (stats.c): written by the worker alone (a relaxed load and
      * store, no read-modify-write) except stolen_*, which thieves add to */
     _Atomic uint64_t    tasks;                /* tasks it ran (retries count once) */
@@ -113,6 +119,10 @@ typedef struct hive__nodeq {
     unsigned        nworkers;
     unsigned       *workers;                  /* indices of this node's workers */
     HIVE_ALIGNED _Atomic unsigned rr;         /* round-robin cursor for overflow posts */
+    /* The node's hand-off slot (sched.c): 0, or an idle spinning worker
+     * (its index << 1 | 1) that takes a job stored here in place of that
+     * mark, or such a job. Its own line: the spinner reads it at every look. */
+    HIVE_ALIGNED _Atomic uintptr_t handoff;
 } hive__nodeq_t;
 
 typedef struct hive__sched {
@@ -179,6 +189,13 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job);
  * `node` (< 0: the caller's). From a worker of s on that node it goes on the
  * worker's own deque; otherwise on the node's ring. */
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node);
+
+/* w's job is about to end (a task about to seal its result, at the top
+ * of w's stack): if w has nothing queued of its own, it takes its node's
+ * hand-off slot now rather than once it has looked everywhere, so that the
+ * next job a client submits as soon as it sees the result is handed to w.
+ * A job handed meanwhile runs before anything else w finds. */
+void hive__sched_about_idle(hive__worker_t *w);
 
 /* Run one job that w can find (its queues, its node, then steal), nested
  * inside the job w is running; false if there was none. For waits inside a

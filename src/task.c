@@ -435,6 +435,9 @@ static void run_claimed(struct hive_ctx *ctx, hive_fn fn, unsigned max_retries, 
     if (unlikely(w->tring != NULL))
         hive__trace_span(w->tring, HIVE__TEV_TASK, t0, r->id, name, (const void *)(uintptr_t)fn,
                          w->depth);
+    /* before the seal: a client that submits its next task as soon as it
+     * sees this result finds w ready to be handed it (sched.h) */
+    hive__sched_about_idle(w);
     finish_result(ctx->h, r, rc == 0 ? HIVE_OK : HIVE_ETASK);
 }
 

@@ -113,6 +113,50 @@ static void test_shutdown_drops_queued_jobs(void **state)
     assert_int_equal(atomic_load(&dropped), 10);   /* the queued ones never ran */
 }
 
+/* A job stored in the hand-off slot of a worker that sees the stop before
+ * it looks there is not lost: the worker takes it as it gives the slot up,
+ * and the stop drops it (fn with w == NULL). The worker is made to hold the
+ * slot by hand, while a job keeps it busy: that is the moment a spawn finds
+ * the slot held and stores its job there. */
+static _Atomic int blocker_started;
+
+/* Say it runs (seq_cst: after the worker's last look at its own fields
+ * before this job), then run until the engine stops. */
+static void blocker_fn(hive__job_t *job, hive__worker_t *w)
+{
+    (void)job;
+    if (w == NULL)
+        return;
+    atomic_store(&blocker_started, 1);
+    while (!atomic_load(&w->sched->stopping))
+        ;
+}
+
+static void test_stop_drops_a_handed_job(void **state)
+{
+    (void)state;
+    hive_t *h = start(1);
+    static hive__job_t blocker;
+    static tjob_t handed;
+    _Atomic int ran = 0, dropped = 0, wrong = 0;
+    atomic_store(&blocker_started, 0);
+    blocker.fn = blocker_fn;
+    hive__sched_post(&h->sched, 0, &blocker);
+    WAIT_UNTIL(atomic_load(&blocker_started) == 1, 5000);
+    /* the worker read held last before the blocker said it runs, and reads
+     * it next after it sees the stop (seq_cst), which comes after this */
+    h->sched.w[0].held = true;
+    atomic_store(&h->sched.nodes[0].handoff, (uintptr_t)1);   /* worker 0's mark */
+    handed = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                       .wrong_worker = &wrong };
+    hive__sched_spawn(&h->sched, &handed.job, 1, -1);
+    assert_true(atomic_load(&h->sched.nodes[0].handoff) == (uintptr_t)&handed.job);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&ran), 0);         /* the handed job never ran ... */
+    assert_int_equal(atomic_load(&dropped), 1);     /* ... it was dropped */
+    assert_int_equal(atomic_load(&wrong), 0);
+}
+
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -312,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_jobs_run_on_their_worker),
         cmocka_unit_test(test_wake_only_when_parked),
         cmocka_unit_test(test_shutdown_drops_queued_jobs),
+        cmocka_unit_test(test_stop_drops_a_handed_job),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
         cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
         cmocka_unit_test(test_spawn_wakes_a_parked_worker),

@@ -9,6 +9,14 @@
  * spawned from inside a task (own deque) and from a client (node ring)
  * while the workers scan and park; every one must run exactly once (a job
  * in a lane the workers keep skipping never runs: the deadline fails).
+ *
+ * The hand-off slot (sched.c): client threads spawn jobs from outside the
+ * engine while the workers go idle, spin holding the slot, give it up and
+ * park, and while synchronous tasks (submit, get) make a worker take the
+ * slot before its result is sealed; at the end a burst of slow jobs meets
+ * the shutdown. Every job must run or be dropped exactly once (one lost in
+ * the slot never does: the count fails), and some must have been handed
+ * off (else the test proved nothing about the slot).
  */
 #include "testutil.h"
 #include "ds/pool.h"
@@ -176,11 +184,151 @@ static void test_first_job_of_a_lane(void **state)
     }
 }
 
+/* ------------------------------------------------------------ hand-off */
+
+#define HO_CLIENTS 3
+
+typedef struct hjob {
+    hive__job_t job;
+    uint32_t    id;
+    bool        slow;                 /* spin a little: the shutdown burst */
+} hjob_t;
+
+static _Atomic uint8_t *ho_seen;      /* per job: runs + drops */
+static _Atomic long ho_dropped, ho_sync;
+
+static void hjob_fn(hive__job_t *job, hive__worker_t *w)
+{
+    hjob_t *j = (hjob_t *)job;
+    if (w == NULL)
+        atomic_fetch_add(&ho_dropped, 1);
+    else if (j->slow) {
+        uint64_t until = test_now_ns() + 20000;
+        while (test_now_ns() < until)
+            ;
+    }
+    atomic_fetch_add_explicit(&ho_seen[j->id], 1, memory_order_relaxed);
+    hive__pool_free(j, sizeof *j);
+}
+
+static int ho_task(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add_explicit(&ho_sync, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* An asynchronous task in place of a job: a task takes the slot before its
+ * seal (hive__sched_about_idle) while a job may wait in w->handed. */
+static _Atomic long ho_ran;
+
+static int ho_id_task(hive_ctx_t *ctx)
+{
+    uint32_t id = *(const uint32_t *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&ho_seen[id], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ho_ran, 1, memory_order_relaxed);
+    return 0;
+}
+
+typedef struct ho_client {
+    hive_t  *h;
+    uint32_t first, count;
+    long     syncs;
+} ho_client_t;
+
+static void ho_spawn(hive_t *h, uint32_t id, bool slow)
+{
+    hjob_t *j = hive__pool_alloc(sizeof *j);
+    assert_non_null(j);
+    j->job.fn = hjob_fn;
+    j->id = id;
+    j->slow = slow;
+    hive__sched_spawn(&h->sched, &j->job, 1, -1);
+}
+
+static void *ho_loop(void *arg)
+{
+    ho_client_t *c = arg;
+    uint64_t rng = 0x9E3779B97F4A7C15ull ^ c->first;
+    for (uint32_t i = 0; i < c->count; i++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        if (rng & 0x10000) {
+            uint32_t id = c->first + i;
+            hive_ref_t r;
+            assert_int_equal(hive_submit(c->h, ho_id_task, &HIVE_VAL(id), 1, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_release(c->h, r), HIVE_OK);
+        } else
+            ho_spawn(c->h, c->first + i, false);
+        if ((rng & 7) == 0) {         /* a synchronous task: the seal-time take */
+            hive_ref_t r;
+            const void *d;
+            assert_int_equal(hive_submit(c->h, ho_task, NULL, 0, NULL, &r), HIVE_OK);
+            assert_int_equal(hive_get(c->h, r, LANE_WAIT_NS, &d, NULL), HIVE_OK);
+            assert_int_equal(hive_release(c->h, r), HIVE_OK);
+            c->syncs++;
+        }
+        if ((rng & 0x3ff) == 0)
+            test_sleep_ms(1);         /* workers give the slot up and park */
+        else if ((rng & 0x3f) == 0)
+            usleep(30);               /* ... or spin through their whole spell */
+    }
+    return NULL;
+}
+
+static void test_handoff(void **state)
+{
+    (void)state;
+    const uint32_t per = 200000 / TEST_SCALE, burst = 64, total = per * HO_CLIENTS + burst;
+    ho_seen = calloc(total, 1);
+    assert_non_null(ho_seen);
+    atomic_store(&ho_dropped, 0);
+    atomic_store(&ho_sync, 0);
+    atomic_store(&ho_ran, 0);
+    hive_config_t cfg = { .workers = 2, .no_pin = 1 };
+    hive_t *h;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    pthread_t th[HO_CLIENTS];
+    ho_client_t cs[HO_CLIENTS];
+    for (unsigned i = 0; i < HO_CLIENTS; i++) {
+        cs[i] = (ho_client_t){ .h = h, .first = i * per, .count = per };
+        assert_int_equal(pthread_create(&th[i], NULL, ho_loop, &cs[i]), 0);
+    }
+    long syncs = 0;
+    for (unsigned i = 0; i < HO_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        syncs += cs[i].syncs;
+    }
+    /* every client's task and job has run before the burst (a task
+     * queued at the shutdown would fail, not count) */
+    WAIT_UNTIL(({ bool all = true;
+                  for (uint32_t i = 0; all && i < per * HO_CLIENTS; i++)
+                      all = atomic_load_explicit(&ho_seen[i], memory_order_relaxed) != 0;
+                  all; }), 60000);
+    /* slow jobs, then the shutdown at once: some are still queued or in
+     * the slot, and are dropped instead */
+    for (uint32_t i = 0; i < burst; i++)
+        ho_spawn(h, per * HO_CLIENTS + i, true);
+    uint64_t handoffs = 0;
+    for (unsigned i = 0; i < h->sched.n; i++)
+        handoffs += atomic_load(&h->sched.w[i].handoffs);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    printf("hand-off stress: %u jobs and tasks (%ld tasks, %ld dropped at shutdown), %ld sync "
+           "tasks, %llu handed off\n", total, atomic_load(&ho_ran), atomic_load(&ho_dropped), syncs,
+           (unsigned long long)handoffs);
+    assert_true(handoffs > 0);
+    assert_int_equal(atomic_load(&ho_sync), syncs);
+    for (uint32_t i = 0; i < total; i++)
+        if (atomic_load(&ho_seen[i]) != 1)
+            fail_msg("job %u ran or was dropped %u times", i, (unsigned)atomic_load(&ho_seen[i]));
+    free((void *)ho_seen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_post_park_wake),
         cmocka_unit_test(test_first_job_of_a_lane),
+        cmocka_unit_test(test_handoff),
     };
     return cmocka_run_group_tests_name("stress_sched", tests, NULL, NULL);
 }
