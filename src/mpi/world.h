@@ -86,9 +86,12 @@
                                             transport's eager limit: it returns at once) */
 #define HIVE__MPI_BUCKETS  4096u
 #define HIVE__MPI_TAG_CTRL 1
-#define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
+#define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + (req & tag_mask); body tags above them */
+#define HIVE__MPI_CTRL_CAP (64u << 10)   /* the posted receive for requests takes messages up to
+                                            this; a larger request goes as an M_BIG envelope and
+                                            its whole message on dcomm (hive__mpi_body_tag) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -189,8 +192,18 @@ typedef struct world {
     int           rank, size;
     pthread_t     thread;
 
-    MPI_Comm      dcomm;     /* payloads above HIVE__MPI_INLINE, on the reply's tag */
+    MPI_Comm      dcomm;     /* payloads above HIVE__MPI_INLINE, on the reply's tag; the
+                                bodies of requests above HIVE__MPI_CTRL_CAP, on their body tag */
+    MPI_Comm      rcomm;     /* answers (M_REPLY), on the request's reply tag */
     int           tag_ub;
+    uint64_t      tag_mask;  /* reply and body tags: a power of two less one, below tag_ub / 2 */
+    /* The receive posted for requests (TAG_CTRL on comm, from any rank):
+     * tested, handled and posted again by whoever holds poll_lock, so a
+     * request is matched into cbuf as it arrives (no probe, no copy
+     * through MPI's unexpected queue). Requests are received only through
+     * it, one at a time in the order MPI matched them. */
+    MPI_Request   creq;
+    char         *cbuf;      /* HIVE__MPI_CTRL_CAP bytes */
 
     pthread_mutex_t qlock;   /* handed, ready, detach_asked */
     handed_t     *handed;
@@ -247,7 +260,18 @@ void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
 bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
-int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
+static inline int hive__mpi_reply_tag(const world_t *w, uint64_t req)
+{
+    return HIVE__MPI_TAG_REPLY0 + (int)(req & w->tag_mask);
+}
+/* The tag of a large request's body on dcomm: above every reply tag, so
+ * it never meets a payload part there. */
+static inline int hive__mpi_body_tag(const world_t *w, uint64_t req)
+{
+    return HIVE__MPI_TAG_REPLY0 + (int)(w->tag_mask + 1 + (req & w->tag_mask));
+}
+/* progress.c: post the request receive (attach; poll_lock held after) */
+void  hive__mpi_post_ctrl(world_t *w);
 /* Send a request on the caller's thread: p goes into the pending table
  * first (HIVE_ESHUTDOWN if detach passed its barrier). owned: msg was
  * malloc'd and is freed either way; else it is the caller's (a small one
