@@ -776,10 +776,9 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
     pthread_mutex_init(&w->poll_lock, NULL);
-    hive__mpi_post_ctrl(w);              /* before any thread polls (the thread's start orders it) */
+    hive__mpi_open_ctrl(w);              /* before any thread polls (the thread's start orders it) */
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
-        MPI_Cancel(&w->creq);
-        MPI_Wait(&w->creq, MPI_STATUS_IGNORE);
+        hive__mpi_close_ctrl(w);
         MPI_Comm_free(&w->comm);
         MPI_Comm_free(&w->dcomm);
         MPI_Comm_free(&w->rcomm);

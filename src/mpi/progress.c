@@ -951,10 +951,24 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     }
 }
 
-void hive__mpi_post_ctrl(world_t *w)
+void hive__mpi_open_ctrl(world_t *w)
 {
-    MPI_Irecv(w->cbuf, (int)HIVE__MPI_CTRL_CAP, MPI_BYTE, MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm,
-              &w->creq);
+    /* persistent: each post is an MPI_Start, cheaper than an MPI_Irecv */
+    MPI_Recv_init(w->cbuf, (int)HIVE__MPI_CTRL_CAP, MPI_BYTE, MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm,
+                  &w->creq);
+    MPI_Start(&w->creq);
+    w->cposted = true;
+}
+
+void hive__mpi_close_ctrl(world_t *w)
+{
+    if (w->cposted) {                    /* nobody polls any more; a late push is dropped */
+        MPI_Cancel(&w->creq);
+        MPI_Wait(&w->creq, MPI_STATUS_IGNORE);
+        w->cposted = false;
+    }
+    if (w->creq != MPI_REQUEST_NULL)
+        MPI_Request_free(&w->creq);
 }
 
 /* A request matched into the posted receive (poll_lock held): handle it
@@ -964,17 +978,19 @@ void hive__mpi_post_ctrl(world_t *w)
  * in place has its arguments copied out). */
 static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
 {
-    if (w->creq == MPI_REQUEST_NULL)
-        return false;                    /* drained (detach) */
+    if (!w->cposted)
+        return false;                    /* closed (detach) */
     int done = 0, count = 0;
     MPI_Status st;
     MPI_Test(&w->creq, &done, &st);
     if (!done)
         return false;
+    w->cposted = false;
     hive__mpi_count(ctr, 1);
     MPI_Get_count(&st, MPI_BYTE, &count);
     handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf, (size_t)count, own);
-    hive__mpi_post_ctrl(w);
+    MPI_Start(&w->creq);
+    w->cposted = true;
     return true;
 }
 
@@ -1328,10 +1344,7 @@ void *hive__mpi_progress(void *arg)
 
 void hive__mpi_drain(world_t *w)
 {
-    if (w->creq != MPI_REQUEST_NULL) {   /* nobody polls any more; a late push is dropped */
-        MPI_Cancel(&w->creq);
-        MPI_Wait(&w->creq, MPI_STATUS_IGNORE);
-    }
+    hive__mpi_close_ctrl(w);
     drop_subs(w);
     take_ready(w);
     take_handed(w);

@@ -202,7 +202,8 @@ typedef struct world {
      * request is matched into cbuf as it arrives (no probe, no copy
      * through MPI's unexpected queue). Requests are received only through
      * it, one at a time in the order MPI matched them. */
-    MPI_Request   creq;
+    MPI_Request   creq;      /* persistent (MPI_Recv_init), started again after each request */
+    bool          cposted;   /* creq is started (false once closed) */
     char         *cbuf;      /* HIVE__MPI_CTRL_CAP bytes */
 
     pthread_mutex_t qlock;   /* handed, ready, detach_asked */
@@ -270,8 +271,10 @@ static inline int hive__mpi_body_tag(const world_t *w, uint64_t req)
 {
     return HIVE__MPI_TAG_REPLY0 + (int)(w->tag_mask + 1 + (req & w->tag_mask));
 }
-/* progress.c: post the request receive (attach; poll_lock held after) */
-void  hive__mpi_post_ctrl(world_t *w);
+/* progress.c: make and start the request receive (attach, before any
+ * thread polls); cancel and free it (detach, after the last poll) */
+void  hive__mpi_open_ctrl(world_t *w);
+void  hive__mpi_close_ctrl(world_t *w);
 /* Send a request on the caller's thread: p goes into the pending table
  * first (HIVE_ESHUTDOWN if detach passed its barrier). owned: msg was
  * malloc'd and is freed either way; else it is the caller's (a small one
