@@ -244,6 +244,57 @@ static void test_remote_calls_once_in_order(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Requests above the posted receive's 64 KiB (an M_BIG envelope, the
+ * message on the data communicator) mixed with small ones, sent without
+ * waiting: every call runs once and in order per caller, and the big
+ * arguments arrive intact (sum of every byte, two of them in one call). */
+static void test_big_requests_in_order(void **state)
+{
+    (void)state;
+    enum { N = 24, BIG = 100000, BIG2 = 70001 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t to = all[(rank + 1) % size];
+    unsigned char *big = malloc(BIG), *big2 = malloc(BIG2);
+    assert_non_null(big);
+    assert_non_null(big2);
+    uint64_t want = 0;
+    for (size_t i = 0; i < BIG; i++)
+        want += big[i] = (unsigned char)(i * 11 + (size_t)rank);
+    for (size_t i = 0; i < BIG2; i++)
+        want += big2[i] = (unsigned char)(i * 5 + 3);
+    hive_ref_t res[N];
+    for (int i = 0; i < N; i++) {
+        int32_t a[2] = { rank, i + 1 };
+        if (i % 3 == 1) {                /* seq(caller, n) reads the first 8 bytes */
+            memcpy(big, a, sizeof a);
+            assert_int_equal(hive_call(h, to, SEQ, &HIVE_BYTES(big, BIG), 1, NULL, &res[i]), HIVE_OK);
+        } else
+            assert_int_equal(hive_call(h, to, SEQ, &HIVE_VAL(a), 1, NULL, &res[i]), HIVE_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t v = 0;
+        assert_int_equal(get_i64(res[i], &v), HIVE_OK);
+        assert_int_equal(v, 2 * (i + 1));
+        assert_int_equal(hive_release(h, res[i]), HIVE_OK);
+    }
+    for (size_t i = 0; i < 2 * sizeof(int32_t); i++)   /* the seq header overwrote these */
+        want += (unsigned char)big[i] - (unsigned char)(i * 11 + (size_t)rank);
+    hive_arg_t two[2] = { HIVE_BYTES(big, BIG), HIVE_BYTES(big2, BIG2) };
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, to, ALL, two, 2, NULL, &r), HIVE_OK);
+    const uint64_t *got;
+    size_t n;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&got, &n), HIVE_OK);
+    assert_int_equal(n, 2 * sizeof(uint64_t));
+    assert_int_equal(got[1], 2);
+    assert_int_equal(got[0], want);
+    hive_release(h, r);
+    free(big);
+    free(big2);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Rank 0 calls rank 1's actor N times, waiting for each answer at once,
  * then N more calls without waiting, with idle workers spinning long
  * (hive__idle_spin_ns, so that rank 1's worker is idle between calls and
@@ -1172,6 +1223,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
+        cmocka_unit_test(test_big_requests_in_order),
         cmocka_unit_test(test_round_trip_paths),
         cmocka_unit_test(test_calls_in_place),
         cmocka_unit_test(test_many_arguments),
