@@ -69,7 +69,7 @@ static int refuse_closing(world_t *w, const char *fn)
 
 static pend_t *new_pend(world_t *w, int kind, hive__obj_t *obj, wire_hdr_t *hdr)
 {
-    pend_t *p = calloc(1, sizeof *p);
+    pend_t *p = hive__mpi_pend_new();
     if (p == NULL)
         return NULL;
     /* relaxed: only uniqueness matters */

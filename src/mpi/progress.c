@@ -282,12 +282,43 @@ static void pend_add(world_t *w, pend_t *p)
     w->npend++;
 }
 
+/* One freed pending record kept per thread for its next request (a
+ * caller making round trips frees one and makes one per call), freed
+ * when the thread ends. */
+static pthread_key_t pend_key;
+static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
+static bool pend_key_ok;
+static __thread pend_t *pend_spare;
+
+static void pend_key_make(void)
+{
+    pend_key_ok = pthread_key_create(&pend_key, free) == 0;
+}
+
+pend_t *hive__mpi_pend_new(void)
+{
+    pend_t *p = pend_spare;
+    if (p == NULL)
+        return calloc(1, sizeof *p);
+    pend_spare = NULL;
+    pthread_setspecific(pend_key, NULL);
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
 void hive__mpi_pend_free(world_t *w, pend_t *p)
 {
     for (size_t i = 0; i < p->nkeep; i++)
         hive_release(w->h, (hive_ref_t){ p->keep[i] });
     free(p->keep);
-    free(p);                             /* p->cell is the requester's */
+    if (pend_spare == NULL) {            /* p->cell is the requester's */
+        pthread_once(&pend_once, pend_key_make);
+        if (pend_key_ok && pthread_setspecific(pend_key, p) == 0) {
+            pend_spare = p;
+            return;
+        }
+    }
+    free(p);
 }
 
 /* The pending request an answer is for, taken out of the table once its
@@ -499,7 +530,7 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     int rc = hive__mpi_placeholder(w, &o);
     if (rc != HIVE_OK)
         return rc;
-    pend_t *p = calloc(1, sizeof *p);
+    pend_t *p = hive__mpi_pend_new();
     wire_hdr_t *h = malloc(sizeof *h);
     if (p == NULL || h == NULL) {
         free(p);

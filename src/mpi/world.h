@@ -289,6 +289,9 @@ int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, 
  * for other ranks' requests only every few looks. */
 void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
 bool  hive__mpi_serving(void);
+/* A zeroed pending record (this thread's last freed one, if it kept one);
+ * its release (local refs kept) and free. */
+pend_t *hive__mpi_pend_new(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 
 /* A pending record with no payload yet: the future a remote answer fills. */
