@@ -747,11 +747,11 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     w->tag_mask = span - 1;
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
-    w->cbuf = malloc(HIVE__MPI_CTRL_CAP);
+    w->cbuf = malloc(2 * (size_t)HIVE__MPI_CTRL_CAP);
     int rc = w->size > 4095 ? hive__fail(HIVE_EINVAL, "hive_mpi_attach: %d ranks, at most 4095 "
                                          "(ids carry the rank in 12 bits)", w->size)
              : w->cbuf == NULL ? hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the request "
-                                            "buffer (%u bytes)", HIVE__MPI_CTRL_CAP)
+                                            "buffers (2 x %u bytes)", HIVE__MPI_CTRL_CAP)
                                : hive__store_retag(h, (uint32_t)w->rank + 1);
     int all = rc;                        /* every rank agrees, or none attaches */
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, w->comm);

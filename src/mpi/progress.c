@@ -47,6 +47,7 @@ static __thread unsigned idle_empty, idle_hot, idle_looks;
 #define HERE_MAX_BYTES 4352      /* their bytes at 16-byte steps: a 4 KiB argument and a few small */
 typedef struct here {
     struct hive__actor *a;       /* the claimed turn; NULL: nothing to run */
+    int         restart;         /* the request receive to start after the answer, or -1 */
     wire_hdr_t  hdr;
     int         src;
     uint64_t    sizes[HERE_MAX_ARGS];
@@ -982,46 +983,63 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     }
 }
 
+/* Start request receive i again: it matches after the ones started
+ * before it (poll_lock held, or no other thread polls yet). */
+static void start_ctrl(world_t *w, int i)
+{
+    MPI_Start(&w->creq[i]);
+    w->cq[w->ncq++] = i;
+}
+
 void hive__mpi_open_ctrl(world_t *w)
 {
     /* persistent: each post is an MPI_Start, cheaper than an MPI_Irecv */
-    MPI_Recv_init(w->cbuf, (int)HIVE__MPI_CTRL_CAP, MPI_BYTE, MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm,
-                  &w->creq);
-    MPI_Start(&w->creq);
-    w->cposted = true;
+    for (int i = 0; i < 2; i++) {
+        MPI_Recv_init(w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (int)HIVE__MPI_CTRL_CAP, MPI_BYTE,
+                      MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm, &w->creq[i]);
+        start_ctrl(w, i);
+    }
 }
 
 void hive__mpi_close_ctrl(world_t *w)
 {
-    if (w->cposted) {                    /* nobody polls any more; a late push is dropped */
-        MPI_Cancel(&w->creq);
-        MPI_Wait(&w->creq, MPI_STATUS_IGNORE);
-        w->cposted = false;
+    for (int k = 0; k < w->ncq; k++) {   /* nobody polls any more; a late push is dropped */
+        MPI_Cancel(&w->creq[w->cq[k]]);
+        MPI_Wait(&w->creq[w->cq[k]], MPI_STATUS_IGNORE);
     }
-    if (w->creq != MPI_REQUEST_NULL)
-        MPI_Request_free(&w->creq);
+    w->ncq = 0;
+    for (int i = 0; i < 2; i++)
+        if (w->creq[i] != MPI_REQUEST_NULL)
+            MPI_Request_free(&w->creq[i]);
 }
 
-/* A request matched into the posted receive (poll_lock held): handle it
- * and post the receive again. Counted in ctr first: before its answer can
- * be sealed or its call answered, so whoever sees that sees the count.
- * Every handler is done with cbuf when it returns (a call claimed to run
- * in place has its arguments copied out). */
+/* A request matched into the oldest started receive (poll_lock held):
+ * handle it and start the receive again - after the answer, if an idle
+ * worker claimed the call to run in place and the other receive is
+ * started meanwhile (poll_here). Counted in ctr first: before its answer
+ * can be sealed or its call answered, so whoever sees that sees the count.
+ * Every handler is done with the buffer when it returns (a call claimed to
+ * run in place has its arguments copied out). */
 static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
 {
-    if (!w->cposted)
-        return false;                    /* closed (detach) */
-    int done = 0, count = 0;
+    if (w->ncq == 0)
+        return false;                    /* closed (detach), or both held by in-place runs */
+    int i = w->cq[0], done = 0, count = 0;
     MPI_Status st;
-    MPI_Test(&w->creq, &done, &st);
+    MPI_Test(&w->creq[i], &done, &st);
     if (!done)
         return false;
-    w->cposted = false;
+    w->cq[0] = w->cq[1];
+    w->ncq--;
     hive__mpi_count(ctr, 1);
     MPI_Get_count(&st, MPI_BYTE, &count);
-    handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf, (size_t)count, own);
-    MPI_Start(&w->creq);
-    w->cposted = true;
+    handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (size_t)count,
+           own);
+    here_t *x = here_slot;
+    if (x != NULL && x->a != NULL && w->ncq > 0)
+        x->restart = i;                  /* poll_here starts it after the answer */
+    else
+        start_ctrl(w, i);
     return true;
 }
 
@@ -1094,6 +1112,12 @@ static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x, bool replies
     pthread_mutex_unlock(&w->poll_lock);
     if (x != NULL && x->a != NULL)
         run_in_place(w, x);              /* poll_lock is free meanwhile: others receive */
+    if (x != NULL && x->restart >= 0) {  /* answered: its request receive goes back */
+        pthread_mutex_lock(&w->poll_lock);
+        start_ctrl(w, x->restart);
+        pthread_mutex_unlock(&w->poll_lock);
+        x->restart = -1;
+    }
     if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps);
                                      after the answer: its clock read is off the round trip */
         atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
@@ -1220,6 +1244,7 @@ bool hive__mpi_idle(void *ctx, int what)
         serving = true;
         here_t x;                        /* calls may run here, in place */
         x.a = NULL;
+        x.restart = -1;
         /* answers nobody receives are looked for every 8th poll: the
          * requests (the posted receive's test) come first */
         bool did = poll_here(w, &w->st_recv_idle, &x, idle_looks++ % 8 == 0);

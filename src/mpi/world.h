@@ -197,14 +197,19 @@ typedef struct world {
     MPI_Comm      rcomm;     /* answers (M_REPLY), on the request's reply tag */
     int           tag_ub;
     uint64_t      tag_mask;  /* reply and body tags: a power of two less one, below tag_ub / 2 */
-    /* The receive posted for requests (TAG_CTRL on comm, from any rank):
-     * tested, handled and posted again by whoever holds poll_lock, so a
-     * request is matched into cbuf as it arrives (no probe, no copy
-     * through MPI's unexpected queue). Requests are received only through
-     * it, one at a time in the order MPI matched them. */
-    MPI_Request   creq;      /* persistent (MPI_Recv_init), started again after each request */
-    bool          cposted;   /* creq is started (false once closed) */
-    char         *cbuf;      /* HIVE__MPI_CTRL_CAP bytes */
+    /* Two receives posted for requests (TAG_CTRL on comm, from any rank),
+     * persistent (MPI_Recv_init): tested, handled and started again by
+     * whoever holds poll_lock, so a request is matched into a buffer as it
+     * arrives (no probe, no copy through MPI's unexpected queue). MPI
+     * matches them in the order they were started, and they are tested in
+     * that order (cq), so requests are handled one at a time in the order
+     * MPI matched them. The second lets an idle worker that runs a call in
+     * place start its buffer again after it answered (off the round trip)
+     * while requests keep arriving in the other. */
+    MPI_Request   creq[2];
+    int           cq[2];     /* the started ones, oldest first */
+    int           ncq;       /* how many are started (0 once closed) */
+    char         *cbuf;      /* 2 x HIVE__MPI_CTRL_CAP bytes: creq[i] receives at cbuf + i x CAP */
 
     pthread_mutex_t qlock;   /* handed, ready, detach_asked */
     handed_t     *handed;
