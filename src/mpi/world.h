@@ -12,14 +12,23 @@
  *    (a large payload) is handed to the progress thread to finish; that
  *    handoff is off the critical path (the message is already out).
  *  - Every request carries its own reply tag (reply_tag(req)); requests go
- *    on TAG_CTRL of `comm`, their answers on the reply tag of `comm`, and
- *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a second
- *    duplicate that only explicit receives read.
+ *    on TAG_CTRL of `comm`, their answers on the reply tag of `rcomm`, and
+ *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a third
+ *    duplicate that only explicit receives read. A request above
+ *    HIVE__MPI_CTRL_CAP goes as an M_BIG envelope on `comm` and its whole
+ *    message on `dcomm` under its body tag (above every reply tag).
+ *  - Requests are received only through the two persistent receives
+ *    posted on `comm` (creq): a request is matched into a buffer as it
+ *    arrives - no MPI_Improbe, no MPI_Mrecv, no copy through MPI's
+ *    unexpected queue. Nobody probes `comm`: a probe could take a request
+ *    that arrived while a receive was being started again, ahead of the
+ *    one matched before it. Answers, which need no order, are probed for
+ *    on `rcomm` (replies nobody waits for with a receive of their own).
  *  - A thread that waits for an answer (hive_get of a remote ref or of a
  *    remote call's future - the core's wait hook -, a cell acquire, a
  *    lookup, a kill) drives progress itself for up to DRIVE_NS: it takes
- *    poll_lock, probes `comm`, handles whatever came (serving other ranks'
- *    requests too) and receives its payload straight into the local copy's
+ *    poll_lock, tests the request receives and probes `rcomm`, handles
+ *    whatever came (serving other ranks' requests too) and receives its payload straight into the local copy's
  *    arena payload, so no other thread is on the answer's path and no
  *    wake-up is needed. For the answer to its own last call (or to a
  *    first get) it posts a receive before it probes again: MPI matches
@@ -34,10 +43,12 @@
  *    inline bytes, for a sequential actor whose turn is free (nothing
  *    running, queued or parked: hive__actor_claim_free), runs in place:
  *    the worker takes the turn under poll_lock (calls handled after it
- *    queue behind it, so per-caller and lane order hold), lets poll_lock
- *    go, runs the method with a task and a result record on its stack,
- *    and sends the reply from what the method returned - no task, no
- *    result in the store, no job. Any other call becomes a job on its own
+ *    queue behind it, so per-caller and lane order hold), copies the
+ *    arguments out of the request buffer, lets poll_lock go, runs the
+ *    method with a task and a result record on its stack, and sends the
+ *    reply from what the method returned - no task, no result in the
+ *    store, no job; then it starts that request receive again (the other
+ *    one takes requests meanwhile). Any other call becomes a job on its own
  *    deque, so it runs the method where it took the call and sends the
  *    reply from there: the callee's side of a round trip has no wake-up.
  *  - The progress thread receives only while nobody else polls (pollers,
@@ -55,16 +66,17 @@
  *    busy-poll (MPI_Recv, MPI_Wait spin; the "blocking receive on a
  *    wake-up tag" technique would burn a core per idle rank), so the
  *    timeout is the price of an idle rank using ~0 CPU (docs/scale-out.md).
- *  - Whoever polls holds poll_lock from the probe until the message is
- *    handled (a call pushed into its actor's mailbox, or its turn taken),
- *    so messages are handled in the order MPI matched them, whichever
- *    thread takes them. An answer taken by its own posted receive is
+ *  - Whoever polls holds poll_lock from the test (or probe) until the
+ *    message is handled (a call pushed into its actor's mailbox, or its
+ *    turn taken), so requests are handled in the order MPI matched them,
+ *    whichever thread takes them. An answer taken by its own posted receive is
  *    handled by its waiter outside poll_lock: nothing waits on the order
  *    of answers (a subscribed cell acquire first takes in what arrived).
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
- *    order they were made; the callee's progress thread receives them in
- *    that order and the actor keeps it per lane.
+ *    order they were made (an M_BIG envelope takes its request's place:
+ *    its body is received as the envelope is handled); the callee
+ *    receives them in that order and the actor keeps it per lane.
  */
 #ifndef HIVE_MPI_WORLD_H
 #define HIVE_MPI_WORLD_H
