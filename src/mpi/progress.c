@@ -40,8 +40,8 @@ static __thread bool serving;
 static __thread unsigned idle_empty, idle_hot, idle_looks;
 /* A call the idle worker took for an actor whose turn was free: claimed
  * under poll_lock (so the calls handled after it queue behind it), its
- * arguments copied out of the request buffer (which is posted again
- * before poll_lock goes), run on this worker once poll_lock is let go
+ * arguments left in the request buffer (started again after the answer)
+ * or copied out, run on this worker once poll_lock is let go
  * (run_in_place). */
 #define HERE_MAX_ARGS 8
 #define HERE_MAX_BYTES 4352      /* their bytes at 16-byte steps: a 4 KiB argument and a few small */
@@ -51,7 +51,8 @@ typedef struct here {
     wire_hdr_t  hdr;
     int         src;
     uint64_t    sizes[HERE_MAX_ARGS];
-    /* the arguments' bytes, each at a 16-byte boundary, as a task record holds them */
+    const void *data[HERE_MAX_ARGS];   /* each argument: in the request buffer, or in bytes */
+    /* arguments copied out, each at a 16-byte boundary, as a task record holds them */
     _Alignas(16) unsigned char bytes[HERE_MAX_BYTES];
 } here_t;
 /* Set while the idle worker polls: calls may run in place (NULL otherwise). */
@@ -621,9 +622,19 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     struct hive__actor *a = hive__actor_claim_free(w->h, hdr->id, hdr->method, hive__self->index);
     if (a == NULL)
         return false;
-    /* out of the request buffer, which is posted again before poll_lock goes */
+    /* An argument stays where it is in the request buffer if that is not
+     * started again before the answer (take_request defers the start while
+     * the other receive is started: the same test) and it is 16-byte
+     * aligned, as a task record holds it; else it is copied out (a buffer
+     * started again before poll_lock goes, or an M_BIG body freed). */
+    bool stays = buf >= w->cbuf && buf < w->cbuf + 2 * (size_t)HIVE__MPI_CTRL_CAP && w->ncq > 0;
     for (size_t i = 0, off = 0; i < hdr->nargs; i++) {
+        if (stays && ((uintptr_t)from[i] & 15) == 0) {
+            x->data[i] = from[i];
+            continue;
+        }
         memcpy(x->bytes + off, from[i], x->sizes[i]);
+        x->data[i] = x->bytes + off;
         off += (x->sizes[i] + 15) & ~(size_t)15;
     }
     x->a = a;
@@ -646,10 +657,9 @@ static void run_in_place(world_t *w, here_t *x)
     memset(t, 0, sizeof *t + nargs * sizeof(hive__targ_t));
     t->nargs = nargs;
     t->method = x->hdr.method;
-    for (size_t i = 0, off = 0; i < nargs; i++) {
-        t->args[i].data = x->bytes + off;
+    for (size_t i = 0; i < nargs; i++) {
+        t->args[i].data = x->data[i];
         t->args[i].size = x->sizes[i];
-        off += (x->sizes[i] + 15) & ~(size_t)15;
     }
     hive__obj_t res;
     memset(&res, 0, sizeof res);
