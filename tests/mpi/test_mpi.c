@@ -421,6 +421,20 @@ static void test_calls_in_place(void **state)
         assert_int_equal(hive_call(h, all[1], 999, NULL, 0, NULL, &r), HIVE_OK);
         assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EINVAL);
         hive_release(h, r);
+        /* several arguments in place: the first stays in the request
+         * buffer (16-byte aligned), the others are copied out to 16-byte
+         * boundaries */
+        unsigned char a8[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, a5[5] = { 9, 10, 11, 12, 13 }, a40[40];
+        uint64_t sum3 = 36 + 55;
+        for (int i = 0; i < 40; i++)
+            sum3 += a40[i] = (unsigned char)(100 + i);
+        hive_arg_t three[3] = { HIVE_BYTES(a8, 8), HIVE_BYTES(a5, 5), HIVE_BYTES(a40, 40) };
+        assert_int_equal(hive_call(h, all[1], ALL, three, 3, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+        assert_int_equal(n, 2 * sizeof(uint64_t));
+        assert_int_equal(((const uint64_t *)p)[0], sum3);
+        assert_int_equal(((const uint64_t *)p)[1], 3);
+        hive_release(h, r);
         uint32_t sizes[] = { 0, 100, 40000 };
         for (int k = 0; k < 3; k++) {
             assert_int_equal(hive_call(h, all[1], BIG, &HIVE_VAL(sizes[k]), 1, NULL, &r), HIVE_OK);
@@ -849,6 +863,27 @@ static void test_name_lookup(void **state)
     hive_release(h, r);
     (void)unused;
     assert_int_equal(hive_actor_lookup(h, "nobody.anywhere", &a), HIVE_ENOENT);
+    /* a name longer than a request's 64 KiB goes to every rank as an
+     * envelope and the request itself; the last rank has it */
+    enum { LONG = 70000 };
+    char *longname = malloc(LONG + 1);
+    assert_non_null(longname);
+    for (size_t i = 0; i < LONG; i++)
+        longname[i] = (char)('a' + i % 26);
+    longname[LONG] = '\0';
+    hive_actor_t named = { 0 };
+    hive_actor_opts_t lo = { .name = longname };
+    if (rank == size - 1)
+        assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, &lo, &named), HIVE_OK);
+    MPI_Bcast(&named.id, 1, MPI_UINT64_T, size - 1, MPI_COMM_WORLD);
+    assert_int_equal(hive_actor_lookup(h, longname, &a), HIVE_OK);
+    assert_int_equal(a.id, named.id);
+    longname[0] = 'z';                   /* nobody's */
+    assert_int_equal(hive_actor_lookup(h, longname, &a), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);         /* every rank looked before the actor goes */
+    if (rank == size - 1)
+        assert_int_equal(hive_actor_kill(h, named), HIVE_OK);
+    free(longname);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
