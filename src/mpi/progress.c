@@ -215,6 +215,7 @@ static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_
     MPI_Request *r;
     if (own || track(w, x, &r) != HIVE_OK) {
         MPI_Recv(buf, (int)len, MPI_BYTE, src, tag, w->dcomm, MPI_STATUS_IGNORE);
+        HIVE__MPI_RECEIVED(buf, len);
         finish_xfer(w, &x);
         return;
     }
@@ -972,6 +973,7 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
             abort();                     /* a message we cannot take would wedge the world */
         MPI_Recv(body, (int)hdr.size, MPI_BYTE, src, hive__mpi_body_tag(w, hdr.req), w->dcomm,
                  MPI_STATUS_IGNORE);
+        HIVE__MPI_RECEIVED(body, hdr.size);
         wire_hdr_t inner;
         memcpy(&inner, body, sizeof inner);
         if (inner.type != M_BIG)
