@@ -77,7 +77,8 @@ LIBS     = $(PKG_LIBS) -lm
 
 SRCS := $(wildcard src/*.c src/util/*.c src/ds/*.c src/rl/*.c)
 OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
-HDRS := $(wildcard include/*.h include/hive/*.h src/*.h src/*/*.h)
+# (the MPI layer's own header, src/mpi/world.h, rebuilds only libhive-mpi.a)
+HDRS := $(filter-out src/mpi/%,$(wildcard include/*.h include/hive/*.h src/*.h src/*/*.h))
 
 TEST_SRCS   := $(wildcard tests/test_*.c)
 STRESS_SRCS := $(wildcard tests/stress/*.c)

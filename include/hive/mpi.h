@@ -9,7 +9,8 @@
  * ranks inside arguments or payloads as plain bytes, and the ordinary API
  * works on them:
  *   hive_call on another rank's actor  sends the call there (inline bytes
- *       travel with it; ref arguments are fetched by the callee's rank) and
+ *       travel with it - a call above 64 KiB as two messages -; ref
+ *       arguments are fetched by the callee's rank) and
  *       returns a local future, sealed with the method's result when the
  *       reply arrives, or failed with the code the owner saw (HIVE_ETASK for
  *       a failing method, HIVE_EDEAD for a dead actor, HIVE_EINVAL for a bad

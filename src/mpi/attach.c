@@ -69,7 +69,7 @@ static int refuse_closing(world_t *w, const char *fn)
 
 static pend_t *new_pend(world_t *w, int kind, hive__obj_t *obj, wire_hdr_t *hdr)
 {
-    pend_t *p = calloc(1, sizeof *p);
+    pend_t *p = hive__mpi_pend_new();
     if (p == NULL)
         return NULL;
     /* relaxed: only uniqueness matters */
@@ -735,19 +735,31 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the world (%zu bytes)", sizeof *w);
     MPI_Comm_dup(comm, &w->comm);
     MPI_Comm_dup(comm, &w->dcomm);
+    MPI_Comm_dup(comm, &w->rcomm);
     int *ub = NULL, has_ub = 0;
     MPI_Comm_get_attr(w->comm, MPI_TAG_UB, &ub, &has_ub);
     w->tag_ub = has_ub && ub ? *ub : 32767;   /* the standard's minimum */
+    /* reply tags [REPLY0, REPLY0 + 2^k) and body tags the 2^k above them,
+     * all at most tag_ub: a mask, not a division, per request */
+    uint64_t span = 1;
+    while (HIVE__MPI_TAG_REPLY0 + 4 * span - 1 <= (uint64_t)w->tag_ub)
+        span *= 2;
+    w->tag_mask = span - 1;
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
+    w->cbuf = malloc(2 * (size_t)HIVE__MPI_CTRL_CAP);
     int rc = w->size > 4095 ? hive__fail(HIVE_EINVAL, "hive_mpi_attach: %d ranks, at most 4095 "
                                          "(ids carry the rank in 12 bits)", w->size)
-                            : hive__store_retag(h, (uint32_t)w->rank + 1);
+             : w->cbuf == NULL ? hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the request "
+                                            "buffers (2 x %u bytes)", HIVE__MPI_CTRL_CAP)
+                               : hive__store_retag(h, (uint32_t)w->rank + 1);
     int all = rc;                        /* every rank agrees, or none attaches */
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, w->comm);
     if (all != HIVE_OK) {
         MPI_Comm_free(&w->comm);
         MPI_Comm_free(&w->dcomm);
+        MPI_Comm_free(&w->rcomm);
+        free(w->cbuf);
         free(w);
         return rc != HIVE_OK ? rc : hive__fail(all, "hive_mpi_attach: another rank could not attach "
                                                "(%s)", hive_strerror(all));
@@ -764,9 +776,13 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
     pthread_mutex_init(&w->poll_lock, NULL);
+    hive__mpi_open_ctrl(w);              /* before any thread polls (the thread's start orders it) */
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
+        hive__mpi_close_ctrl(w);
         MPI_Comm_free(&w->comm);
         MPI_Comm_free(&w->dcomm);
+        MPI_Comm_free(&w->rcomm);
+        free(w->cbuf);
         free(w);
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot start the progress thread");
     }
@@ -796,6 +812,8 @@ int hive_mpi_detach(hive_t *h)
     drop_names(w);
     MPI_Comm_free(&w->comm);
     MPI_Comm_free(&w->dcomm);
+    MPI_Comm_free(&w->rcomm);
+    free(w->cbuf);
     free(w->reqs);
     free(w->xfers);
     pthread_mutex_destroy(&w->qlock);

@@ -16,6 +16,7 @@
 #include "util/park.h"
 #include "util/rcu.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,21 +37,23 @@
 static __thread bool serving;
 /* An idle worker's empty polls in a row, and whether the rank is hot (1:
  * traffic less than IDLE_FREE_NS ago, 2: less than IDLE_HOT_NS ago). */
-static __thread unsigned idle_empty, idle_hot;
+static __thread unsigned idle_empty, idle_hot, idle_looks;
 /* A call the idle worker took for an actor whose turn was free: claimed
- * under poll_lock (so the calls handled after it queue behind it), run on
- * this worker once poll_lock is let go (run_in_place). The message stays
- * in stack (or in heap, if it was larger) until then. */
+ * under poll_lock (so the calls handled after it queue behind it), its
+ * arguments left in the request buffer (started again after the answer)
+ * or copied out, run on this worker once poll_lock is let go
+ * (run_in_place). */
 #define HERE_MAX_ARGS 8
 #define HERE_MAX_BYTES 4352      /* their bytes at 16-byte steps: a 4 KiB argument and a few small */
 typedef struct here {
     struct hive__actor *a;       /* the claimed turn; NULL: nothing to run */
+    int         restart;         /* the request receive to start after the answer, or -1 */
     wire_hdr_t  hdr;
     int         src;
-    char       *heap;            /* the message, if it did not fit stack */
-    const char *args[HERE_MAX_ARGS];   /* each inline argument's bytes, in the message */
     uint64_t    sizes[HERE_MAX_ARGS];
-    uint64_t    stack[512];      /* 4 KiB, 8-aligned: take_matched receives into it */
+    const void *data[HERE_MAX_ARGS];   /* each argument: in the request buffer, or in bytes */
+    /* arguments copied out, each at a 16-byte boundary, as a task record holds them */
+    _Alignas(16) unsigned char bytes[HERE_MAX_BYTES];
 } here_t;
 /* Set while the idle worker polls: calls may run in place (NULL otherwise). */
 static __thread here_t *here_slot;
@@ -85,11 +88,6 @@ void hive__mpi_nudge(world_t *w)
         atomic_fetch_add_explicit(&w->kick, 1, memory_order_seq_cst);   /* as hive__mpi_wake */
         hive__futex_wake(&w->kick, 1);
     }
-}
-
-int hive__mpi_reply_tag(const world_t *w, uint64_t req)
-{
-    return HIVE__MPI_TAG_REPLY0 + (int)(req % (uint64_t)(w->tag_ub - HIVE__MPI_TAG_REPLY0));
 }
 
 /* ------------------------------------------------------- MPI requests */
@@ -159,25 +157,54 @@ static void send_msg(world_t *w, MPI_Comm comm, const void *buf, size_t len, int
 /* A control message the caller keeps: small ones go from its buffer with
  * MPI_Send (below every transport's eager limit, so it returns at once),
  * larger ones from a copy. */
-static void send_copy(world_t *w, int dest, int tag, const void *msg, size_t len)
+static void send_copy(world_t *w, MPI_Comm comm, int dest, int tag, const void *msg, size_t len)
 {
     if (len <= SMALL_MSG) {
-        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, w->comm);
+        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, comm);
         return;
     }
     void *buf = malloc(len);
     if (buf == NULL) {
-        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, w->comm);
+        MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, comm);
         return;
     }
     memcpy(buf, msg, len);
-    send_msg(w, w->comm, buf, len, dest, tag, (xfer_t){ .free_buf = buf });
+    send_msg(w, comm, buf, len, dest, tag, (xfer_t){ .free_buf = buf });
+}
+
+/* A request to dest (TAG_CTRL on comm). One above HIVE__MPI_CTRL_CAP,
+ * which the receiver's posted receive cannot take, goes as an M_BIG
+ * envelope there and the whole message on dcomm under the request's body
+ * tag; the receiver takes the body as it handles the envelope, so requests
+ * stay in the order they were matched. owned: msg was malloc'd and is
+ * freed here (or when its send completes); else it is the caller's. */
+static void send_request(world_t *w, int dest, void *msg, size_t len, bool owned)
+{
+    if (len <= HIVE__MPI_CTRL_CAP) {
+        if (owned && len > SMALL_MSG)
+            send_msg(w, w->comm, msg, len, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = msg });
+        else {
+            send_copy(w, w->comm, dest, HIVE__MPI_TAG_CTRL, msg, len);
+            if (owned)
+                free(msg);
+        }
+        return;
+    }
+    wire_hdr_t h;
+    memcpy(&h, msg, sizeof h);
+    wire_hdr_t env = { .type = M_BIG, .req = h.req, .size = len };
+    MPI_Send(&env, (int)sizeof env, MPI_BYTE, dest, HIVE__MPI_TAG_CTRL, w->comm);
+    int tag = hive__mpi_body_tag(w, h.req);
+    if (owned)
+        send_msg(w, w->dcomm, msg, len, dest, tag, (xfer_t){ .free_buf = msg });
+    else
+        send_copy(w, w->dcomm, dest, tag, msg, len);
 }
 
 static void reply_small(world_t *w, int dest, uint64_t req, int status, uint64_t id)
 {
     wire_hdr_t h = { .type = M_REPLY, .status = status, .req = req, .id = id };
-    send_copy(w, dest, hive__mpi_reply_tag(w, req), &h, sizeof h);
+    send_copy(w, w->rcomm, dest, hive__mpi_reply_tag(w, req), &h, sizeof h);
 }
 
 /* Receive a payload part: on a thread driving its own answer, right here
@@ -188,6 +215,7 @@ static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_
     MPI_Request *r;
     if (own || track(w, x, &r) != HIVE_OK) {
         MPI_Recv(buf, (int)len, MPI_BYTE, src, tag, w->dcomm, MPI_STATUS_IGNORE);
+        HIVE__MPI_RECEIVED(buf, len);
         finish_xfer(w, &x);
         return;
     }
@@ -257,12 +285,43 @@ static void pend_add(world_t *w, pend_t *p)
     w->npend++;
 }
 
+/* One freed pending record kept per thread for its next request (a
+ * caller making round trips frees one and makes one per call), freed
+ * when the thread ends. */
+static pthread_key_t pend_key;
+static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
+static bool pend_key_ok;
+static __thread pend_t *pend_spare;
+
+static void pend_key_make(void)
+{
+    pend_key_ok = pthread_key_create(&pend_key, free) == 0;
+}
+
+pend_t *hive__mpi_pend_new(void)
+{
+    pend_t *p = pend_spare;
+    if (p == NULL)
+        return calloc(1, sizeof *p);
+    pend_spare = NULL;
+    pthread_setspecific(pend_key, NULL);
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
 void hive__mpi_pend_free(world_t *w, pend_t *p)
 {
     for (size_t i = 0; i < p->nkeep; i++)
         hive_release(w->h, (hive_ref_t){ p->keep[i] });
     free(p->keep);
-    free(p);                             /* p->cell is the requester's */
+    if (pend_spare == NULL) {            /* p->cell is the requester's */
+        pthread_once(&pend_once, pend_key_make);
+        if (pend_key_ok && pthread_setspecific(pend_key, p) == 0) {
+            pend_spare = p;
+            return;
+        }
+    }
+    free(p);
 }
 
 /* The pending request an answer is for, taken out of the table once its
@@ -311,12 +370,12 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bo
         refuse(w, p);
         return HIVE_OK;                  /* the future says HIVE_ESHUTDOWN */
     }
-    if (dest >= 0 && owned && len > SMALL_MSG)
-        send_msg(w, w->comm, msg, len, dest, HIVE__MPI_TAG_CTRL, (xfer_t){ .free_buf = msg });
-    else {                               /* small (eager: MPI_Send returns at once), or to every other rank */
-        for (int d = dest >= 0 ? dest : 0; d < (dest >= 0 ? dest + 1 : w->size); d++)
+    if (dest >= 0)
+        send_request(w, dest, msg, len, owned);
+    else {                               /* to every other rank */
+        for (int d = 0; d < w->size; d++)
             if (d != w->rank)
-                send_copy(w, d, HIVE__MPI_TAG_CTRL, msg, len);
+                send_request(w, d, msg, len, false);
         if (owned)
             free(msg);
     }
@@ -349,7 +408,7 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
         memcpy(buf, &h, sizeof h);
         if (inl)
             memcpy(buf + sizeof h, data, inl);
-        MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->comm);
+        MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->rcomm);
     } else {
         char *buf = malloc(sizeof h + inl);
         if (buf == NULL) {
@@ -359,7 +418,7 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
         }
         memcpy(buf, &h, sizeof h);
         memcpy(buf + sizeof h, data, inl);
-        send_msg(w, w->comm, buf, sizeof h + inl, dest, tag, (xfer_t){ .free_buf = buf });
+        send_msg(w, w->rcomm, buf, sizeof h + inl, dest, tag, (xfer_t){ .free_buf = buf });
     }
     if (inl == size)
         return;
@@ -474,7 +533,7 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     int rc = hive__mpi_placeholder(w, &o);
     if (rc != HIVE_OK)
         return rc;
-    pend_t *p = calloc(1, sizeof *p);
+    pend_t *p = hive__mpi_pend_new();
     wire_hdr_t *h = malloc(sizeof *h);
     if (p == NULL || h == NULL) {
         free(p);
@@ -544,6 +603,7 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     if (x == NULL || x->a != NULL || hive__self == NULL || hdr->nargs > HERE_MAX_ARGS)
         return false;
     size_t at = sizeof *hdr, total = 0;
+    const char *from[HERE_MAX_ARGS];
     for (uint32_t i = 0; i < hdr->nargs; i++) {
         wire_arg_t a;
         if (n - at < sizeof a)
@@ -553,7 +613,7 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
         uint64_t padded = (a.size + 7) & ~(uint64_t)7;
         if (a.ref != 0 || a.size > n || padded > n - at)
             return false;                /* a ref argument (or malformed): the usual way */
-        x->args[i] = buf + at;
+        from[i] = buf + at;
         x->sizes[i] = a.size;
         at += padded;
         total += (a.size + 15) & ~(uint64_t)15;
@@ -563,6 +623,21 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     struct hive__actor *a = hive__actor_claim_free(w->h, hdr->id, hdr->method, hive__self->index);
     if (a == NULL)
         return false;
+    /* An argument stays where it is in the request buffer if that is not
+     * started again before the answer (take_request defers the start while
+     * the other receive is started: the same test) and it is 16-byte
+     * aligned, as a task record holds it; else it is copied out (a buffer
+     * started again before poll_lock goes, or an M_BIG body freed). */
+    bool stays = buf >= w->cbuf && buf < w->cbuf + 2 * (size_t)HIVE__MPI_CTRL_CAP && w->ncq > 0;
+    for (size_t i = 0, off = 0; i < hdr->nargs; i++) {
+        if (stays && ((uintptr_t)from[i] & 15) == 0) {
+            x->data[i] = from[i];
+            continue;
+        }
+        memcpy(x->bytes + off, from[i], x->sizes[i]);
+        x->data[i] = x->bytes + off;
+        off += (x->sizes[i] + 15) & ~(size_t)15;
+    }
     x->a = a;
     x->hdr = *hdr;
     x->src = src;
@@ -574,22 +649,18 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     return true;
 }
 
-/* Run the call claim_in_place took, on this worker, and answer it. The
- * arguments are copied to 16-byte boundaries, as a task record holds them. */
+/* Run the call claim_in_place took, on this worker, and answer it. */
 static void run_in_place(world_t *w, here_t *x)
 {
     size_t nargs = x->hdr.nargs;
-    _Alignas(16) unsigned char bytes[HERE_MAX_BYTES];   /* claim_in_place checked the total */
     _Alignas(hive__task_t) unsigned char tbuf[sizeof(hive__task_t) + HERE_MAX_ARGS * sizeof(hive__targ_t)];
     hive__task_t *t = (hive__task_t *)(void *)tbuf;
     memset(t, 0, sizeof *t + nargs * sizeof(hive__targ_t));
     t->nargs = nargs;
     t->method = x->hdr.method;
-    for (size_t i = 0, off = 0; i < nargs; i++) {
-        memcpy(bytes + off, x->args[i], x->sizes[i]);
-        t->args[i].data = bytes + off;
+    for (size_t i = 0; i < nargs; i++) {
+        t->args[i].data = x->data[i];
         t->args[i].size = x->sizes[i];
-        off += (x->sizes[i] + 15) & ~(size_t)15;
     }
     hive__obj_t res;
     memset(&res, 0, sizeof res);
@@ -609,8 +680,6 @@ static void run_in_place(world_t *w, here_t *x)
     else
         reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
     hive__payload_free(w->h, &res);
-    free(x->heap);
-    x->heap = NULL;
     x->a = NULL;
     /* release: the answer's sends (handed over first) before the count
      * that lets detach finish (step_detach's acquire) */
@@ -668,7 +737,7 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
     if (seq == hdr->size) {
         wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = hdr->req, .id = seq, .method = 1,
                          .nargs = sub };
-        send_copy(w, src, hive__mpi_reply_tag(w, hdr->req), &h, sizeof h);
+        send_copy(w, w->rcomm, src, hive__mpi_reply_tag(w, hdr->req), &h, sizeof h);
     } else {
         hive__rcu_lock();
         hive__obj_t *o = hive__obj_lookup(w->h, v.id);   /* our count keeps it */
@@ -896,6 +965,22 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
             on_reply(w, src, tag, &hdr, buf, n, own);
         return;
     }
+    if (hdr.type == M_BIG) {             /* the request's whole message follows on dcomm */
+        if (hdr.size < sizeof hdr || hdr.size > INT_MAX)
+            return;                      /* not ours: ignore */
+        char *body = malloc(hdr.size);
+        if (body == NULL)
+            abort();                     /* a message we cannot take would wedge the world */
+        MPI_Recv(body, (int)hdr.size, MPI_BYTE, src, hive__mpi_body_tag(w, hdr.req), w->dcomm,
+                 MPI_STATUS_IGNORE);
+        HIVE__MPI_RECEIVED(body, hdr.size);
+        wire_hdr_t inner;
+        memcpy(&inner, body, sizeof inner);
+        if (inner.type != M_BIG)
+            handle(w, src, tag, body, hdr.size, own);
+        free(body);
+        return;
+    }
     if (hdr.type != M_PUSH)
         served_here++;                   /* a request (a push asks for nothing) */
     switch (hdr.type) {
@@ -910,47 +995,106 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     }
 }
 
-/* Receive a matched message and handle it; small ones land on the stack.
- * Counted in ctr first: before its answer can be sealed or its call
- * answered, so whoever sees that sees the count. */
+/* Start request receive i again: it matches after the ones started
+ * before it (poll_lock held, or no other thread polls yet). */
+static void start_ctrl(world_t *w, int i)
+{
+    MPI_Start(&w->creq[i]);
+    w->cq[w->ncq++] = i;
+}
+
+void hive__mpi_open_ctrl(world_t *w)
+{
+    /* persistent: each post is an MPI_Start, cheaper than an MPI_Irecv */
+    for (int i = 0; i < 2; i++) {
+        MPI_Recv_init(w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (int)HIVE__MPI_CTRL_CAP, MPI_BYTE,
+                      MPI_ANY_SOURCE, HIVE__MPI_TAG_CTRL, w->comm, &w->creq[i]);
+        start_ctrl(w, i);
+    }
+}
+
+void hive__mpi_close_ctrl(world_t *w)
+{
+    for (int k = 0; k < w->ncq; k++) {   /* nobody polls any more; a late push is dropped */
+        MPI_Cancel(&w->creq[w->cq[k]]);
+        MPI_Wait(&w->creq[w->cq[k]], MPI_STATUS_IGNORE);
+    }
+    w->ncq = 0;
+    for (int i = 0; i < 2; i++)
+        if (w->creq[i] != MPI_REQUEST_NULL)
+            MPI_Request_free(&w->creq[i]);
+}
+
+/* A request matched into the oldest started receive (poll_lock held):
+ * handle it and start the receive again - after the answer, if an idle
+ * worker claimed the call to run in place and the other receive is
+ * started meanwhile (poll_here). Counted in ctr first: before its answer
+ * can be sealed or its call answered, so whoever sees that sees the count.
+ * Every handler is done with the buffer when it returns (a call claimed to
+ * run in place has its arguments copied out). */
+static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
+{
+    if (w->ncq == 0)
+        return false;                    /* closed (detach), or both held by in-place runs */
+    int i = w->cq[0], done = 0, count = 0;
+    MPI_Status st;
+    MPI_Test(&w->creq[i], &done, &st);
+    if (!done)
+        return false;
+    w->cq[0] = w->cq[1];
+    w->ncq--;
+    hive__mpi_count(ctr, 1);
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (size_t)count,
+           own);
+    here_t *x = here_slot;
+    if (x != NULL && x->a != NULL && w->ncq > 0)
+        x->restart = i;                  /* poll_here starts it after the answer */
+    else
+        start_ctrl(w, i);
+    return true;
+}
+
+/* Receive a matched answer and handle it; small ones land on the stack.
+ * Counted in ctr first, as take_request's. */
 static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _Atomic uint64_t *ctr)
 {
     hive__mpi_count(ctr, 1);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
-    here_t *x = here_slot;
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
-    char *small = x != NULL ? (char *)x->stack : (char *)stack;
-    char *buf = count <= (int)sizeof stack ? small : malloc((size_t)count);
+    char *buf = count <= (int)sizeof stack ? (char *)stack : malloc((size_t)count);
     if (buf == NULL)
         abort();                         /* a message we cannot take would wedge the world */
     MPI_Mrecv(buf, count, MPI_BYTE, m, MPI_STATUS_IGNORE);
     handle(w, st->MPI_SOURCE, st->MPI_TAG, buf, (size_t)count, own);
-    if (x != NULL && x->a != NULL) {     /* a call to run in place: its bytes stay */
-        x->heap = buf != small ? buf : NULL;
-        return;
-    }
-    if (buf != small)
+    if (buf != (char *)stack)
         free(buf);
 }
 
-/* Receive what has arrived (the caller holds poll_lock); count it in ctr.
- * Stops after a call claimed to run in place (here_slot). */
-static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr)
+/* Receive what has arrived (the caller holds poll_lock): requests from
+ * the posted receive, and (replies) answers nobody receives with a
+ * receive of their own, by probe; count them in ctr. Stops after a call
+ * claimed to run in place (here_slot). */
+static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr, bool replies)
 {
     int n = 0;
     for (; n < 64; n++) {
+        if (take_request(w, own, ctr)) {
+            if (here_slot != NULL && here_slot->a != NULL) {
+                n++;
+                break;
+            }
+            continue;
+        }
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
-        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, &m, &st);
+        if (replies)
+            MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->rcomm, &flag, &m, &st);
         if (!flag)
             break;
         take_matched(w, &m, &st, own, ctr);
-        if (here_slot != NULL && here_slot->a != NULL) {
-            n++;
-            break;
-        }
     }
     return n > 0;
 }
@@ -961,7 +1105,7 @@ void hive__mpi_poll_once(world_t *w)
         return;                          /* another thread receives */
     bool was = serving;
     serving = true;
-    poll_incoming(w, true, &w->st_recv_waiting);
+    poll_incoming(w, true, &w->st_recv_waiting, true);
     serving = was;
     pthread_mutex_unlock(&w->poll_lock);
 }
@@ -969,19 +1113,26 @@ void hive__mpi_poll_once(world_t *w)
 /* One poll by a thread other than the progress thread (poll_lock taken if
  * free: one thread at a time receives, so messages are handled in the
  * order they were matched); true if it handled something. */
-static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x)
+static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x, bool replies)
 {
     if (pthread_mutex_trylock(&w->poll_lock) != 0)
         return false;                    /* another thread polls */
     uint64_t served0 = served_here;
     here_slot = x;
-    bool did = poll_incoming(w, true, ctr);
+    bool did = poll_incoming(w, true, ctr, replies);
     here_slot = NULL;
     pthread_mutex_unlock(&w->poll_lock);
-    if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps) */
-        atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
     if (x != NULL && x->a != NULL)
         run_in_place(w, x);              /* poll_lock is free meanwhile: others receive */
+    if (x != NULL && x->restart >= 0) {  /* answered: its request receive goes back */
+        pthread_mutex_lock(&w->poll_lock);
+        start_ctrl(w, x->restart);
+        pthread_mutex_unlock(&w->poll_lock);
+        x->restart = -1;
+    }
+    if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps);
+                                     after the answer: its clock read is off the round trip */
+        atomic_store_explicit(&w->seen_ns, hive__now_ns(), memory_order_relaxed);
     return did;
 }
 
@@ -1036,7 +1187,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
     int tag = src >= 0 ? hive__mpi_reply_tag(w, req) : 0;
     char *buf = src >= 0 ? own_buffer() : NULL;
     if (buf != NULL)
-        MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->comm, &own);
+        MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->rcomm, &own);
     unsigned looks = 0;
     /* acquire: a stopped world (phase 3) is not polled any more */
     while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
@@ -1056,7 +1207,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
         }
         /* no pause between polls while spinning: a probe takes long
          * enough, and each pause would add to the answer's latency */
-        if (!poll_here(w, &w->st_recv_waiting, NULL) && now - t0 >= DRIVE_SPIN_NS)
+        if (!poll_here(w, &w->st_recv_waiting, NULL, true) && now - t0 >= DRIVE_SPIN_NS)
             sched_yield();
         now = hive__now_ns();
     }
@@ -1105,8 +1256,10 @@ bool hive__mpi_idle(void *ctx, int what)
         serving = true;
         here_t x;                        /* calls may run here, in place */
         x.a = NULL;
-        x.heap = NULL;
-        bool did = poll_here(w, &w->st_recv_idle, &x);
+        x.restart = -1;
+        /* answers nobody receives are looked for every 8th poll: the
+         * requests (the posted receive's test) come first */
+        bool did = poll_here(w, &w->st_recv_idle, &x, idle_looks++ % 8 == 0);
         serving = was;
         if (did) {
             idle_empty = 0;
@@ -1226,7 +1379,7 @@ void *hive__mpi_progress(void *arg)
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
         uint64_t served0 = served_here;
         if (!others && pthread_mutex_trylock(&w->poll_lock) == 0) {
-            did |= poll_incoming(w, false, &w->st_recv_progress);
+            did |= poll_incoming(w, false, &w->st_recv_progress, true);
             pthread_mutex_unlock(&w->poll_lock);
         }
         did |= test_xfers(w);
@@ -1259,6 +1412,7 @@ void *hive__mpi_progress(void *arg)
 
 void hive__mpi_drain(world_t *w)
 {
+    hive__mpi_close_ctrl(w);
     drop_subs(w);
     take_ready(w);
     take_handed(w);

@@ -12,14 +12,23 @@
  *    (a large payload) is handed to the progress thread to finish; that
  *    handoff is off the critical path (the message is already out).
  *  - Every request carries its own reply tag (reply_tag(req)); requests go
- *    on TAG_CTRL of `comm`, their answers on the reply tag of `comm`, and
- *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a second
- *    duplicate that only explicit receives read.
+ *    on TAG_CTRL of `comm`, their answers on the reply tag of `rcomm`, and
+ *    payloads above HIVE__MPI_INLINE on the same tag of `dcomm`, a third
+ *    duplicate that only explicit receives read. A request above
+ *    HIVE__MPI_CTRL_CAP goes as an M_BIG envelope on `comm` and its whole
+ *    message on `dcomm` under its body tag (above every reply tag).
+ *  - Requests are received only through the two persistent receives
+ *    posted on `comm` (creq): a request is matched into a buffer as it
+ *    arrives - no MPI_Improbe, no MPI_Mrecv, no copy through MPI's
+ *    unexpected queue. Nobody probes `comm`: a probe could take a request
+ *    that arrived while a receive was being started again, ahead of the
+ *    one matched before it. Answers, which need no order, are probed for
+ *    on `rcomm` (replies nobody waits for with a receive of their own).
  *  - A thread that waits for an answer (hive_get of a remote ref or of a
  *    remote call's future - the core's wait hook -, a cell acquire, a
  *    lookup, a kill) drives progress itself for up to DRIVE_NS: it takes
- *    poll_lock, probes `comm`, handles whatever came (serving other ranks'
- *    requests too) and receives its payload straight into the local copy's
+ *    poll_lock, tests the request receives and probes `rcomm`, handles
+ *    whatever came (serving other ranks' requests too) and receives its payload straight into the local copy's
  *    arena payload, so no other thread is on the answer's path and no
  *    wake-up is needed. For the answer to its own last call (or to a
  *    first get) it posts a receive before it probes again: MPI matches
@@ -34,10 +43,12 @@
  *    inline bytes, for a sequential actor whose turn is free (nothing
  *    running, queued or parked: hive__actor_claim_free), runs in place:
  *    the worker takes the turn under poll_lock (calls handled after it
- *    queue behind it, so per-caller and lane order hold), lets poll_lock
- *    go, runs the method with a task and a result record on its stack,
- *    and sends the reply from what the method returned - no task, no
- *    result in the store, no job. Any other call becomes a job on its own
+ *    queue behind it, so per-caller and lane order hold), copies the
+ *    arguments out of the request buffer, lets poll_lock go, runs the
+ *    method with a task and a result record on its stack, and sends the
+ *    reply from what the method returned - no task, no result in the
+ *    store, no job; then it starts that request receive again (the other
+ *    one takes requests meanwhile). Any other call becomes a job on its own
  *    deque, so it runs the method where it took the call and sends the
  *    reply from there: the callee's side of a round trip has no wake-up.
  *  - The progress thread receives only while nobody else polls (pollers,
@@ -55,16 +66,17 @@
  *    busy-poll (MPI_Recv, MPI_Wait spin; the "blocking receive on a
  *    wake-up tag" technique would burn a core per idle rank), so the
  *    timeout is the price of an idle rank using ~0 CPU (docs/scale-out.md).
- *  - Whoever polls holds poll_lock from the probe until the message is
- *    handled (a call pushed into its actor's mailbox, or its turn taken),
- *    so messages are handled in the order MPI matched them, whichever
- *    thread takes them. An answer taken by its own posted receive is
+ *  - Whoever polls holds poll_lock from the test (or probe) until the
+ *    message is handled (a call pushed into its actor's mailbox, or its
+ *    turn taken), so requests are handled in the order MPI matched them,
+ *    whichever thread takes them. An answer taken by its own posted receive is
  *    handled by its waiter outside poll_lock: nothing waits on the order
  *    of answers (a subscribed cell acquire first takes in what arrived).
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
- *    order they were made; the callee's progress thread receives them in
- *    that order and the actor keeps it per lane.
+ *    order they were made (an M_BIG envelope takes its request's place:
+ *    its body is received as the envelope is handled); the callee
+ *    receives them in that order and the actor keeps it per lane.
  */
 #ifndef HIVE_MPI_WORLD_H
 #define HIVE_MPI_WORLD_H
@@ -80,15 +92,31 @@
 #include "store.h"
 #include "hive/mpi.h"
 
+/* A blocking receive returned: MPI may have copied the bytes in on
+ * another thread that drove its progress meanwhile (the progress thread's
+ * MPI_Test), telling the receiver through Open MPI's own atomics, which
+ * TSan does not see (Open MPI is not built with it). Under TSan the range
+ * is marked as new memory of this thread: a later read is checked against
+ * hive's own accesses only. */
+#if defined(__SANITIZE_THREAD__)
+void AnnotateNewMemory(const char *file, int line, const volatile void *mem, size_t size);
+#define HIVE__MPI_RECEIVED(p, n) AnnotateNewMemory(__FILE__, __LINE__, (p), (n))
+#else
+#define HIVE__MPI_RECEIVED(p, n) ((void)0)
+#endif
+
 #define HIVE__MPI_INLINE   (32u << 10)   /* payloads up to this travel inside the header message */
 #define HIVE__MPI_CHUNK    (1u << 30)    /* largest single data message */
 #define HIVE__MPI_SMALL    1024u         /* messages up to this go with MPI_Send (below every
                                             transport's eager limit: it returns at once) */
 #define HIVE__MPI_BUCKETS  4096u
 #define HIVE__MPI_TAG_CTRL 1
-#define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + req % (tag_ub - REPLY0) */
+#define HIVE__MPI_TAG_REPLY0 16       /* reply tags: REPLY0 + (req & tag_mask); body tags above them */
+#define HIVE__MPI_CTRL_CAP (64u << 10)   /* the posted receive for requests takes messages up to
+                                            this; a larger request goes as an M_BIG envelope and
+                                            its whole message on dcomm (hive__mpi_body_tag) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -189,8 +217,24 @@ typedef struct world {
     int           rank, size;
     pthread_t     thread;
 
-    MPI_Comm      dcomm;     /* payloads above HIVE__MPI_INLINE, on the reply's tag */
+    MPI_Comm      dcomm;     /* payloads above HIVE__MPI_INLINE, on the reply's tag; the
+                                bodies of requests above HIVE__MPI_CTRL_CAP, on their body tag */
+    MPI_Comm      rcomm;     /* answers (M_REPLY), on the request's reply tag */
     int           tag_ub;
+    uint64_t      tag_mask;  /* reply and body tags: a power of two less one, below tag_ub / 2 */
+    /* Two receives posted for requests (TAG_CTRL on comm, from any rank),
+     * persistent (MPI_Recv_init): tested, handled and started again by
+     * whoever holds poll_lock, so a request is matched into a buffer as it
+     * arrives (no probe, no copy through MPI's unexpected queue). MPI
+     * matches them in the order they were started, and they are tested in
+     * that order (cq), so requests are handled one at a time in the order
+     * MPI matched them. The second lets an idle worker that runs a call in
+     * place start its buffer again after it answered (off the round trip)
+     * while requests keep arriving in the other. */
+    MPI_Request   creq[2];
+    int           cq[2];     /* the started ones, oldest first */
+    int           ncq;       /* how many are started (0 once closed) */
+    char         *cbuf;      /* 2 x HIVE__MPI_CTRL_CAP bytes: creq[i] receives at cbuf + i x CAP */
 
     pthread_mutex_t qlock;   /* handed, ready, detach_asked */
     handed_t     *handed;
@@ -247,7 +291,20 @@ void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
 bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
-int   hive__mpi_reply_tag(const world_t *w, uint64_t req);
+static inline int hive__mpi_reply_tag(const world_t *w, uint64_t req)
+{
+    return HIVE__MPI_TAG_REPLY0 + (int)(req & w->tag_mask);
+}
+/* The tag of a large request's body on dcomm: above every reply tag, so
+ * it never meets a payload part there. */
+static inline int hive__mpi_body_tag(const world_t *w, uint64_t req)
+{
+    return HIVE__MPI_TAG_REPLY0 + (int)(w->tag_mask + 1 + (req & w->tag_mask));
+}
+/* progress.c: make and start the request receive (attach, before any
+ * thread polls); cancel and free it (detach, after the last poll) */
+void  hive__mpi_open_ctrl(world_t *w);
+void  hive__mpi_close_ctrl(world_t *w);
 /* Send a request on the caller's thread: p goes into the pending table
  * first (HIVE_ESHUTDOWN if detach passed its barrier). owned: msg was
  * malloc'd and is freed either way; else it is the caller's (a small one
@@ -262,6 +319,9 @@ int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, 
  * for other ranks' requests only every few looks. */
 void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
 bool  hive__mpi_serving(void);
+/* A zeroed pending record (this thread's last freed one, if it kept one);
+ * its release (local refs kept) and free. */
+pend_t *hive__mpi_pend_new(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 
 /* A pending record with no payload yet: the future a remote answer fills. */

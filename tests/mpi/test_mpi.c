@@ -244,6 +244,57 @@ static void test_remote_calls_once_in_order(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Requests above the posted receive's 64 KiB (an M_BIG envelope, the
+ * message on the data communicator) mixed with small ones, sent without
+ * waiting: every call runs once and in order per caller, and the big
+ * arguments arrive intact (sum of every byte, two of them in one call). */
+static void test_big_requests_in_order(void **state)
+{
+    (void)state;
+    enum { N = 24, BIG = 100000, BIG2 = 70001 };
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t to = all[(rank + 1) % size];
+    unsigned char *big = malloc(BIG), *big2 = malloc(BIG2);
+    assert_non_null(big);
+    assert_non_null(big2);
+    uint64_t want = 0;
+    for (size_t i = 0; i < BIG; i++)
+        want += big[i] = (unsigned char)(i * 11 + (size_t)rank);
+    for (size_t i = 0; i < BIG2; i++)
+        want += big2[i] = (unsigned char)(i * 5 + 3);
+    hive_ref_t res[N];
+    for (int i = 0; i < N; i++) {
+        int32_t a[2] = { rank, i + 1 };
+        if (i % 3 == 1) {                /* seq(caller, n) reads the first 8 bytes */
+            memcpy(big, a, sizeof a);
+            assert_int_equal(hive_call(h, to, SEQ, &HIVE_BYTES(big, BIG), 1, NULL, &res[i]), HIVE_OK);
+        } else
+            assert_int_equal(hive_call(h, to, SEQ, &HIVE_VAL(a), 1, NULL, &res[i]), HIVE_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t v = 0;
+        assert_int_equal(get_i64(res[i], &v), HIVE_OK);
+        assert_int_equal(v, 2 * (i + 1));
+        assert_int_equal(hive_release(h, res[i]), HIVE_OK);
+    }
+    for (size_t i = 0; i < 2 * sizeof(int32_t); i++)   /* the seq header overwrote these */
+        want += (unsigned char)big[i] - (unsigned char)(i * 11 + (size_t)rank);
+    hive_arg_t two[2] = { HIVE_BYTES(big, BIG), HIVE_BYTES(big2, BIG2) };
+    hive_ref_t r;
+    assert_int_equal(hive_call(h, to, ALL, two, 2, NULL, &r), HIVE_OK);
+    const uint64_t *got;
+    size_t n;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&got, &n), HIVE_OK);
+    assert_int_equal(n, 2 * sizeof(uint64_t));
+    assert_int_equal(got[1], 2);
+    assert_int_equal(got[0], want);
+    hive_release(h, r);
+    free(big);
+    free(big2);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Rank 0 calls rank 1's actor N times, waiting for each answer at once,
  * then N more calls without waiting, with idle workers spinning long
  * (hive__idle_spin_ns, so that rank 1's worker is idle between calls and
@@ -370,6 +421,20 @@ static void test_calls_in_place(void **state)
         assert_int_equal(hive_call(h, all[1], 999, NULL, 0, NULL, &r), HIVE_OK);
         assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, NULL), HIVE_EINVAL);
         hive_release(h, r);
+        /* several arguments in place: the first stays in the request
+         * buffer (16-byte aligned), the others are copied out to 16-byte
+         * boundaries */
+        unsigned char a8[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, a5[5] = { 9, 10, 11, 12, 13 }, a40[40];
+        uint64_t sum3 = 36 + 55;
+        for (int i = 0; i < 40; i++)
+            sum3 += a40[i] = (unsigned char)(100 + i);
+        hive_arg_t three[3] = { HIVE_BYTES(a8, 8), HIVE_BYTES(a5, 5), HIVE_BYTES(a40, 40) };
+        assert_int_equal(hive_call(h, all[1], ALL, three, 3, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
+        assert_int_equal(n, 2 * sizeof(uint64_t));
+        assert_int_equal(((const uint64_t *)p)[0], sum3);
+        assert_int_equal(((const uint64_t *)p)[1], 3);
+        hive_release(h, r);
         uint32_t sizes[] = { 0, 100, 40000 };
         for (int k = 0; k < 3; k++) {
             assert_int_equal(hive_call(h, all[1], BIG, &HIVE_VAL(sizes[k]), 1, NULL, &r), HIVE_OK);
@@ -400,8 +465,15 @@ static void test_calls_in_place(void **state)
         /* a wait that times out withdraws the receive it posted for the
          * answer; the next wait takes the answer all the same */
         uint32_t ms = 100;
+        uint64_t called = test_now_ns();
         assert_int_equal(hive_call(h, all[1], NAP, &HIVE_VAL(ms), 1, NULL, &r), HIVE_OK);
-        assert_int_equal(hive_get(h, r, 5000000, &p, &n), HIVE_ETIMEDOUT);
+        int first = hive_get(h, r, 5000000, &p, &n);
+        /* the answer cannot come before the nap is over: in time only if
+         * this thread was off its core for about as long (a loaded run) */
+        if (first == HIVE_OK)
+            assert_true(test_now_ns() - called >= (uint64_t)ms * 1000000);
+        else
+            assert_int_equal(first, HIVE_ETIMEDOUT);
         assert_int_equal(hive_get(h, r, HIVE_FOREVER, &p, &n), HIVE_OK);
         assert_int_equal(n, sizeof ms);
         assert_int_equal(*(const uint32_t *)p, ms);
@@ -791,6 +863,27 @@ static void test_name_lookup(void **state)
     hive_release(h, r);
     (void)unused;
     assert_int_equal(hive_actor_lookup(h, "nobody.anywhere", &a), HIVE_ENOENT);
+    /* a name longer than a request's 64 KiB goes to every rank as an
+     * envelope and the request itself; the last rank has it */
+    enum { LONG = 70000 };
+    char *longname = malloc(LONG + 1);
+    assert_non_null(longname);
+    for (size_t i = 0; i < LONG; i++)
+        longname[i] = (char)('a' + i % 26);
+    longname[LONG] = '\0';
+    hive_actor_t named = { 0 };
+    hive_actor_opts_t lo = { .name = longname };
+    if (rank == size - 1)
+        assert_int_equal(hive_actor_new(h, &logger_class, NULL, 0, &lo, &named), HIVE_OK);
+    MPI_Bcast(&named.id, 1, MPI_UINT64_T, size - 1, MPI_COMM_WORLD);
+    assert_int_equal(hive_actor_lookup(h, longname, &a), HIVE_OK);
+    assert_int_equal(a.id, named.id);
+    longname[0] = 'z';                   /* nobody's */
+    assert_int_equal(hive_actor_lookup(h, longname, &a), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);         /* every rank looked before the actor goes */
+    if (rank == size - 1)
+        assert_int_equal(hive_actor_kill(h, named), HIVE_OK);
+    free(longname);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -1175,6 +1268,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attach_rank_size),
         cmocka_unit_test(test_remote_calls_once_in_order),
+        cmocka_unit_test(test_big_requests_in_order),
         cmocka_unit_test(test_round_trip_paths),
         cmocka_unit_test(test_calls_in_place),
         cmocka_unit_test(test_many_arguments),
