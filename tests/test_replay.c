@@ -980,6 +980,77 @@ static void test_distinct_bad_input(void **state)
     finish(h);
 }
 
+/* ------------------------------------------------------------------ keys */
+
+/* Samplers work a row's key out from a watermark (the keys seen complete)
+ * instead of reading it from the row: for every item size they special-
+ * case and one they do not, capacities a power of two and not, in the
+ * first lap (rows past the fill) and after many, with single pushes,
+ * batches and a batch longer than the buffer (keys that are never
+ * written), every key handed out must be one of the newest capacity
+ * keys and name the item pushed with it (its bytes derived from the key). */
+static void fill_keyed(unsigned char *it, size_t isz, uint64_t key)
+{
+    for (size_t b = 0; b < isz; b++)
+        it[b] = (unsigned char)(key * 131 + b * 7 + (key >> 8));
+}
+
+static void check_keyed(hive_replay_t *rb, size_t isz, uint64_t cap, uint64_t pushed, uint64_t *rng,
+                        unsigned char *items, unsigned char *want)
+{
+    uint64_t keys[64];
+    uint64_t held = pushed < cap ? pushed : cap;
+    size_t batch = held < 64 ? (size_t)held : 64;
+    for (int distinct = 0; distinct < 2; distinct++) {
+        assert_int_equal(hive_replay_sample_ex(rb, batch, distinct ? HIVE_REPLAY_DISTINCT : 0, rng,
+                                               items, keys, NULL, 0), HIVE_OK);
+        for (size_t i = 0; i < batch; i++) {
+            assert_true(keys[i] < pushed && keys[i] + cap >= pushed);
+            fill_keyed(want, isz, keys[i]);
+            assert_memory_equal(items + i * isz, want, isz);
+        }
+    }
+}
+
+static void test_keys_from_watermark(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const size_t sizes[] = { 8, 16, 32, 48, 64, 96, 128, 200 };
+    static const uint64_t caps[] = { 7, 64 };
+    unsigned char *items = malloc(200 * 200), *want = malloc(200);
+    assert_non_null(items);
+    assert_non_null(want);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t ci = 0; ci < 2; ci++) {
+            size_t isz = sizes[si];
+            uint64_t cap = caps[ci], pushed = 0, rng = 9;
+            for (int prioritized = 0; prioritized < 2; prioritized++) {
+                hive_replay_config_t cfg = { .capacity = cap, .item_size = isz,
+                                             .prioritized = prioritized, .alpha = 0.5, .seed = 3 };
+                hive_replay_t *rb = NULL;
+                assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+                pushed = 0;
+                for (int step = 0; step < 60; step++) {
+                    /* single pushes, batches, and now and then a batch longer than the buffer */
+                    uint64_t n = step % 7 == 6 ? cap + 3 : (uint64_t)(step % 5) + 1;
+                    for (uint64_t i = 0; i < n; i++)
+                        fill_keyed(items + i * isz, isz, pushed + i);
+                    if (n == 1)
+                        assert_int_equal(hive_replay_push(rb, items), HIVE_OK);
+                    else
+                        assert_int_equal(hive_replay_push_batch(rb, items, (size_t)n), HIVE_OK);
+                    pushed += n;
+                    check_keyed(rb, isz, cap, pushed, &rng, items, want);
+                }
+                assert_int_equal(hive_replay_free(rb), HIVE_OK);
+            }
+        }
+    free(items);
+    free(want);
+    finish(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1000,6 +1071,7 @@ int main(void)
         cmocka_unit_test(test_priority_limits),
         cmocka_unit_test(test_sum_tree_never_drifts),
         cmocka_unit_test(test_lazy_tree),
+        cmocka_unit_test(test_keys_from_watermark),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

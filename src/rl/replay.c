@@ -148,6 +148,7 @@
 #define MAX_CAPACITY    (UINT64_C(1) << 48) /* keeps every size computation far from overflow */
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
+#define UCHUNK          16                  /* the same for uniform draws (measured best) */
 #define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 #define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
@@ -182,6 +183,7 @@ struct hive_replay {
     bool              may_wait;     /* a sampler can ever wait: spi > 0 or min_size > 0 */
 
     REPLAY_ALIGNED _Atomic uint64_t cursor;   /* next key = inserts so far; pushers' shared line */
+    REPLAY_ALIGNED _Atomic uint64_t done;     /* samplers' watermark: see "Samplers and done" */
     REPLAY_ALIGNED _Atomic uint64_t samples;  /* items sampled (admitted) */
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
@@ -538,18 +540,27 @@ static inline void item_copy(void *dst, const void *src, size_t n)
 #define racy_copy item_copy
 #endif
 
-/* Ask for a row's lines (sequence word, leaf, and the bytes if wanted)
- * ahead of their use. */
-static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes)
+/* Ask for the lines of a row's bytes at p (first and last: a row may
+ * straddle two; and every line between for longer rows). */
+static inline void row_prefetch_at(const unsigned char *p, size_t isz, bool bytes)
 {
-    const unsigned char *p = rb->data + row * rb->isz;
-    __builtin_prefetch(&rb->seq[row]);
-    if (bytes) {                        /* first and last line: a row may straddle two */
-        __builtin_prefetch(p);
-        __builtin_prefetch(p + rb->isz - 1);
-        for (size_t off = 64; off + 1 < rb->isz; off += 64)    /* rows beyond two lines */
-            __builtin_prefetch(p + off);
-    }
+    if (!bytes)
+        return;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + isz - 1);
+    for (size_t off = 64; off + 1 < isz; off += 64)
+        __builtin_prefetch(p + off);
+}
+
+/* Ask for a row's lines (its leaf, the sequence word if the caller takes
+ * the row, and the bytes if wanted) ahead of their use. Samplers do not
+ * ask for the word: their fast path never reads it (see "Samplers and
+ * done"). */
+static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes, bool word)
+{
+    if (word)
+        __builtin_prefetch(&rb->seq[row]);
+    row_prefetch_at(rb->data + row * rb->isz, rb->isz, bytes);
     if (rb->leaf != NULL)
         __builtin_prefetch(&rb->leaf[row]);
 }
@@ -796,7 +807,80 @@ typedef struct reader {
     const unsigned char *data;
     size_t               isz;
     _Atomic uint64_t    *leaf;          /* the leaves of the sum tree, NULL when uniform */
+    _Atomic uint64_t    *cursor;        /* the second look of the fast path */
+    uint64_t             cap;
+    uint64_t             done;          /* the watermark of this call */
+    uint64_t             lap;           /* done - 1 rounded down to a multiple of cap */
+    uint64_t             last;          /* row of done - 1 */
 } reader_t;
+
+/* Bring the samplers' watermark up and return it (see "Samplers and
+ * done" at the top of the file): every key below it whose row was not
+ * claimed again by the time of a later look at the cursor was seen
+ * complete, its row's word even and naming it. The scan starts at the old
+ * mark, or at cursor - capacity if that is higher (an older key's row has
+ * been claimed again already: it can never pass a sampler's check, and a
+ * key that is never written, such as the first of a batch longer than the
+ * capacity, is left behind so), and stops at the first key not complete,
+ * or at the cursor. Each key is scanned about once over the buffer's
+ * life, by whichever sampler comes first: one sequential load per push. */
+static uint64_t done_advance(hive_replay_t *rb)
+{
+    /* acquire: pairs with the release CAS below of the scanner that
+     * raised it, so every row it saw complete (its acquire loads of their
+     * words) comes before our copies */
+    uint64_t w = atomic_load_explicit(&rb->done, memory_order_acquire);
+    /* relaxed: only compared with; a sampler's later look at the cursor
+     * comes after this one (we publish the mark after it, release), so
+     * that look is at least as high */
+    uint64_t c = atomic_load_explicit(&rb->cursor, memory_order_relaxed);
+    uint64_t k = w;
+    if (c > rb->cap && k < c - rb->cap)
+        k = c - rb->cap;
+    if (k >= c)
+        return w;
+    uint64_t row = row_of(rb, k);
+    /* acquire: pairs with the holder's release store of the even word, so
+     * the bytes (and leaf) of key k come before every sampler that reads
+     * the mark we publish */
+    while (k < c && atomic_load_explicit(&rb->seq[row], memory_order_acquire) == (k + 1) << 1) {
+        k++;
+        if (++row == rb->cap)
+            row = 0;
+    }
+    /* release: publishes the looks above; acquire on failure: another
+     * scanner's higher mark, with its looks */
+    while (w < k && !atomic_compare_exchange_weak_explicit(&rb->done, &w, k, memory_order_release,
+                                                           memory_order_acquire))
+        ;
+    return w > k ? w : k;
+}
+
+/* A reader for one sample call, with the watermark done. */
+static reader_t reader_of(hive_replay_t *rb, uint64_t done)
+{
+    reader_t r = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf,
+                   .cursor = &rb->cursor, .cap = rb->cap, .done = done };
+    if (done > 0) {
+        r.last = row_of(rb, done - 1);
+        r.lap = done - 1 - r.last;
+    }
+    return r;
+}
+
+/* The key that will next overwrite row, counting from the watermark: the
+ * newest key below the mark that maps to row plus the capacity (rows up
+ * to the mark's row hold keys of its lap, the rest keys of the lap
+ * before; no division). Its row's copy is good if this key was not
+ * claimed by the sampler's look at the cursor after the copy, c2: if
+ * next_key >= c2. A row with no key below the mark (past the mark in the
+ * first lap) gets the row number itself, which is below c2 (every row
+ * drawn is below the fill, itself at most c2): it always fails. The
+ * caller checks done > 0 itself (with no mark, every row fails). */
+static inline uint64_t next_key(const reader_t *r, uint64_t row)
+{
+    return row + (row <= r->last ? r->lap + r->cap : r->lap);
+}
 
 /* Copy row into dst (if not NULL) consistently and return its key; *leaf
  * (if not NULL) gets the row's leaf as it was for that item. */
@@ -853,38 +937,110 @@ static void rows_copy_any(const unsigned char *data, size_t isz, const uint64_t 
 }
 
 /* Copy m (<= CHUNK) rows out (dst may be NULL): keys[j] and, if leaves is
- * not NULL, leaves[j] for rows[j]. The seqlock read of a whole chunk at
- * once: every first look, every copy, every second look, each a loop of
- * independent loads whose misses overlap; a row that was busy or moved is
- * then read again on its own (row_get). */
+ * not NULL, leaves[j] for rows[j]. The fast path of "Samplers and done":
+ * each row's key comes from the watermark (no load), every copy is made,
+ * then one look at the cursor (after seq_reread's acquire fence, so every
+ * copy is ordered before it) says whether any row was claimed again since
+ * its key was seen complete: the chunk is good at once if its smallest
+ * next_key is not claimed yet; else row by row, and a row that fails is
+ * read again on its own under its sequence word (row_get). */
 __attribute__((noinline))
 static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned char *dst,
                      uint64_t *keys, double *leaves)
 {
     const reader_t rd = *r;               /* in registers, whatever dst aliases */
-    uint64_t s1[CHUNK];
-    double v[CHUNK];
-    /* acquire: pairs with each holder's release store, so the bytes and
-     * leaf of the item a word names are what the copies below read */
-    for (size_t j = 0; j < m; j++)
-        s1[j] = atomic_load_explicit(&rd.seq[rows[j]], memory_order_acquire);
+    uint64_t own[CHUNK];
+    if (keys == rows) {                   /* a distinct sample's rows are its keys' room */
+        memcpy(own, rows, m * sizeof *rows);
+        rows = own;
+    }
+    uint64_t lo = UINT64_MAX;
+    for (size_t j = 0; j < m; j++) {
+        uint64_t nk = next_key(&rd, rows[j]);
+        keys[j] = nk - rd.cap;
+        lo = nk < lo ? nk : lo;
+    }
     if (dst != NULL)
         rows_copy_any(rd.data, rd.isz, rows, m, dst);
     if (leaves != NULL)                   /* relaxed: inside the window, validated below */
         for (size_t j = 0; j < m; j++)
-            v[j] = bitsd(atomic_load_explicit(&rd.leaf[rows[j]], memory_order_relaxed));
-    /* second looks, after seq_reread's acquire fence: every copy above is
-     * ordered before them. out keys may be rows itself: rows[j] is read
-     * before keys[j] is written */
+            leaves[j] = bitsd(atomic_load_explicit(&rd.leaf[rows[j]], memory_order_relaxed));
+    uint64_t c2 = seq_reread(rd.cursor);
+    if (rd.done > 0 && lo >= c2)
+        return;
+    for (size_t j = 0; j < m; j++)
+        if (rd.done == 0 || keys[j] + rd.cap < c2)
+            keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+}
+
+/* One chunk of a uniform sample, everything in one loop: draw the next
+ * chunk's row j (nm rows) and ask for its lines, and copy this chunk's row
+ * j with its key from next_key; returns the chunk's smallest next_key for
+ * the check. Always inlined, so that the common item sizes are constants. */
+static inline __attribute__((always_inline)) uint64_t
+uniform_chunk(const reader_t *rd, size_t isz, uint64_t *st, uint64_t fill, const uint64_t *cur,
+              size_t m, uint64_t *nxt, size_t nm, unsigned char *dst, uint64_t *keys)
+{
+    /* locals, all: the stores below (keys, rows, bytes) could alias the
+     * reader and the random state, which would be reloaded every row */
+    const unsigned char *data = rd->data;
+    uint64_t lo = UINT64_MAX, last = rd->last, cap = rd->cap, near = rd->lap + cap, far = rd->lap;
+    uint64_t s = *st;
     for (size_t j = 0; j < m; j++) {
-        uint64_t row = rows[j], w = s1[j];
-        if ((w & 1) == 0 && w != 0 && seq_reread(&rd.seq[row]) == w) {
-            keys[j] = (w >> 1) - 1;
-            if (leaves != NULL)
-                leaves[j] = v[j];
-        } else {
-            keys[j] = row_get(&rd, row, dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+        if (j < nm) {
+            uint64_t r = rng_below(&s, fill);
+            const unsigned char *p = data + r * isz;
+            nxt[j] = r;
+            __builtin_prefetch(p);
+            for (size_t off = 64; off + 1 < isz; off += 64)   /* rows beyond two lines */
+                __builtin_prefetch(p + off);
+            __builtin_prefetch(p + isz - 1);
         }
+        uint64_t row = cur[j], nk = row + (row <= last ? near : far);
+        keys[j] = nk - cap;
+        lo = nk < lo ? nk : lo;
+        if (dst != NULL)
+            racy_copy(dst + j * isz, data + row * isz, isz);
+    }
+    *st = s;
+    return lo;
+}
+
+/* The rows of a uniform sample with replacement: chunk after chunk, the
+ * next chunk drawn and prefetched while this one is copied (the draws keep
+ * their order: the same state gives the same samples), each chunk checked
+ * as rows_get checks one. */
+static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t batch,
+                         unsigned char *dst, uint64_t *out_keys)
+{
+    uint64_t rows[2][UCHUNK], kbuf[UCHUNK];
+    size_t isz = rd->isz;
+    for (size_t j = 0; j < batch && j < UCHUNK; j++) {
+        rows[0][j] = rng_below(st, fill);
+        row_prefetch_at(rd->data + rows[0][j] * isz, isz, dst != NULL);
+    }
+    for (size_t base = 0, c = 0; base < batch; base += UCHUNK, c ^= 1) {
+        size_t m = batch - base < UCHUNK ? batch - base : UCHUNK;
+        size_t rest = batch - base - m, nm = rest < UCHUNK ? rest : UCHUNK;
+        uint64_t *keys = out_keys != NULL ? out_keys + base : kbuf;
+        unsigned char *d = dst != NULL ? dst + base * isz : NULL;
+        const uint64_t *cur = rows[c];
+        uint64_t *nxt = rows[c ^ 1], lo;
+        switch (isz) {                    /* a transition is a few dozen bytes */
+        case 16: lo = uniform_chunk(rd, 16, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 32: lo = uniform_chunk(rd, 32, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 48: lo = uniform_chunk(rd, 48, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 64: lo = uniform_chunk(rd, 64, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 96: lo = uniform_chunk(rd, 96, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 128: lo = uniform_chunk(rd, 128, st, fill, cur, m, nxt, nm, d, keys); break;
+        default: lo = uniform_chunk(rd, isz, st, fill, cur, m, nxt, nm, d, keys); break;
+        }
+        uint64_t c2 = seq_reread(rd->cursor);   /* every copy above is ordered before it */
+        if (rd->done > 0 && lo >= c2)
+            continue;
+        for (size_t j = 0; j < m; j++)
+            if (rd->done == 0 || keys[j] + rd->cap < c2)
+                keys[j] = row_get(rd, cur[j], d != NULL ? d + j * isz : NULL, NULL);
     }
 }
 
@@ -983,6 +1139,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     rb->seed = cfg->seed;
     rb->may_wait = rb->spi > 0 || rb->min_size > 0;
     atomic_init(&rb->cursor, 0);
+    atomic_init(&rb->done, 0);
     atomic_init(&rb->samples, 0);
     atomic_init(&rb->calls, 0);
     atomic_init(&rb->epoch, 0);
@@ -1220,11 +1377,11 @@ static void leaves_to_weights(const hive_replay_t *rb, double *w, size_t batch, 
     }
 }
 
-/* What choosing the rows of a with-replacement batch needs. */
+/* What choosing the rows of a prioritized with-replacement batch needs. */
 typedef struct pick {
     uint64_t fill;
-    double   total, seg;                /* prioritized: the total mass, a segment of it */
-    bool     uniform, bytes;            /* bytes: the items are copied (prefetch them) */
+    double   total, seg;                /* the total mass, a segment of it */
+    bool     bytes;                     /* the items are copied (prefetch them) */
 } pick_t;
 
 /* Choose the m rows of draws base .. base+m-1 and ask for their lines.
@@ -1232,23 +1389,18 @@ typedef struct pick {
 static void pick_chunk(const hive_replay_t *rb, const pick_t *pk, uint64_t *st, size_t base, size_t m,
                        uint64_t *rows)
 {
-    if (pk->uniform) {
-        for (size_t j = 0; j < m; j++)
-            rows[j] = rng_below(st, pk->fill);
-    } else {
-        double u[CHUNK];
-        for (size_t j = 0; j < m; j++) {
-            u[j] = ((double)(base + j) + rng_unit(st)) * pk->seg;
-            if (!(u[j] < pk->total))
-                u[j] = below(pk->total);
-        }
-        descend_chunk(rb, u, m, rows);
-        for (size_t j = 0; j < m; j++)
-            if (rows[j] == UINT64_MAX)      /* every leaf went to 0 meanwhile */
-                rows[j] = rng_below(st, pk->fill);
+    double u[CHUNK];
+    for (size_t j = 0; j < m; j++) {
+        u[j] = ((double)(base + j) + rng_unit(st)) * pk->seg;
+        if (!(u[j] < pk->total))
+            u[j] = below(pk->total);
     }
+    descend_chunk(rb, u, m, rows);
     for (size_t j = 0; j < m; j++)
-        row_prefetch(rb, rows[j], pk->bytes);
+        if (rows[j] == UINT64_MAX)          /* every leaf went to 0 meanwhile */
+            rows[j] = rng_below(st, pk->fill);
+    for (size_t j = 0; j < m; j++)
+        row_prefetch(rb, rows[j], pk->bytes, false);
 }
 
 static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fill, uint64_t *rng_state,
@@ -1257,21 +1409,30 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
     /* the random state lives in a register for the call (it would else be
      * stored and reloaded around every copy, which may alias it) */
     uint64_t st = call_state(rb, rng_state);
-    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz,
-                          .leaf = rb->leaf };
+    const reader_t rd = reader_of(rb, done_advance(rb));
     /* Rows are chosen a chunk at a time and their lines prefetched before
      * any is copied, so the cache misses of a chunk overlap instead of
-     * coming one after another (the draws keep their order: same samples). */
+     * coming one after another (the draws keep their order: same samples).
+     * The watermark first (see "Samplers and done"), so that every row it
+     * covers was complete before the copies below. */
     unsigned char *dst = out_items;
     if (rb->tree != NULL)
         tree_flush(rb);                     /* the pushes' and updates' leaves since the last */
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
+    if (uniform) {
+        uniform_rows(&rd, &st, fill, batch, dst, out_keys);
+        if (rng_state != NULL)
+            *rng_state = st;
+        if (out_weights != NULL)
+            for (size_t i = 0; i < batch; i++)
+                out_weights[i] = 1.0;
+        return HIVE_OK;
+    }
     double seg = total / (double)batch, min_leaf = INFINITY;
     uint64_t rows[2][CHUNK], keys[CHUNK];
     double leaves[CHUNK];
-    const pick_t pk = { .fill = fill, .total = total, .seg = seg, .uniform = uniform,
-                        .bytes = dst != NULL };
+    const pick_t pk = { .fill = fill, .total = total, .seg = seg, .bytes = dst != NULL };
     pick_chunk(rb, &pk, &st, 0, batch < CHUNK ? batch : CHUNK, rows[0]);
     for (size_t base = 0, c = 0; base < batch; base += CHUNK, c ^= 1) {
         size_t m = batch - base < CHUNK ? batch - base : CHUNK;
@@ -1279,23 +1440,15 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
             pick_chunk(rb, &pk, &st, base + CHUNK,
                        batch - base - CHUNK < CHUNK ? batch - base - CHUNK : CHUNK, rows[c ^ 1]);
         rows_get(&rd, rows[c], m, dst ? dst + base * rd.isz : NULL, out_keys ? out_keys + base : keys,
-                 uniform ? NULL : leaves);
-        if (!uniform) {
-            for (size_t j = 0; j < m; j++)
-                if (leaves[j] > 0 && leaves[j] < min_leaf)
-                    min_leaf = leaves[j];
-            if (out_weights != NULL)        /* turned into weights below */
-                memcpy(out_weights + base, leaves, m * sizeof *leaves);
-        }
+                 leaves);
+        for (size_t j = 0; j < m; j++)
+            if (leaves[j] > 0 && leaves[j] < min_leaf)
+                min_leaf = leaves[j];
+        if (out_weights != NULL)            /* turned into weights below */
+            memcpy(out_weights + base, leaves, m * sizeof *leaves);
     }
     if (rng_state != NULL)
         *rng_state = st;
-    if (uniform) {
-        if (out_weights != NULL)
-            for (size_t i = 0; i < batch; i++)
-                out_weights[i] = 1.0;
-        return HIVE_OK;
-    }
     if (out_weights != NULL)
         leaves_to_weights(rb, out_weights, batch, min_leaf);
     return HIVE_OK;
@@ -1420,14 +1573,14 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
     }
     if (rng_state != NULL)
         *rng_state = st;
-    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf };
+    const reader_t rd = reader_of(rb, done_advance(rb));
     unsigned char *dst = out_items;
     uint64_t keys[CHUNK];
     double leaves[CHUNK], min_leaf = INFINITY;
     for (size_t base = 0; base < batch; base += CHUNK) {
         size_t m = batch - base < CHUNK ? batch - base : CHUNK;
         for (size_t j = 0; j < m; j++)
-            row_prefetch(rb, rows[base + j], dst != NULL);
+            row_prefetch(rb, rows[base + j], dst != NULL, false);
         /* out_keys may be rows itself: rows_get reads rows[j] before it writes keys[j] */
         rows_get(&rd, rows + base, m, dst ? dst + base * rd.isz : NULL,
                  out_keys ? out_keys + base : keys, uniform ? NULL : leaves);
@@ -1566,7 +1719,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
     for (size_t i = 0; i < n; i++) {
         if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
             for (size_t j = i; j < n && j < i + CHUNK; j++)
-                row_prefetch(rb, row_of(rb, keys[j]), false);
+                row_prefetch(rb, row_of(rb, keys[j]), false, true);
         uint64_t key = keys[i], row = row_of(rb, key);
         _Atomic uint64_t *sq = &rb->seq[row];
         uint64_t label = (key + 1) << 1;
