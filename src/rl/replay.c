@@ -17,10 +17,10 @@
  *                          tree, rounding included, stays finite, and so do
  *                          the sampling targets and the importance weights
  *                          (ratios of two finite leaves, at most 1).
- *   dirty, up              prioritized only: a bit per bottom node whose
+ *   dirty, todo            prioritized only: a bit per bottom node whose
  *                          leaves changed since the last flush (set by
- *                          writers), and the flusher's own bits for the
- *                          nodes above (see "The sum tree is lazy").
+ *                          writers), and the flusher's own list of the
+ *                          nodes it recomputes (see "The sum tree is lazy").
  *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
  *                          nodes (P a power of two) are the sums of blocks
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
@@ -149,7 +149,7 @@
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
 #define UCHUNK          16                  /* the same for uniform draws (measured best) */
-#define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
+#define LEAF_BLOCK      8                  /* leaves under one bottom node of the tree */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 #define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
 
@@ -175,7 +175,7 @@ struct hive_replay {
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
     gate_t           *gate;         /* one per GATE_ROWS rows */
     _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
-    uint64_t         *up;           /* prioritized: the flusher's own marks of nodes above */
+    uint64_t         *todo;         /* prioritized: the flusher's list of nodes, P entries */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -339,6 +339,53 @@ static void leaf_set(hive_replay_t *rb, uint64_t row, double v)
     mark_block(rb, row / LEAF_BLOCK);
 }
 
+/* The fence between an update's leaf stores and its marks (marks_flush).
+ * Not inlined under ThreadSanitizer, where GCC refuses (-Wtsan) a fence
+ * inlined into another function (TSan does not model fences; the leaves
+ * and marks are atomics, so it has nothing to report either way). */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((noinline)) static void marks_fence(void)
+#else
+static inline void marks_fence(void)
+#endif
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Set a row's leaf as leaf_set does, but leave its block's mark to the
+ * caller's next marks_flush, so that the leaves of many rows share one
+ * fence instead of paying a locked store each (update_priorities). The
+ * store is relaxed: the holder's release of the row orders it for the next
+ * holder and for readers, and marks_flush's fence for the flusher. True
+ * if the leaf changed (its block then needs its mark). */
+static inline bool leaf_put(hive_replay_t *rb, uint64_t row, double v)
+{
+    if (leaf_get(rb, row) == v)
+        return false;
+    atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_relaxed);
+    return true;
+}
+
+/* Mark the n blocks of leaves stored with leaf_put since the last call.
+ * Why none is left out of the tree (as mark_block's argument, with a
+ * fence in the place of each seq_cst leaf store): the leaf stores come
+ * before the seq_cst fence, the fence before mark_block's load of the
+ * mark. If that load saw the bit still set, it read a value from before
+ * the flusher's exchange that clears it, so our fence precedes that
+ * exchange in the single total order, and the flusher's seq_cst leaf
+ * loads after its exchange see our stores (a store sequenced before a
+ * seq_cst fence is seen by every seq_cst load that follows the fence in
+ * that order). If it saw the bit clear, our fetch-or sets it, after our
+ * stores, for a later flush. */
+static void marks_flush(hive_replay_t *rb, const uint64_t *blocks, size_t n)
+{
+    if (n == 0)
+        return;
+    marks_fence();
+    for (size_t i = 0; i < n; i++)
+        mark_block(rb, blocks[i]);
+}
+
 /* Bring the tree up to its leaves: every block marked since the last flush
  * gets its node recomputed from its leaves, and every node above one
  * recomputed gets recomputed from its children, children before parents.
@@ -361,13 +408,13 @@ static void tree_flush(hive_replay_t *rb)
     uint32_t idle = 0;
     /* relaxed look first: a sampler that meets a flush under way does not
      * bounce its line. acquire on success: the previous flusher's node
-     * stores and its clearing of up[] come before ours (release below) */
+     * stores and its use of todo[] come before ours (release below) */
     if (atomic_load_explicit(&rb->flushing, memory_order_relaxed) != 0 ||
         !atomic_compare_exchange_strong_explicit(&rb->flushing, &idle, 1, memory_order_acquire,
                                                  memory_order_relaxed))
         return;
-    uint64_t words = (rb->nodes + 63) / 64;
-    bool any = false;
+    uint64_t words = (rb->nodes + 63) / 64, *todo = rb->todo;
+    size_t n = 0;
     for (uint64_t w = 0; w < words; w++) {
         /* relaxed look: a clear word needs no exchange (a bit set after it
          * is the next flush's) */
@@ -379,24 +426,32 @@ static void tree_flush(hive_replay_t *rb)
             uint64_t i = rb->nodes + w * 64 + (uint64_t)__builtin_ctzll(bits);
             /* relaxed: readers only descend by the nodes, see node_get */
             atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
-            if (i > 1) {
-                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
-                any = true;
-            }
+            todo[n++] = i;
         }
     }
-    /* the nodes above, highest index first: a parent's index is half its
-     * child's, so it is in a lower word or lower in the same word, and is
-     * recomputed after all of its children */
-    for (uint64_t w = words; any && w-- > 0;)
-        while (rb->up[w] != 0) {
-            unsigned b = 63u - (unsigned)__builtin_clzll(rb->up[w]);
-            uint64_t i = w * 64 + b;
-            rb->up[w] &= ~(UINT64_C(1) << b);
-            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
-            if (i > 1)
-                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+    /* the levels above, one at a time: todo holds the nodes recomputed on
+     * one level in increasing order (all bottom nodes are on one level), so
+     * their parents come in nondecreasing order too and a parent shared by
+     * two of them is the one just listed. The list is rewritten in place
+     * (parent k is written at or before child k is read) and each parent
+     * recomputed from its children, every one of them final by now. */
+    while (n > 0 && todo[0] > 1) {
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint64_t parent = todo[k] / 2;
+            if (m == 0 || todo[m - 1] != parent)
+                todo[m++] = parent;
         }
+        for (size_t k = 0; k < m; k++) {
+            uint64_t i = todo[k];
+            /* relaxed: the children are this flusher's own stores (or a
+             * previous flusher's, ordered by the acquire above) */
+            double sum = bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_relaxed)) +
+                         bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_relaxed));
+            atomic_store_explicit(&rb->tree[i], dbits(sum), memory_order_relaxed);
+        }
+        n = m;
+    }
     atomic_store_explicit(&rb->flushing, 0, memory_order_release);
 }
 
@@ -1180,14 +1235,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
         /* a bit per node: the leaf blocks' marks, and the flusher's */
         rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
-        rb->up = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->up);
+        rb->todo = hive__calloc(rb->nodes, sizeof *rb->todo);
     }
     if (rb->seq == NULL || rb->gate == NULL ||
         (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
-                              rb->up == NULL))) {
+                              rb->todo == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
-        free(rb->up);
+        free(rb->todo);
         free(rb->dirty);
         free(rb->gate);
         free(rb->tree);
@@ -1222,7 +1277,7 @@ int hive_replay_free(hive_replay_t *rb)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
-    free(rb->up);
+    free(rb->todo);
     free(rb->dirty);
     free(rb->gate);
     free(rb->tree);
@@ -1716,10 +1771,15 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                           "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
                           rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
+    uint64_t blocks[CHUNK];                 /* blocks of the chunk's changed leaves, to mark */
+    size_t nb = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
+        if (i % CHUNK == 0) {               /* overlap the misses of a chunk of rows */
+            marks_flush(rb, blocks, nb);    /* the last chunk's marks: one fence for them all */
+            nb = 0;
             for (size_t j = i; j < n && j < i + CHUNK; j++)
                 row_prefetch(rb, row_of(rb, keys[j]), false, true);
+        }
         uint64_t key = keys[i], row = row_of(rb, key);
         _Atomic uint64_t *sq = &rb->seq[row];
         uint64_t label = (key + 1) << 1;
@@ -1749,12 +1809,14 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
         if (!held)
             continue;
         double v = pow(priorities[i], rb->alpha);
-        leaf_set(rb, row, v < lmax ? v : lmax);
+        if (leaf_put(rb, row, v < lmax ? v : lmax) && (nb == 0 || blocks[nb - 1] != row / LEAF_BLOCK))
+            blocks[nb++] = row / LEAF_BLOCK;
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
         if (applied < INT_MAX)
             applied++;
     }
+    marks_flush(rb, blocks, nb);
     tree_flush(rb);                         /* the tree up to the new priorities */
     raise_to(&rb->max_prio, pmax);
     raise_to(&rb->max_leaf, lmax);
