@@ -805,47 +805,62 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     _Atomic uint64_t *g = gate_of(rb, row);
-    uint64_t taken = 0;
+    const size_t isz = rb->isz;
+    uint64_t skipped = 0;                   /* rows a newer item holds: not ours to write */
     uint64_t closed = gate_close(g);
     for (size_t i = 0; i < n; i++) {
         uint64_t label = key + i + 1;
-        unsigned spins = 0;
         /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
          * acquire too, pairing with the previous holder's release store,
          * so its bytes and leaf come before ours */
         uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-        while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
-            backoff(&spins);
-            s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        if (__builtin_expect((s & 1) || (s >> 1) >= label, 0)) {
+            unsigned spins = 0;
+            while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
+                backoff(&spins);
+                s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+            }
+            if ((s >> 1) >= label) {        /* a newer item holds the row: ours is gone */
+                skipped |= UINT64_C(1) << i;
+                continue;
+            }
         }
-        if ((s >> 1) >= label)              /* a newer item holds the row: ours is gone */
-            continue;
         /* relaxed: nobody else stores to the word while the gate is
          * closed but a single holder that took it earlier and now only
          * tries to hand it back with a CAS expecting its own odd word,
          * which this store makes fail; readers are ordered by the fence
          * below */
         atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
-        taken |= UINT64_C(1) << i;
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
+    if (__builtin_expect(skipped == 0, 1)) {   /* every row ours: one memcpy, then the words */
+        memcpy(rb->data + row * isz, src, n * isz);
+        if (rb->tree != NULL)
+            for (size_t i = 0; i < n; i++)
+                leaf_set(rb, row + i, leaf);
+        /* release: as in row_put, bytes and leaf before the even word */
+        for (size_t i = 0; i < n; i++)
+            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
+        gate_open(g, closed);
+        return;
+    }
     for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
-        if (!(taken >> i & 1)) {
+        if (skipped >> i & 1) {
             i++;
             continue;
         }
         size_t end = i + 1;
-        while (end < n && (taken >> end & 1))
+        while (end < n && !(skipped >> end & 1))
             end++;
-        memcpy(rb->data + (row + i) * rb->isz, src + i * rb->isz, (end - i) * rb->isz);
+        memcpy(rb->data + (row + i) * isz, src + i * isz, (end - i) * isz);
         i = end;
     }
     for (size_t i = 0; i < n; i++)
-        if (taken >> i & 1) {
+        if (!(skipped >> i & 1)) {
             if (rb->tree != NULL)
                 leaf_set(rb, row + i, leaf);
-            /* release: as in row_put, bytes and leaf before the even word */
+            /* release: as above */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
     gate_open(g, closed);
