@@ -1051,6 +1051,52 @@ static void test_keys_from_watermark(void **state)
     finish(h);
 }
 
+/* A batch that claimed its keys and writes them late, after newer pushes
+ * took some of its rows: those rows keep the newer items, the rest get the
+ * batch's (the per-row path of a batch), and samplers meanwhile and after
+ * hand out only whole items with their own keys. */
+static void test_lagging_batch(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        hive_replay_t *rb = make(h, 8, prioritized, 1.0, 0.5, 2);
+        push_n(rb, 0, 8);                               /* keys 0..7 in rows 0..7 */
+        uint64_t base = hive__replay_claim(rb, 6);      /* keys 8..13, rows 0..5, not written */
+        assert_int_equal(base, 8);
+        push_n(rb, 14, 4);                              /* keys 14..17: rows 6, 7, 0, 1 */
+        uint64_t items[8], keys[8], rng = 4;
+        /* rows 2..5 still hold keys 2..5, whole; the rest their newest */
+        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(items[i], keys[i]);
+        uint64_t late[6] = { 8, 9, 10, 11, 12, 13 };
+        hive__replay_write_claimed(rb, base, late, 6);  /* rows 0, 1 skipped: 16, 17 are newer */
+        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        uint64_t seen = 0;
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(items[i], keys[i]);
+            assert_true(keys[i] >= 10 && keys[i] < 18);
+            seen |= UINT64_C(1) << (keys[i] - 10);
+        }
+        assert_int_equal(seen, 0xff);                   /* keys 10..17, each once */
+        hive_array_t a;
+        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+        static const uint64_t want[8] = { 16, 17, 10, 11, 12, 13, 14, 15 };
+        assert_memory_equal(a.data, want, sizeof want);
+        if (prioritized) {
+            hive_replay_stats_t st;
+            hive_replay_stats(rb, &st);
+            assert_true(fabs(st.total_priority - 8.0) < 1e-12);
+            assert_int_equal(hive__replay_tree_check(rb), 0);
+        }
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1072,6 +1118,7 @@ int main(void)
         cmocka_unit_test(test_sum_tree_never_drifts),
         cmocka_unit_test(test_lazy_tree),
         cmocka_unit_test(test_keys_from_watermark),
+        cmocka_unit_test(test_lagging_batch),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

@@ -26,10 +26,11 @@
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
  *                          b * LEAF_BLOCK .., each inner node the sum of its
  *                          two children, tree[1] the total. A sampler walks
- *                          down to a block and then along its leaves (four
- *                          cache lines, read in order), which is cheaper than
- *                          five more levels of dependent misses; a flush
- *                          has five fewer levels to recompute.
+ *                          down to a block and then along its leaves (one
+ *                          cache line), which is cheaper than three more
+ *                          levels; a flush has three fewer levels to
+ *                          recompute. (Blocks of 32 leaves cost more: a
+ *                          longer scan, and longer sums per marked block.)
  *                          Doubles are kept as their bits in atomic uint64s.
  *   cursor                 the next key to hand out (keys are insertion
  *                          numbers; row = key % capacity).
@@ -75,8 +76,10 @@
  * push overtook a row), the leaves, the even words, and the gate
  * opens. So a batch of 32 pays two locked instructions (the claim and the
  * gate), as a mutex ring's lock and unlock; it paid one CAS per row
- * before, 63% of its time in the profile (bench/bench_replay.c). Samplers
- * never look at gates: rows are still read by their own sequence words.
+ * before, 63% of its time in the profile (bench/bench_replay.c). When
+ * every row of the run is the batch's (no newer push overtook one), the
+ * copy is one memcpy and the words a plain loop, with no per-row mask.
+ * Samplers never look at gates (see "Samplers and done").
  * Single pushes keep the CAS per row: it is what lets a push overtake one
  * a lap behind that has not begun (pushers that instead took turns in key
  * order with plain stores waited for every descheduled pusher a lap
@@ -84,19 +87,52 @@
  * 5-100 times); the gate costs them one load of a line nobody writes
  * while no batch runs.
  *
- * Samplers read rows a chunk (CHUNK) at a time, each step a loop over the
- * chunk: choose the rows (prioritized: all descents of the chunk level by
- * level, so their loads overlap) and prefetch them one chunk ahead; read
- * every sequence word; copy every row (the item size a constant for the
- * common sizes); read every word again; a row found busy or changed is
- * then read on its own (row_get), waiting for its writer.
+ * Samplers and done. A sampler does not read a row's sequence word on
+ * its fast path (that was an extra cache line per item, the mutex ring
+ * reads only the row): it works the row's key out from a watermark and
+ * validates its copies with one look at the cursor per chunk.
+ *   done (the watermark): every key below it whose row has not been
+ *   claimed again was seen complete. A sampler raises it at the start of
+ *   each call (done_advance): from the old mark (or cursor - capacity, if
+ *   higher: keys below that have been claimed over, and some of them, the
+ *   head of a batch longer than the buffer, are never written), it reads
+ *   the words of the keys after it in order (acquire) while each is even
+ *   and names its key, stops at the first that does not (a push still
+ *   writing, or overtaken), and publishes the new mark (release CAS, the
+ *   larger of concurrent marks wins). Each key is scanned about once.
+ *   The fast path for a row: its key is the newest key below done that
+ *   maps to it (arithmetic, next_key); the copy is made; then, after an
+ *   acquire fence, the cursor c2 is read. If key + capacity >= c2 (no push
+ *   has claimed the row's next key), the copy is the item of that key and
+ *   untorn: (a) that key's writer finished before the mark covered it
+ *   (its release store, the scanner's acquire load, the mark's release and
+ *   the sampler's acquire of it), and every older writer of the row
+ *   finished before it or dropped its item (a row's writers exclude each
+ *   other: the word's label only grows); (b) a newer writer claims its key
+ *   (fetch-and-add on the cursor) before its release fence and its first
+ *   store to the row, so a copy that saw any of its stores makes the
+ *   sampler's fence synchronise with that writer's, and c2 then sees the
+ *   claim; (c) a priority update of that key changes only the leaf, an
+ *   atomic the sampler reads inside the same window (either value belongs
+ *   to the item). A row that fails (its next key claimed, or no key below
+ *   the mark: a row the first lap has not completed) is read on its own
+ *   under its sequence word (row_get), waiting for its writer. A mark
+ *   stuck behind a descheduled pusher only sends more rows to that path.
+ *   Samplers read rows a chunk at a time: choose the rows (prioritized:
+ *   all descents of the chunk level by level, so their loads overlap;
+ *   uniform: the next chunk's draws, with their prefetches, in the same
+ *   loop as this chunk's copies) and prefetch them one chunk ahead; copy
+ *   every row (the item size a constant for the common sizes); one look
+ *   at the cursor checks the chunk by its smallest next key.
  *
  * The sum tree is lazy: a leaf is only written by its row's holder, who
- * then marks the leaf's block stale (a bit in dirty[], mark_block) and
- * leaves the nodes alone. A sampler, update_priorities, stats and the tree
+ * then marks the leaf's block stale (a bit in dirty[], mark_block; an
+ * update marks the blocks of a chunk of 32 leaves after one fence,
+ * marks_flush) and leaves the nodes alone. A sampler, update_priorities, stats and the tree
  * check first bring the tree up to its leaves (tree_flush): one flusher at
  * a time recomputes each marked block's node from its leaves and each node
- * above from its children, once per node, never by adding a difference,
+ * above from its children, a level at a time from a sorted list, once per
+ * node, never by adding a difference,
  * which rounding would let drift (a huge priority set and reset absorbs
  * the small ones). A caller that finds a flush under way does not wait:
  * it goes on with the tree as it is. So a push costs one locked
@@ -305,7 +341,8 @@ static double under_sum(const hive_replay_t *rb, uint64_t i)
 }
 
 /* Mark block b's node stale, for the next tree_flush. The caller stored a
- * leaf of the block with seq_cst just before; the mark is skipped when the
+ * leaf of the block with seq_cst just before (or stored leaves and then
+ * issued a seq_cst fence: marks_flush); the mark is skipped when the
  * bit is set already (pushes of consecutive keys share a block, and the
  * word would else bounce between producers on every push). Why no leaf
  * store is left out of the tree: the flusher takes a word's bits with a
@@ -1322,6 +1359,8 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     return HIVE_OK;
 }
 
+static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, size_t n);
+
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
 {
     if (rb == NULL || (items == NULL && n > 0))
@@ -1336,6 +1375,14 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
                           "than any buffer can hold; nothing was pushed", n, rb->isz);
     /* seq_cst: as in hive_replay_push */
     uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+    batch_write(rb, base, items, n);
+    wake_samplers(rb);
+    return HIVE_OK;
+}
+
+/* Write the n items of the keys base .. base+n-1, claimed by the caller. */
+static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, size_t n)
+{
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
@@ -1354,8 +1401,16 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         if (row == rb->cap)
             row = 0;
     }
-    wake_samplers(rb);
-    return HIVE_OK;
+}
+
+uint64_t hive__replay_claim(hive_replay_t *rb, size_t n)
+{
+    return atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+}
+
+void hive__replay_write_claimed(hive_replay_t *rb, uint64_t base, const void *items, size_t n)
+{
+    batch_write(rb, base, items, n);
 }
 
 /* One look at the limits: HIVE_OK (samples taken, *fill set), HIVE_EINVAL
