@@ -980,6 +980,123 @@ static void test_distinct_bad_input(void **state)
     finish(h);
 }
 
+/* ------------------------------------------------------------------ keys */
+
+/* Samplers work a row's key out from a watermark (the keys seen complete)
+ * instead of reading it from the row: for every item size they special-
+ * case and one they do not, capacities a power of two and not, in the
+ * first lap (rows past the fill) and after many, with single pushes,
+ * batches and a batch longer than the buffer (keys that are never
+ * written), every key handed out must be one of the newest capacity
+ * keys and name the item pushed with it (its bytes derived from the key). */
+static void fill_keyed(unsigned char *it, size_t isz, uint64_t key)
+{
+    for (size_t b = 0; b < isz; b++)
+        it[b] = (unsigned char)(key * 131 + b * 7 + (key >> 8));
+}
+
+static void check_keyed(hive_replay_t *rb, size_t isz, uint64_t cap, uint64_t pushed, uint64_t *rng,
+                        unsigned char *items, unsigned char *want)
+{
+    uint64_t keys[64];
+    uint64_t held = pushed < cap ? pushed : cap;
+    size_t batch = held < 64 ? (size_t)held : 64;
+    for (int distinct = 0; distinct < 2; distinct++) {
+        assert_int_equal(hive_replay_sample_ex(rb, batch, distinct ? HIVE_REPLAY_DISTINCT : 0, rng,
+                                               items, keys, NULL, 0), HIVE_OK);
+        for (size_t i = 0; i < batch; i++) {
+            assert_true(keys[i] < pushed && keys[i] + cap >= pushed);
+            fill_keyed(want, isz, keys[i]);
+            assert_memory_equal(items + i * isz, want, isz);
+        }
+    }
+}
+
+static void test_keys_from_watermark(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const size_t sizes[] = { 8, 16, 32, 48, 64, 96, 128, 200 };
+    static const uint64_t caps[] = { 7, 64 };
+    unsigned char *items = malloc(200 * 200), *want = malloc(200);
+    assert_non_null(items);
+    assert_non_null(want);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t ci = 0; ci < 2; ci++) {
+            size_t isz = sizes[si];
+            uint64_t cap = caps[ci], pushed = 0, rng = 9;
+            for (int prioritized = 0; prioritized < 2; prioritized++) {
+                hive_replay_config_t cfg = { .capacity = cap, .item_size = isz,
+                                             .prioritized = prioritized, .alpha = 0.5, .seed = 3 };
+                hive_replay_t *rb = NULL;
+                assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
+                pushed = 0;
+                for (int step = 0; step < 60; step++) {
+                    /* single pushes, batches, and now and then a batch longer than the buffer */
+                    uint64_t n = step % 7 == 6 ? cap + 3 : (uint64_t)(step % 5) + 1;
+                    for (uint64_t i = 0; i < n; i++)
+                        fill_keyed(items + i * isz, isz, pushed + i);
+                    if (n == 1)
+                        assert_int_equal(hive_replay_push(rb, items), HIVE_OK);
+                    else
+                        assert_int_equal(hive_replay_push_batch(rb, items, (size_t)n), HIVE_OK);
+                    pushed += n;
+                    check_keyed(rb, isz, cap, pushed, &rng, items, want);
+                }
+                assert_int_equal(hive_replay_free(rb), HIVE_OK);
+            }
+        }
+    free(items);
+    free(want);
+    finish(h);
+}
+
+/* A batch that claimed its keys and writes them late, after newer pushes
+ * took some of its rows: those rows keep the newer items, the rest get the
+ * batch's (the per-row path of a batch), and samplers meanwhile and after
+ * hand out only whole items with their own keys. */
+static void test_lagging_batch(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        hive_replay_t *rb = make(h, 8, prioritized, 1.0, 0.5, 2);
+        push_n(rb, 0, 8);                               /* keys 0..7 in rows 0..7 */
+        uint64_t base = hive__replay_claim(rb, 6);      /* keys 8..13, rows 0..5, not written */
+        assert_int_equal(base, 8);
+        push_n(rb, 14, 4);                              /* keys 14..17: rows 6, 7, 0, 1 */
+        uint64_t items[8], keys[8], rng = 4;
+        /* rows 2..5 still hold keys 2..5, whole; the rest their newest */
+        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(items[i], keys[i]);
+        uint64_t late[6] = { 8, 9, 10, 11, 12, 13 };
+        hive__replay_write_claimed(rb, base, late, 6);  /* rows 0, 1 skipped: 16, 17 are newer */
+        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        uint64_t seen = 0;
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(items[i], keys[i]);
+            assert_true(keys[i] >= 10 && keys[i] < 18);
+            seen |= UINT64_C(1) << (keys[i] - 10);
+        }
+        assert_int_equal(seen, 0xff);                   /* keys 10..17, each once */
+        hive_array_t a;
+        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+        static const uint64_t want[8] = { 16, 17, 10, 11, 12, 13, 14, 15 };
+        assert_memory_equal(a.data, want, sizeof want);
+        if (prioritized) {
+            hive_replay_stats_t st;
+            hive_replay_stats(rb, &st);
+            assert_true(fabs(st.total_priority - 8.0) < 1e-12);
+            assert_int_equal(hive__replay_tree_check(rb), 0);
+        }
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1000,6 +1117,8 @@ int main(void)
         cmocka_unit_test(test_priority_limits),
         cmocka_unit_test(test_sum_tree_never_drifts),
         cmocka_unit_test(test_lazy_tree),
+        cmocka_unit_test(test_keys_from_watermark),
+        cmocka_unit_test(test_lagging_batch),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

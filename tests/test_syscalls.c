@@ -8,7 +8,8 @@
  * that records its number. It then runs put/get/retain/release, create/
  * seal, cell publish/acquire, submit/get (a small task and one with a ref
  * argument), actor call/get and replay
- * push/push_batch/sample loops. Any trapped call fails the test, named by
+ * push/push_batch/sample loops (uniform and prioritized, with priority
+ * updates). Any trapped call fails the test, named by
  * number.
  *
  * Seccomp filters cannot be removed, so the filtered thread ends by
@@ -177,6 +178,7 @@ struct run {
     hive_actor_t    actor;
     hive_ref_t      cell;
     hive_replay_t  *rb;
+    hive_replay_t  *prb;               /* prioritized: the sum tree's paths too */
     int             filter_rc;
     _Atomic int     done;
     const char     *failed;            /* what went wrong (no assertion off the main thread) */
@@ -229,6 +231,13 @@ static void round_of_everything(struct run *r, uint64_t i)
     CHECK(hive_replay_push_batch(r->rb, run, 40) == HIVE_OK, "replay push_batch");
     uint64_t out[8], keys[8], rng = i;
     CHECK(hive_replay_sample(r->rb, 8, &rng, out, keys, NULL, 0) == HIVE_OK, "replay sample");
+    CHECK(hive_replay_push(r->prb, &i) == HIVE_OK, "prioritized push");
+    CHECK(hive_replay_push_batch(r->prb, run, 40) == HIVE_OK, "prioritized push_batch");
+    double w[8], prio[8];
+    CHECK(hive_replay_sample(r->prb, 8, &rng, out, keys, w, 0) == HIVE_OK, "prioritized sample");
+    for (int k = 0; k < 8; k++)
+        prio[k] = 0.5 + (double)((i + (uint64_t)k) % 7);
+    CHECK(hive_replay_update_priorities(r->prb, keys, prio, 8) >= 0, "update priorities");
     CHECK(hive_release(h, b) == HIVE_OK, "release created");
     r->failed = NULL;
 }
@@ -297,9 +306,15 @@ static void test_hot_paths_make_no_system_call(void **state)
     assert_int_equal(hive_cell_new(h, (hive_ref_t){ 0 }, &r.cell), HIVE_OK);
     hive_replay_config_t rc = { .capacity = 1024, .item_size = sizeof(uint64_t), .seed = 1 };
     assert_int_equal(hive_replay_new(h, &rc, &r.rb), HIVE_OK);
+    rc.prioritized = 1;
+    rc.alpha = 0.6;
+    rc.beta = 0.4;
+    assert_int_equal(hive_replay_new(h, &rc, &r.prb), HIVE_OK);
     uint64_t x = 0;
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 16; i++) {
         assert_int_equal(hive_replay_push(r.rb, &x), HIVE_OK);
+        assert_int_equal(hive_replay_push(r.prb, &x), HIVE_OK);
+    }
 
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, filtered_thread, &r), 0);
@@ -322,6 +337,7 @@ static void test_hot_paths_make_no_system_call(void **state)
     if (r.failed != NULL)
         fail_msg("%s failed: %s", r.failed, hive_last_error());
     assert_int_equal(hive_replay_free(r.rb), HIVE_OK);
+    assert_int_equal(hive_replay_free(r.prb), HIVE_OK);
     assert_int_equal(hive_release(h, r.cell), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }

@@ -26,9 +26,11 @@
  *
  * Threads. Push, push_batch, sample, update_priorities and stats may be
  * called from any threads at once; hive_replay_free must not race with them.
- * No call takes a lock. The waits that remain are all for a copy in
- * progress on the same rows: a sampler that picks a row being written
- * waits for that write; a push that laps a slower push of its row (one
+ * No call takes a lock. A sampler reads no per-row word unless the row was
+ * written since its call began (it validates a chunk of copies with one
+ * look at the insert count; src/rl/replay.c, "Samplers and done"). The
+ * waits that remain are all for a copy in progress on the same rows: a
+ * sampler that picks a row being written waits for that write; a push that laps a slower push of its row (one
  * that started a whole capacity of pushes earlier and has not finished)
  * waits for it; and a batch writes a block of 32 rows behind a gate, so a
  * single push or priority update of a row in that block, or another batch
@@ -89,8 +91,8 @@ typedef struct hive_replay_config {
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
  * memory, per-row sequence words, one 64-byte batch gate per 32 rows and,
- * when prioritized, one priority leaf per row and a sum tree over blocks of
- * 32 leaves (8 bytes per row each). Returns HIVE_EINVAL for NULL arguments,
+ * when prioritized, one priority leaf per row (8 bytes each) and a sum tree
+ * over blocks of 8 leaves with the flusher's work list (3 bytes per row). Returns HIVE_EINVAL for NULL arguments,
  * a zero capacity or item size, capacity * item_size overflowing, alpha,
  * beta, error_buffer or samples_per_insert negative or not finite, alpha
  * above 16 (see "Limits of priorities" above), or min_size_to_sample above

@@ -17,19 +17,20 @@
  *                          tree, rounding included, stays finite, and so do
  *                          the sampling targets and the importance weights
  *                          (ratios of two finite leaves, at most 1).
- *   dirty, up              prioritized only: a bit per bottom node whose
+ *   dirty, todo            prioritized only: a bit per bottom node whose
  *                          leaves changed since the last flush (set by
- *                          writers), and the flusher's own bits for the
- *                          nodes above (see "The sum tree is lazy").
+ *                          writers), and the flusher's own list of the
+ *                          nodes it recomputes (see "The sum tree is lazy").
  *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
  *                          nodes (P a power of two) are the sums of blocks
  *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
  *                          b * LEAF_BLOCK .., each inner node the sum of its
  *                          two children, tree[1] the total. A sampler walks
- *                          down to a block and then along its leaves (four
- *                          cache lines, read in order), which is cheaper than
- *                          five more levels of dependent misses; a flush
- *                          has five fewer levels to recompute.
+ *                          down to a block and then along its leaves (one
+ *                          cache line), which is cheaper than three more
+ *                          levels; a flush has three fewer levels to
+ *                          recompute. (Blocks of 32 leaves cost more: a
+ *                          longer scan, and longer sums per marked block.)
  *                          Doubles are kept as their bits in atomic uint64s.
  *   cursor                 the next key to hand out (keys are insertion
  *                          numbers; row = key % capacity).
@@ -75,8 +76,10 @@
  * push overtook a row), the leaves, the even words, and the gate
  * opens. So a batch of 32 pays two locked instructions (the claim and the
  * gate), as a mutex ring's lock and unlock; it paid one CAS per row
- * before, 63% of its time in the profile (bench/bench_replay.c). Samplers
- * never look at gates: rows are still read by their own sequence words.
+ * before, 63% of its time in the profile (bench/bench_replay.c). When
+ * every row of the run is the batch's (no newer push overtook one), the
+ * copy is one memcpy and the words a plain loop, with no per-row mask.
+ * Samplers never look at gates (see "Samplers and done").
  * Single pushes keep the CAS per row: it is what lets a push overtake one
  * a lap behind that has not begun (pushers that instead took turns in key
  * order with plain stores waited for every descheduled pusher a lap
@@ -84,19 +87,52 @@
  * 5-100 times); the gate costs them one load of a line nobody writes
  * while no batch runs.
  *
- * Samplers read rows a chunk (CHUNK) at a time, each step a loop over the
- * chunk: choose the rows (prioritized: all descents of the chunk level by
- * level, so their loads overlap) and prefetch them one chunk ahead; read
- * every sequence word; copy every row (the item size a constant for the
- * common sizes); read every word again; a row found busy or changed is
- * then read on its own (row_get), waiting for its writer.
+ * Samplers and done. A sampler does not read a row's sequence word on
+ * its fast path (that was an extra cache line per item, the mutex ring
+ * reads only the row): it works the row's key out from a watermark and
+ * validates its copies with one look at the cursor per chunk.
+ *   done (the watermark): every key below it whose row has not been
+ *   claimed again was seen complete. A sampler raises it at the start of
+ *   each call (done_advance): from the old mark (or cursor - capacity, if
+ *   higher: keys below that have been claimed over, and some of them, the
+ *   head of a batch longer than the buffer, are never written), it reads
+ *   the words of the keys after it in order (acquire) while each is even
+ *   and names its key, stops at the first that does not (a push still
+ *   writing, or overtaken), and publishes the new mark (release CAS, the
+ *   larger of concurrent marks wins). Each key is scanned about once.
+ *   The fast path for a row: its key is the newest key below done that
+ *   maps to it (arithmetic, next_key); the copy is made; then, after an
+ *   acquire fence, the cursor c2 is read. If key + capacity >= c2 (no push
+ *   has claimed the row's next key), the copy is the item of that key and
+ *   untorn: (a) that key's writer finished before the mark covered it
+ *   (its release store, the scanner's acquire load, the mark's release and
+ *   the sampler's acquire of it), and every older writer of the row
+ *   finished before it or dropped its item (a row's writers exclude each
+ *   other: the word's label only grows); (b) a newer writer claims its key
+ *   (fetch-and-add on the cursor) before its release fence and its first
+ *   store to the row, so a copy that saw any of its stores makes the
+ *   sampler's fence synchronise with that writer's, and c2 then sees the
+ *   claim; (c) a priority update of that key changes only the leaf, an
+ *   atomic the sampler reads inside the same window (either value belongs
+ *   to the item). A row that fails (its next key claimed, or no key below
+ *   the mark: a row the first lap has not completed) is read on its own
+ *   under its sequence word (row_get), waiting for its writer. A mark
+ *   stuck behind a descheduled pusher only sends more rows to that path.
+ *   Samplers read rows a chunk at a time: choose the rows (prioritized:
+ *   all descents of the chunk level by level, so their loads overlap;
+ *   uniform: the next chunk's draws, with their prefetches, in the same
+ *   loop as this chunk's copies) and prefetch them one chunk ahead; copy
+ *   every row (the item size a constant for the common sizes); one look
+ *   at the cursor checks the chunk by its smallest next key.
  *
  * The sum tree is lazy: a leaf is only written by its row's holder, who
- * then marks the leaf's block stale (a bit in dirty[], mark_block) and
- * leaves the nodes alone. A sampler, update_priorities, stats and the tree
+ * then marks the leaf's block stale (a bit in dirty[], mark_block; an
+ * update marks the blocks of a chunk of 32 leaves after one fence,
+ * marks_flush) and leaves the nodes alone. A sampler, update_priorities, stats and the tree
  * check first bring the tree up to its leaves (tree_flush): one flusher at
  * a time recomputes each marked block's node from its leaves and each node
- * above from its children, once per node, never by adding a difference,
+ * above from its children, a level at a time from a sorted list, once per
+ * node, never by adding a difference,
  * which rounding would let drift (a huge priority set and reset absorbs
  * the small ones). A caller that finds a flush under way does not wait:
  * it goes on with the tree as it is. So a push costs one locked
@@ -148,7 +184,8 @@
 #define MAX_CAPACITY    (UINT64_C(1) << 48) /* keeps every size computation far from overflow */
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
-#define LEAF_BLOCK      32                  /* leaves under one bottom node of the tree */
+#define UCHUNK          16                  /* the same for uniform draws (measured best) */
+#define LEAF_BLOCK      8                  /* leaves under one bottom node of the tree */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 #define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
 
@@ -174,7 +211,7 @@ struct hive_replay {
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
     gate_t           *gate;         /* one per GATE_ROWS rows */
     _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
-    uint64_t         *up;           /* prioritized: the flusher's own marks of nodes above */
+    uint64_t         *todo;         /* prioritized: the flusher's list of nodes, P entries */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -182,6 +219,7 @@ struct hive_replay {
     bool              may_wait;     /* a sampler can ever wait: spi > 0 or min_size > 0 */
 
     REPLAY_ALIGNED _Atomic uint64_t cursor;   /* next key = inserts so far; pushers' shared line */
+    REPLAY_ALIGNED _Atomic uint64_t done;     /* samplers' watermark: see "Samplers and done" */
     REPLAY_ALIGNED _Atomic uint64_t samples;  /* items sampled (admitted) */
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
@@ -303,7 +341,8 @@ static double under_sum(const hive_replay_t *rb, uint64_t i)
 }
 
 /* Mark block b's node stale, for the next tree_flush. The caller stored a
- * leaf of the block with seq_cst just before; the mark is skipped when the
+ * leaf of the block with seq_cst just before (or stored leaves and then
+ * issued a seq_cst fence: marks_flush); the mark is skipped when the
  * bit is set already (pushes of consecutive keys share a block, and the
  * word would else bounce between producers on every push). Why no leaf
  * store is left out of the tree: the flusher takes a word's bits with a
@@ -337,6 +376,53 @@ static void leaf_set(hive_replay_t *rb, uint64_t row, double v)
     mark_block(rb, row / LEAF_BLOCK);
 }
 
+/* The fence between an update's leaf stores and its marks (marks_flush).
+ * Not inlined under ThreadSanitizer, where GCC refuses (-Wtsan) a fence
+ * inlined into another function (TSan does not model fences; the leaves
+ * and marks are atomics, so it has nothing to report either way). */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((noinline)) static void marks_fence(void)
+#else
+static inline void marks_fence(void)
+#endif
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Set a row's leaf as leaf_set does, but leave its block's mark to the
+ * caller's next marks_flush, so that the leaves of many rows share one
+ * fence instead of paying a locked store each (update_priorities). The
+ * store is relaxed: the holder's release of the row orders it for the next
+ * holder and for readers, and marks_flush's fence for the flusher. True
+ * if the leaf changed (its block then needs its mark). */
+static inline bool leaf_put(hive_replay_t *rb, uint64_t row, double v)
+{
+    if (leaf_get(rb, row) == v)
+        return false;
+    atomic_store_explicit(&rb->leaf[row], dbits(v), memory_order_relaxed);
+    return true;
+}
+
+/* Mark the n blocks of leaves stored with leaf_put since the last call.
+ * Why none is left out of the tree (as mark_block's argument, with a
+ * fence in the place of each seq_cst leaf store): the leaf stores come
+ * before the seq_cst fence, the fence before mark_block's load of the
+ * mark. If that load saw the bit still set, it read a value from before
+ * the flusher's exchange that clears it, so our fence precedes that
+ * exchange in the single total order, and the flusher's seq_cst leaf
+ * loads after its exchange see our stores (a store sequenced before a
+ * seq_cst fence is seen by every seq_cst load that follows the fence in
+ * that order). If it saw the bit clear, our fetch-or sets it, after our
+ * stores, for a later flush. */
+static void marks_flush(hive_replay_t *rb, const uint64_t *blocks, size_t n)
+{
+    if (n == 0)
+        return;
+    marks_fence();
+    for (size_t i = 0; i < n; i++)
+        mark_block(rb, blocks[i]);
+}
+
 /* Bring the tree up to its leaves: every block marked since the last flush
  * gets its node recomputed from its leaves, and every node above one
  * recomputed gets recomputed from its children, children before parents.
@@ -359,13 +445,13 @@ static void tree_flush(hive_replay_t *rb)
     uint32_t idle = 0;
     /* relaxed look first: a sampler that meets a flush under way does not
      * bounce its line. acquire on success: the previous flusher's node
-     * stores and its clearing of up[] come before ours (release below) */
+     * stores and its use of todo[] come before ours (release below) */
     if (atomic_load_explicit(&rb->flushing, memory_order_relaxed) != 0 ||
         !atomic_compare_exchange_strong_explicit(&rb->flushing, &idle, 1, memory_order_acquire,
                                                  memory_order_relaxed))
         return;
-    uint64_t words = (rb->nodes + 63) / 64;
-    bool any = false;
+    uint64_t words = (rb->nodes + 63) / 64, *todo = rb->todo;
+    size_t n = 0;
     for (uint64_t w = 0; w < words; w++) {
         /* relaxed look: a clear word needs no exchange (a bit set after it
          * is the next flush's) */
@@ -377,24 +463,32 @@ static void tree_flush(hive_replay_t *rb)
             uint64_t i = rb->nodes + w * 64 + (uint64_t)__builtin_ctzll(bits);
             /* relaxed: readers only descend by the nodes, see node_get */
             atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
-            if (i > 1) {
-                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
-                any = true;
-            }
+            todo[n++] = i;
         }
     }
-    /* the nodes above, highest index first: a parent's index is half its
-     * child's, so it is in a lower word or lower in the same word, and is
-     * recomputed after all of its children */
-    for (uint64_t w = words; any && w-- > 0;)
-        while (rb->up[w] != 0) {
-            unsigned b = 63u - (unsigned)__builtin_clzll(rb->up[w]);
-            uint64_t i = w * 64 + b;
-            rb->up[w] &= ~(UINT64_C(1) << b);
-            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
-            if (i > 1)
-                rb->up[i / 2 / 64] |= UINT64_C(1) << (i / 2 % 64);
+    /* the levels above, one at a time: todo holds the nodes recomputed on
+     * one level in increasing order (all bottom nodes are on one level), so
+     * their parents come in nondecreasing order too and a parent shared by
+     * two of them is the one just listed. The list is rewritten in place
+     * (parent k is written at or before child k is read) and each parent
+     * recomputed from its children, every one of them final by now. */
+    while (n > 0 && todo[0] > 1) {
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint64_t parent = todo[k] / 2;
+            if (m == 0 || todo[m - 1] != parent)
+                todo[m++] = parent;
         }
+        for (size_t k = 0; k < m; k++) {
+            uint64_t i = todo[k];
+            /* relaxed: the children are this flusher's own stores (or a
+             * previous flusher's, ordered by the acquire above) */
+            double sum = bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_relaxed)) +
+                         bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_relaxed));
+            atomic_store_explicit(&rb->tree[i], dbits(sum), memory_order_relaxed);
+        }
+        n = m;
+    }
     atomic_store_explicit(&rb->flushing, 0, memory_order_release);
 }
 
@@ -538,18 +632,27 @@ static inline void item_copy(void *dst, const void *src, size_t n)
 #define racy_copy item_copy
 #endif
 
-/* Ask for a row's lines (sequence word, leaf, and the bytes if wanted)
- * ahead of their use. */
-static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes)
+/* Ask for the lines of a row's bytes at p (first and last: a row may
+ * straddle two; and every line between for longer rows). */
+static inline void row_prefetch_at(const unsigned char *p, size_t isz, bool bytes)
 {
-    const unsigned char *p = rb->data + row * rb->isz;
-    __builtin_prefetch(&rb->seq[row]);
-    if (bytes) {                        /* first and last line: a row may straddle two */
-        __builtin_prefetch(p);
-        __builtin_prefetch(p + rb->isz - 1);
-        for (size_t off = 64; off + 1 < rb->isz; off += 64)    /* rows beyond two lines */
-            __builtin_prefetch(p + off);
-    }
+    if (!bytes)
+        return;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + isz - 1);
+    for (size_t off = 64; off + 1 < isz; off += 64)
+        __builtin_prefetch(p + off);
+}
+
+/* Ask for a row's lines (its leaf, the sequence word if the caller takes
+ * the row, and the bytes if wanted) ahead of their use. Samplers do not
+ * ask for the word: their fast path never reads it (see "Samplers and
+ * done"). */
+static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes, bool word)
+{
+    if (word)
+        __builtin_prefetch(&rb->seq[row]);
+    row_prefetch_at(rb->data + row * rb->isz, rb->isz, bytes);
     if (rb->leaf != NULL)
         __builtin_prefetch(&rb->leaf[row]);
 }
@@ -739,47 +842,62 @@ static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, con
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     _Atomic uint64_t *g = gate_of(rb, row);
-    uint64_t taken = 0;
+    const size_t isz = rb->isz;
+    uint64_t skipped = 0;                   /* rows a newer item holds: not ours to write */
     uint64_t closed = gate_close(g);
     for (size_t i = 0; i < n; i++) {
         uint64_t label = key + i + 1;
-        unsigned spins = 0;
         /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
          * acquire too, pairing with the previous holder's release store,
          * so its bytes and leaf come before ours */
         uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-        while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
-            backoff(&spins);
-            s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+        if (__builtin_expect((s & 1) || (s >> 1) >= label, 0)) {
+            unsigned spins = 0;
+            while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
+                backoff(&spins);
+                s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
+            }
+            if ((s >> 1) >= label) {        /* a newer item holds the row: ours is gone */
+                skipped |= UINT64_C(1) << i;
+                continue;
+            }
         }
-        if ((s >> 1) >= label)              /* a newer item holds the row: ours is gone */
-            continue;
         /* relaxed: nobody else stores to the word while the gate is
          * closed but a single holder that took it earlier and now only
          * tries to hand it back with a CAS expecting its own odd word,
          * which this store makes fail; readers are ordered by the fence
          * below */
         atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
-        taken |= UINT64_C(1) << i;
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
+    if (__builtin_expect(skipped == 0, 1)) {   /* every row ours: one memcpy, then the words */
+        memcpy(rb->data + row * isz, src, n * isz);
+        if (rb->tree != NULL)
+            for (size_t i = 0; i < n; i++)
+                leaf_set(rb, row + i, leaf);
+        /* release: as in row_put, bytes and leaf before the even word */
+        for (size_t i = 0; i < n; i++)
+            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
+        gate_open(g, closed);
+        return;
+    }
     for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
-        if (!(taken >> i & 1)) {
+        if (skipped >> i & 1) {
             i++;
             continue;
         }
         size_t end = i + 1;
-        while (end < n && (taken >> end & 1))
+        while (end < n && !(skipped >> end & 1))
             end++;
-        memcpy(rb->data + (row + i) * rb->isz, src + i * rb->isz, (end - i) * rb->isz);
+        memcpy(rb->data + (row + i) * isz, src + i * isz, (end - i) * isz);
         i = end;
     }
     for (size_t i = 0; i < n; i++)
-        if (taken >> i & 1) {
+        if (!(skipped >> i & 1)) {
             if (rb->tree != NULL)
                 leaf_set(rb, row + i, leaf);
-            /* release: as in row_put, bytes and leaf before the even word */
+            /* release: as above */
             atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
         }
     gate_open(g, closed);
@@ -796,7 +914,80 @@ typedef struct reader {
     const unsigned char *data;
     size_t               isz;
     _Atomic uint64_t    *leaf;          /* the leaves of the sum tree, NULL when uniform */
+    _Atomic uint64_t    *cursor;        /* the second look of the fast path */
+    uint64_t             cap;
+    uint64_t             done;          /* the watermark of this call */
+    uint64_t             lap;           /* done - 1 rounded down to a multiple of cap */
+    uint64_t             last;          /* row of done - 1 */
 } reader_t;
+
+/* Bring the samplers' watermark up and return it (see "Samplers and
+ * done" at the top of the file): every key below it whose row was not
+ * claimed again by the time of a later look at the cursor was seen
+ * complete, its row's word even and naming it. The scan starts at the old
+ * mark, or at cursor - capacity if that is higher (an older key's row has
+ * been claimed again already: it can never pass a sampler's check, and a
+ * key that is never written, such as the first of a batch longer than the
+ * capacity, is left behind so), and stops at the first key not complete,
+ * or at the cursor. Each key is scanned about once over the buffer's
+ * life, by whichever sampler comes first: one sequential load per push. */
+static uint64_t done_advance(hive_replay_t *rb)
+{
+    /* acquire: pairs with the release CAS below of the scanner that
+     * raised it, so every row it saw complete (its acquire loads of their
+     * words) comes before our copies */
+    uint64_t w = atomic_load_explicit(&rb->done, memory_order_acquire);
+    /* relaxed: only compared with; a sampler's later look at the cursor
+     * comes after this one (we publish the mark after it, release), so
+     * that look is at least as high */
+    uint64_t c = atomic_load_explicit(&rb->cursor, memory_order_relaxed);
+    uint64_t k = w;
+    if (c > rb->cap && k < c - rb->cap)
+        k = c - rb->cap;
+    if (k >= c)
+        return w;
+    uint64_t row = row_of(rb, k);
+    /* acquire: pairs with the holder's release store of the even word, so
+     * the bytes (and leaf) of key k come before every sampler that reads
+     * the mark we publish */
+    while (k < c && atomic_load_explicit(&rb->seq[row], memory_order_acquire) == (k + 1) << 1) {
+        k++;
+        if (++row == rb->cap)
+            row = 0;
+    }
+    /* release: publishes the looks above; acquire on failure: another
+     * scanner's higher mark, with its looks */
+    while (w < k && !atomic_compare_exchange_weak_explicit(&rb->done, &w, k, memory_order_release,
+                                                           memory_order_acquire))
+        ;
+    return w > k ? w : k;
+}
+
+/* A reader for one sample call, with the watermark done. */
+static reader_t reader_of(hive_replay_t *rb, uint64_t done)
+{
+    reader_t r = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf,
+                   .cursor = &rb->cursor, .cap = rb->cap, .done = done };
+    if (done > 0) {
+        r.last = row_of(rb, done - 1);
+        r.lap = done - 1 - r.last;
+    }
+    return r;
+}
+
+/* The key that will next overwrite row, counting from the watermark: the
+ * newest key below the mark that maps to row plus the capacity (rows up
+ * to the mark's row hold keys of its lap, the rest keys of the lap
+ * before; no division). Its row's copy is good if this key was not
+ * claimed by the sampler's look at the cursor after the copy, c2: if
+ * next_key >= c2. A row with no key below the mark (past the mark in the
+ * first lap) gets the row number itself, which is below c2 (every row
+ * drawn is below the fill, itself at most c2): it always fails. The
+ * caller checks done > 0 itself (with no mark, every row fails). */
+static inline uint64_t next_key(const reader_t *r, uint64_t row)
+{
+    return row + (row <= r->last ? r->lap + r->cap : r->lap);
+}
 
 /* Copy row into dst (if not NULL) consistently and return its key; *leaf
  * (if not NULL) gets the row's leaf as it was for that item. */
@@ -853,38 +1044,110 @@ static void rows_copy_any(const unsigned char *data, size_t isz, const uint64_t 
 }
 
 /* Copy m (<= CHUNK) rows out (dst may be NULL): keys[j] and, if leaves is
- * not NULL, leaves[j] for rows[j]. The seqlock read of a whole chunk at
- * once: every first look, every copy, every second look, each a loop of
- * independent loads whose misses overlap; a row that was busy or moved is
- * then read again on its own (row_get). */
+ * not NULL, leaves[j] for rows[j]. The fast path of "Samplers and done":
+ * each row's key comes from the watermark (no load), every copy is made,
+ * then one look at the cursor (after seq_reread's acquire fence, so every
+ * copy is ordered before it) says whether any row was claimed again since
+ * its key was seen complete: the chunk is good at once if its smallest
+ * next_key is not claimed yet; else row by row, and a row that fails is
+ * read again on its own under its sequence word (row_get). */
 __attribute__((noinline))
 static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned char *dst,
                      uint64_t *keys, double *leaves)
 {
     const reader_t rd = *r;               /* in registers, whatever dst aliases */
-    uint64_t s1[CHUNK];
-    double v[CHUNK];
-    /* acquire: pairs with each holder's release store, so the bytes and
-     * leaf of the item a word names are what the copies below read */
-    for (size_t j = 0; j < m; j++)
-        s1[j] = atomic_load_explicit(&rd.seq[rows[j]], memory_order_acquire);
+    uint64_t own[CHUNK];
+    if (keys == rows) {                   /* a distinct sample's rows are its keys' room */
+        memcpy(own, rows, m * sizeof *rows);
+        rows = own;
+    }
+    uint64_t lo = UINT64_MAX;
+    for (size_t j = 0; j < m; j++) {
+        uint64_t nk = next_key(&rd, rows[j]);
+        keys[j] = nk - rd.cap;
+        lo = nk < lo ? nk : lo;
+    }
     if (dst != NULL)
         rows_copy_any(rd.data, rd.isz, rows, m, dst);
     if (leaves != NULL)                   /* relaxed: inside the window, validated below */
         for (size_t j = 0; j < m; j++)
-            v[j] = bitsd(atomic_load_explicit(&rd.leaf[rows[j]], memory_order_relaxed));
-    /* second looks, after seq_reread's acquire fence: every copy above is
-     * ordered before them. out keys may be rows itself: rows[j] is read
-     * before keys[j] is written */
+            leaves[j] = bitsd(atomic_load_explicit(&rd.leaf[rows[j]], memory_order_relaxed));
+    uint64_t c2 = seq_reread(rd.cursor);
+    if (rd.done > 0 && lo >= c2)
+        return;
+    for (size_t j = 0; j < m; j++)
+        if (rd.done == 0 || keys[j] + rd.cap < c2)
+            keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+}
+
+/* One chunk of a uniform sample, everything in one loop: draw the next
+ * chunk's row j (nm rows) and ask for its lines, and copy this chunk's row
+ * j with its key from next_key; returns the chunk's smallest next_key for
+ * the check. Always inlined, so that the common item sizes are constants. */
+static inline __attribute__((always_inline)) uint64_t
+uniform_chunk(const reader_t *rd, size_t isz, uint64_t *st, uint64_t fill, const uint64_t *cur,
+              size_t m, uint64_t *nxt, size_t nm, unsigned char *dst, uint64_t *keys)
+{
+    /* locals, all: the stores below (keys, rows, bytes) could alias the
+     * reader and the random state, which would be reloaded every row */
+    const unsigned char *data = rd->data;
+    uint64_t lo = UINT64_MAX, last = rd->last, cap = rd->cap, near = rd->lap + cap, far = rd->lap;
+    uint64_t s = *st;
     for (size_t j = 0; j < m; j++) {
-        uint64_t row = rows[j], w = s1[j];
-        if ((w & 1) == 0 && w != 0 && seq_reread(&rd.seq[row]) == w) {
-            keys[j] = (w >> 1) - 1;
-            if (leaves != NULL)
-                leaves[j] = v[j];
-        } else {
-            keys[j] = row_get(&rd, row, dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
+        if (j < nm) {
+            uint64_t r = rng_below(&s, fill);
+            const unsigned char *p = data + r * isz;
+            nxt[j] = r;
+            __builtin_prefetch(p);
+            for (size_t off = 64; off + 1 < isz; off += 64)   /* rows beyond two lines */
+                __builtin_prefetch(p + off);
+            __builtin_prefetch(p + isz - 1);
         }
+        uint64_t row = cur[j], nk = row + (row <= last ? near : far);
+        keys[j] = nk - cap;
+        lo = nk < lo ? nk : lo;
+        if (dst != NULL)
+            racy_copy(dst + j * isz, data + row * isz, isz);
+    }
+    *st = s;
+    return lo;
+}
+
+/* The rows of a uniform sample with replacement: chunk after chunk, the
+ * next chunk drawn and prefetched while this one is copied (the draws keep
+ * their order: the same state gives the same samples), each chunk checked
+ * as rows_get checks one. */
+static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t batch,
+                         unsigned char *dst, uint64_t *out_keys)
+{
+    uint64_t rows[2][UCHUNK], kbuf[UCHUNK];
+    size_t isz = rd->isz;
+    for (size_t j = 0; j < batch && j < UCHUNK; j++) {
+        rows[0][j] = rng_below(st, fill);
+        row_prefetch_at(rd->data + rows[0][j] * isz, isz, dst != NULL);
+    }
+    for (size_t base = 0, c = 0; base < batch; base += UCHUNK, c ^= 1) {
+        size_t m = batch - base < UCHUNK ? batch - base : UCHUNK;
+        size_t rest = batch - base - m, nm = rest < UCHUNK ? rest : UCHUNK;
+        uint64_t *keys = out_keys != NULL ? out_keys + base : kbuf;
+        unsigned char *d = dst != NULL ? dst + base * isz : NULL;
+        const uint64_t *cur = rows[c];
+        uint64_t *nxt = rows[c ^ 1], lo;
+        switch (isz) {                    /* a transition is a few dozen bytes */
+        case 16: lo = uniform_chunk(rd, 16, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 32: lo = uniform_chunk(rd, 32, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 48: lo = uniform_chunk(rd, 48, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 64: lo = uniform_chunk(rd, 64, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 96: lo = uniform_chunk(rd, 96, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 128: lo = uniform_chunk(rd, 128, st, fill, cur, m, nxt, nm, d, keys); break;
+        default: lo = uniform_chunk(rd, isz, st, fill, cur, m, nxt, nm, d, keys); break;
+        }
+        uint64_t c2 = seq_reread(rd->cursor);   /* every copy above is ordered before it */
+        if (rd->done > 0 && lo >= c2)
+            continue;
+        for (size_t j = 0; j < m; j++)
+            if (rd->done == 0 || keys[j] + rd->cap < c2)
+                keys[j] = row_get(rd, cur[j], d != NULL ? d + j * isz : NULL, NULL);
     }
 }
 
@@ -983,6 +1246,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     rb->seed = cfg->seed;
     rb->may_wait = rb->spi > 0 || rb->min_size > 0;
     atomic_init(&rb->cursor, 0);
+    atomic_init(&rb->done, 0);
     atomic_init(&rb->samples, 0);
     atomic_init(&rb->calls, 0);
     atomic_init(&rb->epoch, 0);
@@ -1023,14 +1287,14 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
         /* a bit per node: the leaf blocks' marks, and the flusher's */
         rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
-        rb->up = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->up);
+        rb->todo = hive__calloc(rb->nodes, sizeof *rb->todo);
     }
     if (rb->seq == NULL || rb->gate == NULL ||
         (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
-                              rb->up == NULL))) {
+                              rb->todo == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
-        free(rb->up);
+        free(rb->todo);
         free(rb->dirty);
         free(rb->gate);
         free(rb->tree);
@@ -1065,7 +1329,7 @@ int hive_replay_free(hive_replay_t *rb)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
     int rc = hive_release(rb->h, rb->ref);
-    free(rb->up);
+    free(rb->todo);
     free(rb->dirty);
     free(rb->gate);
     free(rb->tree);
@@ -1095,6 +1359,8 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
     return HIVE_OK;
 }
 
+static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, size_t n);
+
 int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
 {
     if (rb == NULL || (items == NULL && n > 0))
@@ -1109,6 +1375,14 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
                           "than any buffer can hold; nothing was pushed", n, rb->isz);
     /* seq_cst: as in hive_replay_push */
     uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+    batch_write(rb, base, items, n);
+    wake_samplers(rb);
+    return HIVE_OK;
+}
+
+/* Write the n items of the keys base .. base+n-1, claimed by the caller. */
+static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, size_t n)
+{
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
@@ -1127,8 +1401,16 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
         if (row == rb->cap)
             row = 0;
     }
-    wake_samplers(rb);
-    return HIVE_OK;
+}
+
+uint64_t hive__replay_claim(hive_replay_t *rb, size_t n)
+{
+    return atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+}
+
+void hive__replay_write_claimed(hive_replay_t *rb, uint64_t base, const void *items, size_t n)
+{
+    batch_write(rb, base, items, n);
 }
 
 /* One look at the limits: HIVE_OK (samples taken, *fill set), HIVE_EINVAL
@@ -1220,11 +1502,11 @@ static void leaves_to_weights(const hive_replay_t *rb, double *w, size_t batch, 
     }
 }
 
-/* What choosing the rows of a with-replacement batch needs. */
+/* What choosing the rows of a prioritized with-replacement batch needs. */
 typedef struct pick {
     uint64_t fill;
-    double   total, seg;                /* prioritized: the total mass, a segment of it */
-    bool     uniform, bytes;            /* bytes: the items are copied (prefetch them) */
+    double   total, seg;                /* the total mass, a segment of it */
+    bool     bytes;                     /* the items are copied (prefetch them) */
 } pick_t;
 
 /* Choose the m rows of draws base .. base+m-1 and ask for their lines.
@@ -1232,23 +1514,18 @@ typedef struct pick {
 static void pick_chunk(const hive_replay_t *rb, const pick_t *pk, uint64_t *st, size_t base, size_t m,
                        uint64_t *rows)
 {
-    if (pk->uniform) {
-        for (size_t j = 0; j < m; j++)
-            rows[j] = rng_below(st, pk->fill);
-    } else {
-        double u[CHUNK];
-        for (size_t j = 0; j < m; j++) {
-            u[j] = ((double)(base + j) + rng_unit(st)) * pk->seg;
-            if (!(u[j] < pk->total))
-                u[j] = below(pk->total);
-        }
-        descend_chunk(rb, u, m, rows);
-        for (size_t j = 0; j < m; j++)
-            if (rows[j] == UINT64_MAX)      /* every leaf went to 0 meanwhile */
-                rows[j] = rng_below(st, pk->fill);
+    double u[CHUNK];
+    for (size_t j = 0; j < m; j++) {
+        u[j] = ((double)(base + j) + rng_unit(st)) * pk->seg;
+        if (!(u[j] < pk->total))
+            u[j] = below(pk->total);
     }
+    descend_chunk(rb, u, m, rows);
     for (size_t j = 0; j < m; j++)
-        row_prefetch(rb, rows[j], pk->bytes);
+        if (rows[j] == UINT64_MAX)          /* every leaf went to 0 meanwhile */
+            rows[j] = rng_below(st, pk->fill);
+    for (size_t j = 0; j < m; j++)
+        row_prefetch(rb, rows[j], pk->bytes, false);
 }
 
 static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fill, uint64_t *rng_state,
@@ -1257,21 +1534,30 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
     /* the random state lives in a register for the call (it would else be
      * stored and reloaded around every copy, which may alias it) */
     uint64_t st = call_state(rb, rng_state);
-    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz,
-                          .leaf = rb->leaf };
+    const reader_t rd = reader_of(rb, done_advance(rb));
     /* Rows are chosen a chunk at a time and their lines prefetched before
      * any is copied, so the cache misses of a chunk overlap instead of
-     * coming one after another (the draws keep their order: same samples). */
+     * coming one after another (the draws keep their order: same samples).
+     * The watermark first (see "Samplers and done"), so that every row it
+     * covers was complete before the copies below. */
     unsigned char *dst = out_items;
     if (rb->tree != NULL)
         tree_flush(rb);                     /* the pushes' and updates' leaves since the last */
     double total = rb->tree != NULL ? node_get(rb, 1) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
+    if (uniform) {
+        uniform_rows(&rd, &st, fill, batch, dst, out_keys);
+        if (rng_state != NULL)
+            *rng_state = st;
+        if (out_weights != NULL)
+            for (size_t i = 0; i < batch; i++)
+                out_weights[i] = 1.0;
+        return HIVE_OK;
+    }
     double seg = total / (double)batch, min_leaf = INFINITY;
     uint64_t rows[2][CHUNK], keys[CHUNK];
     double leaves[CHUNK];
-    const pick_t pk = { .fill = fill, .total = total, .seg = seg, .uniform = uniform,
-                        .bytes = dst != NULL };
+    const pick_t pk = { .fill = fill, .total = total, .seg = seg, .bytes = dst != NULL };
     pick_chunk(rb, &pk, &st, 0, batch < CHUNK ? batch : CHUNK, rows[0]);
     for (size_t base = 0, c = 0; base < batch; base += CHUNK, c ^= 1) {
         size_t m = batch - base < CHUNK ? batch - base : CHUNK;
@@ -1279,23 +1565,15 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
             pick_chunk(rb, &pk, &st, base + CHUNK,
                        batch - base - CHUNK < CHUNK ? batch - base - CHUNK : CHUNK, rows[c ^ 1]);
         rows_get(&rd, rows[c], m, dst ? dst + base * rd.isz : NULL, out_keys ? out_keys + base : keys,
-                 uniform ? NULL : leaves);
-        if (!uniform) {
-            for (size_t j = 0; j < m; j++)
-                if (leaves[j] > 0 && leaves[j] < min_leaf)
-                    min_leaf = leaves[j];
-            if (out_weights != NULL)        /* turned into weights below */
-                memcpy(out_weights + base, leaves, m * sizeof *leaves);
-        }
+                 leaves);
+        for (size_t j = 0; j < m; j++)
+            if (leaves[j] > 0 && leaves[j] < min_leaf)
+                min_leaf = leaves[j];
+        if (out_weights != NULL)            /* turned into weights below */
+            memcpy(out_weights + base, leaves, m * sizeof *leaves);
     }
     if (rng_state != NULL)
         *rng_state = st;
-    if (uniform) {
-        if (out_weights != NULL)
-            for (size_t i = 0; i < batch; i++)
-                out_weights[i] = 1.0;
-        return HIVE_OK;
-    }
     if (out_weights != NULL)
         leaves_to_weights(rb, out_weights, batch, min_leaf);
     return HIVE_OK;
@@ -1420,14 +1698,14 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
     }
     if (rng_state != NULL)
         *rng_state = st;
-    const reader_t rd = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf };
+    const reader_t rd = reader_of(rb, done_advance(rb));
     unsigned char *dst = out_items;
     uint64_t keys[CHUNK];
     double leaves[CHUNK], min_leaf = INFINITY;
     for (size_t base = 0; base < batch; base += CHUNK) {
         size_t m = batch - base < CHUNK ? batch - base : CHUNK;
         for (size_t j = 0; j < m; j++)
-            row_prefetch(rb, rows[base + j], dst != NULL);
+            row_prefetch(rb, rows[base + j], dst != NULL, false);
         /* out_keys may be rows itself: rows_get reads rows[j] before it writes keys[j] */
         rows_get(&rd, rows + base, m, dst ? dst + base * rd.isz : NULL,
                  out_keys ? out_keys + base : keys, uniform ? NULL : leaves);
@@ -1563,10 +1841,15 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                           "finite; nothing was changed", imax, pmax, pmax, rb->alpha, lmax,
                           rb->leaf_max, (unsigned long long)rb->cap);
     int applied = 0;
+    uint64_t blocks[CHUNK];                 /* blocks of the chunk's changed leaves, to mark */
+    size_t nb = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i % CHUNK == 0)                 /* overlap the misses of a chunk of rows */
+        if (i % CHUNK == 0) {               /* overlap the misses of a chunk of rows */
+            marks_flush(rb, blocks, nb);    /* the last chunk's marks: one fence for them all */
+            nb = 0;
             for (size_t j = i; j < n && j < i + CHUNK; j++)
-                row_prefetch(rb, row_of(rb, keys[j]), false);
+                row_prefetch(rb, row_of(rb, keys[j]), false, true);
+        }
         uint64_t key = keys[i], row = row_of(rb, key);
         _Atomic uint64_t *sq = &rb->seq[row];
         uint64_t label = (key + 1) << 1;
@@ -1596,12 +1879,14 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
         if (!held)
             continue;
         double v = pow(priorities[i], rb->alpha);
-        leaf_set(rb, row, v < lmax ? v : lmax);
+        if (leaf_put(rb, row, v < lmax ? v : lmax) && (nb == 0 || blocks[nb - 1] != row / LEAF_BLOCK))
+            blocks[nb++] = row / LEAF_BLOCK;
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
         if (applied < INT_MAX)
             applied++;
     }
+    marks_flush(rb, blocks, nb);
     tree_flush(rb);                         /* the tree up to the new priorities */
     raise_to(&rb->max_prio, pmax);
     raise_to(&rb->max_leaf, lmax);

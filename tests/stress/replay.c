@@ -17,7 +17,13 @@
  *  - uniform, 1000 rows and 4 rows: single pushes and batches of 8 and 5, which
  *    in the 4-row buffer lap themselves and take rows other pushes hold;
  *  - uniform with a rate limiter (one sample per insert, slack 64): the
- *    samplers check that samples never exceed inserts + 64.
+ *    samplers check that samples never exceed inserts + 64;
+ *  - keyed, uniform 1000 rows and prioritized 4 rows: one pusher alone
+ *    (batches of 8 and 5 and single pushes in turn), so an item's counter
+ *    is its key: the samplers check every key they are handed against
+ *    its item's counter (the samplers' fast path works keys out from a
+ *    watermark instead of reading them from the rows: a wrong key, or a
+ *    copy of another lap's item under it, fails at once).
  * While it runs, every sampled batch is checked for order: two items of
  * one producer carry keys in the order it pushed them, and one key always
  * names one item. After each phase, with everything quiet: the inserts
@@ -42,10 +48,10 @@
 typedef struct item { uint64_t w[WORDS]; } item_t;
 
 static hive_replay_t *rb;
-static int prioritized, limited;
+static int prioritized, limited, solo;
 static size_t batch_n;            /* BATCH, or the capacity if smaller */
 static _Atomic int stop_flag;
-static _Atomic long torn, over_limit, pushed, sampled, updated, bad_rc, reordered;
+static _Atomic long torn, over_limit, pushed, sampled, updated, bad_rc, reordered, miskeyed;
 static uint64_t pushed_by[PUSHERS];   /* items each pusher pushed (its next counter) */
 
 static inline uint64_t mix(uint64_t x)
@@ -81,8 +87,9 @@ static void *pusher(void *arg)
     item_t batch[8];
     long n = 0;
     while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
-        if (id < 2) {                    /* 8 and 5: batches meet in one block, and straddle two */
-            int m = id == 0 ? 8 : 5;
+        static const int turns[4] = { 8, 1, 5, 1 };   /* the solo pusher's: both paths */
+        int m = solo ? turns[counter % 13 % 4] : id == 0 ? 8 : id == 1 ? 5 : 1;
+        if (m > 1) {                     /* 8 and 5: batches meet in one block, and straddle two */
             for (int i = 0; i < m; i++)
                 fill_item(&batch[i], id, counter++);
             if (hive_replay_push_batch(rb, batch, (size_t)m) != HIVE_OK)
@@ -145,6 +152,8 @@ static void *sampler(void *arg)
         for (size_t i = 0; i < batch_n; i++) {
             if (!item_ok(&items[i]))
                 atomic_fetch_add(&torn, 1);
+            if (solo && (items[i].w[0] != 0 || items[i].w[1] != keys[i]))
+                atomic_fetch_add(&miskeyed, 1);
             if (!(w[i] > 0 && w[i] <= 1.0))
                 atomic_fetch_add(&torn, 1);
         }
@@ -230,6 +239,8 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
 {
     prioritized = cfg.prioritized;
     limited = cfg.samples_per_insert > 0;
+    solo = name[0] == 'k';                   /* the keyed phases */
+    int pushers = solo ? 1 : PUSHERS;
     batch_n = cfg.capacity < BATCH ? (size_t)cfg.capacity : BATCH;
     atomic_store(&stop_flag, 0);
     atomic_store(&pushed, 0);
@@ -237,13 +248,13 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
     atomic_store(&updated, 0);
     assert_int_equal(hive_replay_new(h, &cfg, &rb), HIVE_OK);
     pthread_t p[PUSHERS], s[SAMPLERS];
-    for (int i = 0; i < PUSHERS; i++)
+    for (int i = 0; i < pushers; i++)
         assert_int_equal(pthread_create(&p[i], NULL, pusher, (void *)(intptr_t)i), 0);
     for (int i = 0; i < SAMPLERS; i++)
         assert_int_equal(pthread_create(&s[i], NULL, sampler, (void *)(intptr_t)i), 0);
     test_sleep_ms(PHASE_MS);
     atomic_store(&stop_flag, 1);
-    for (int i = 0; i < PUSHERS; i++)
+    for (int i = 0; i < pushers; i++)
         pthread_join(p[i], NULL);
     for (int i = 0; i < SAMPLERS; i++)
         pthread_join(s[i], NULL);
@@ -256,6 +267,7 @@ static void run_phase(hive_t *h, const char *name, hive_replay_config_t cfg)
     assert_int_equal(atomic_load(&bad_rc), 0);
     assert_int_equal(atomic_load(&over_limit), 0);
     assert_int_equal(atomic_load(&reordered), 0);
+    assert_int_equal(atomic_load(&miskeyed), 0);
     assert_int_equal(st.inserts, (uint64_t)atomic_load(&pushed));
     assert_true(atomic_load(&pushed) > 10000 / TEST_SCALE);
     assert_true(atomic_load(&sampled) > 1000 / TEST_SCALE);
@@ -303,6 +315,11 @@ static void test_replay_stress(void **state)
     run_phase(h, "uniform, rate limited", (hive_replay_config_t){
         .capacity = 64, .item_size = sizeof(item_t), .samples_per_insert = 1.0, .error_buffer = 64,
         .min_size_to_sample = 32, .seed = 3 });
+    run_phase(h, "keyed uniform 1000 rows", (hive_replay_config_t){
+        .capacity = 1000, .item_size = sizeof(item_t), .seed = 6 });
+    run_phase(h, "keyed prioritized 4 rows (lapping)", (hive_replay_config_t){
+        .capacity = 4, .item_size = sizeof(item_t), .prioritized = 1, .alpha = 1.0, .beta = 0.4,
+        .seed = 7 });
     test_expect_empty_store(h);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
