@@ -44,25 +44,156 @@ unsigned hive__current_node(struct hive *h)
 }
 
 /* ------------------------------------------------------------------ shards
- * Per-thread-serial shards of the store's user retire lists and live
- * count: a thread takes a serial on its first use, and two threads share a
- * shard only when more than HIVE__USER_LISTS are at work. */
-static _Atomic unsigned thread_serials;
-static __thread unsigned my_serial = UINT_MAX;
+ * store.h: a thread's shard is claimed at its first use of any store (the
+ * same index in every store) and given up when it exits. shard_gen[i] is
+ * even while shard i is free and odd while a live thread owns it; every
+ * claim and every exit bumps it, so a look before and after an action
+ * tells whether the owner stayed the same throughout. Threads that find
+ * no free shard use the shared one, HIVE__SHARDS, for good. */
+static _Atomic uint32_t shard_gen[HIVE__SHARDS];
+static __thread unsigned my_ix = UINT_MAX;
+static pthread_key_t shard_key;
+static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
 
-static inline hive__retire_list_t *my_shard(struct hive *h)
+/* The open stores, for the exits (shard_exit), under stores_lock. */
+static pthread_mutex_t stores_lock = PTHREAD_MUTEX_INITIALIZER;
+static hive__store_t *stores;
+
+/* A thread that owned shard ix exits: in every open store, its cache's
+ * slots go to the table's shared stack, so none is kept by a thread that
+ * is gone; then the shard is free for the next thread. */
+static void shard_exit(void *v)
 {
-    if (unlikely(my_serial == UINT_MAX))      /* relaxed: only distinctness matters */
-        my_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) %
-                    HIVE__USER_LISTS;
-    return &h->store.user_retired[my_serial];
+    unsigned ix = (unsigned)(uintptr_t)v - 1;
+    my_ix = UINT_MAX;                 /* a later use (another destructor) claims again */
+    pthread_mutex_lock(&stores_lock);
+    /* the local lists first, while they are ours (they are plain) */
+    for (hive__store_t *s = stores; s != NULL; s = s->next)
+        hive__handles_cache_return_local(&s->table, &s->shards[ix].cache);
+    /* seq_cst: release for the lists above (the next owner's claim
+     * acquires), and free_cb's seq_cst look after its push to an inbox
+     * either sees this (and takes the inbox back itself) or comes before
+     * it, so that the take below sees the push */
+    atomic_fetch_add_explicit(&shard_gen[ix], 1, memory_order_seq_cst);
+    for (hive__store_t *s = stores; s != NULL; s = s->next)
+        hive__handles_cache_return_inbox(&s->table, &s->shards[ix].cache);
+    pthread_mutex_unlock(&stores_lock);
+}
+
+static void shard_make_key(void)
+{
+    if (pthread_key_create(&shard_key, shard_exit) != 0)
+        HIVE_DIE("pthread_key_create failed");
+}
+
+static unsigned claim_shard(void)
+{
+    pthread_once(&shard_once, shard_make_key);
+    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+        /* relaxed: the CAS decides */
+        uint32_t g = atomic_load_explicit(&shard_gen[i], memory_order_relaxed);
+        /* acquire: pairs with the last owner's exit (its plain writes to
+         * the shard's lists and counts before ours) */
+        if ((g & 1) == 0 && atomic_compare_exchange_strong_explicit(&shard_gen[i], &g, g + 1,
+                                                                   memory_order_acquire,
+                                                                   memory_order_relaxed)) {
+            /* the value (index + 1, never NULL) makes shard_exit run at exit */
+            pthread_setspecific(shard_key, (void *)(uintptr_t)(i + 1));
+            return i;
+        }
+    }
+    return HIVE__SHARDS;
+}
+
+static inline unsigned my_shard_ix(void)
+{
+    if (unlikely(my_ix == UINT_MAX))
+        my_ix = claim_shard();
+    return my_ix;
+}
+
+static inline hive__shard_t *my_shard(struct hive *h)
+{
+    return &h->store.shards[my_shard_ix()];
+}
+
+/* Add d to the live-object count of the calling thread's shard: a plain
+ * load and store on its own shard, an RMW on the shared one. */
+static inline void count_objects(struct hive *h, int64_t d)
+{
+    unsigned ix = my_shard_ix();
+    _Atomic int64_t *c = &h->store.shards[ix].objects;
+    /* relaxed: a statistic (hive__store_objects sums the shards) */
+    if (likely(ix < HIVE__SHARDS))
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(c, d, memory_order_relaxed);
+}
+
+/* A slot for a new record: from the calling thread's cache if it has one. */
+static inline int take_slot(struct hive *h, uint64_t *id, void **rec)
+{
+    unsigned ix = my_shard_ix();
+    if (likely(ix < HIVE__SHARDS))
+        return hive__handles_take_cached(&h->store.table, &h->store.shards[ix].cache, id, rec);
+    return hive__handles_take(&h->store.table, id, rec);
+}
+
+/* free_cb: give the linked chain first .. last (n slots) to the cache of
+ * shard home, if a thread owns it and it has room; false if not (then the
+ * caller gives it to the shared stack). */
+static bool give_home(struct hive *h, unsigned home, hive__obj_t *first, hive__obj_t *last, uint32_t n)
+{
+    if (home >= HIVE__SHARDS)
+        return false;
+    hive__handles_cache_t *c = &h->store.shards[home].cache;
+    /* seq_cst: the look before (and after) the push, against shard_exit */
+    uint32_t g = atomic_load_explicit(&shard_gen[home], memory_order_seq_cst);
+    if ((g & 1) == 0 || !hive__handles_cache_room(c))
+        return false;
+    hive__handles_give_cached(&h->store.table, c, first->id, last, n);
+    /* The owner left (or left and another came) since the first look: its
+     * exit may have taken the inbox before our push. Take the inbox back to
+     * the shared stack (slots a new owner would have had go there too). */
+    if (unlikely(atomic_load_explicit(&shard_gen[home], memory_order_seq_cst) != g))
+        hive__handles_cache_return_inbox(&h->store.table, c);
+    return true;
+}
+
+bool hive__store_shard_claimed(unsigned i)
+{
+    /* seq_cst: a test's look at a quiet process */
+    return i < HIVE__SHARDS && (atomic_load(&shard_gen[i]) & 1) != 0;
+}
+
+static void stores_add(hive__store_t *s)
+{
+    pthread_mutex_lock(&stores_lock);
+    s->prev = NULL;
+    s->next = stores;
+    if (stores != NULL)
+        stores->prev = s;
+    stores = s;
+    pthread_mutex_unlock(&stores_lock);
+}
+
+static void stores_remove(hive__store_t *s)
+{
+    pthread_mutex_lock(&stores_lock);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        stores = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&stores_lock);
 }
 
 uint64_t hive__store_objects(struct hive *h)
 {
     int64_t n = 0;
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
-        n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.shards[i].objects, memory_order_relaxed);
     /* private records are counted by their owners (hive__obj_new_private),
      * with no read-modify-write; relaxed: a statistic, each a single writer's */
     for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
@@ -114,6 +245,7 @@ int hive__store_open(hive__store_t *s)
     struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
     h->arena.ask_ctx = h;
     h->arena.ask_purge = request_purge;
+    stores_add(s);
     return HIVE_OK;
 }
 
@@ -150,7 +282,7 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c). A private record is counted by its owner */
     if (kind != HIVE__ACTOR && owner == 0)
-        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+        count_objects(h, 1);
 }
 
 /* Add d to w's share of the live-object count: one writer, no RMW. */
@@ -167,7 +299,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
      * id word set by the take; nobody finds it before the publish) */
     uint64_t id;
     void *rec;
-    int rc = hive__handles_take(&h->store.table, &id, &rec);
+    int rc = take_slot(h, &id, &rec);
     if (unlikely(rc != HIVE_OK))
         return rc;
     hive__obj_t *o = rec;
@@ -198,7 +330,7 @@ int hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out)
     } else {
         uint64_t id;
         void *rec;
-        int rc = hive__handles_take(&h->store.table, &id, &rec);
+        int rc = take_slot(h, &id, &rec);
         if (unlikely(rc != HIVE_OK))
             return rc;
         o = rec;
@@ -289,8 +421,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
     hive__payload_free(h, o);
     bool object = o->kind != HIVE__ACTOR;
     hive__handles_give(&h->store.table, o->id);
-    if (object)                       /* relaxed: a statistic */
-        atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+    if (object)
+        count_objects(h, -1);
 }
 
 void hive__obj_discard(struct hive *h, hive__obj_t *o)
@@ -385,7 +517,7 @@ bool hive__obj_retain_live(hive__obj_t *o)
 
 static void free_cb(struct rcu_head *head);
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
-                      hive__obj_t *o);
+                      hive__obj_t *o, unsigned home);
 
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
@@ -415,11 +547,12 @@ static bool release_count(struct hive *h, hive__obj_t *o)
         hive__handles_unpublish(o);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
         if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+            unsigned ix = my_shard_ix();
             if (w != NULL && w->sched == &h->sched) {
-                retire_on(h, &w->retired, &w->nretired, o);
+                retire_on(h, &w->retired, &w->nretired, o, ix);
             } else {
-                hive__retire_list_t *l = my_shard(h);
-                retire_on(h, &l->head, &l->n, o);
+                hive__shard_t *l = &h->store.shards[ix];
+                retire_on(h, &l->head, &l->n, o, ix);
             }
         } else {
             atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
@@ -429,6 +562,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
             o->tail.dead.inl = 0;
             o->tail.dead.objects = o->kind != HIVE__ACTOR;
             o->tail.dead.walk = true;  /* its arena block */
+            o->tail.dead.home = (uint8_t)my_shard_ix();
             hive__call_rcu(&o->tail.dead.rcu, free_cb);
         }
     }
@@ -474,10 +608,13 @@ static void free_cb(struct rcu_head *head)
         if (done != n)
             HIVE_DIE("store: a retired chain held %u records, not the %u counted", done, n);
     }
-    hive__handles_give_linked(&h->store.table, first->id, last);
+    /* the slots go back to the cache of the thread that released them
+     * (its puts take them while their lines are in its core's cache), or to
+     * the shared stack */
+    if (!give_home(h, first->tail.dead.home, first, last, n))
+        hive__handles_give_linked(&h->store.table, first->id, last);
     hive__arena_uncharge_elsewhere_n(&h->arena, inl);
-    /* relaxed: a statistic */
-    atomic_fetch_sub_explicit(&my_shard(h)->objects, (int64_t)objects, memory_order_relaxed);
+    count_objects(h, -(int64_t)objects);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
 }
@@ -488,7 +625,7 @@ static void free_cb(struct rcu_head *head)
  * stack (hive__handles_link: the lines were written last by their
  * releasers, most often this thread), counts it, and notes whether any
  * record needs a look. Pushers never read each other's records. */
-static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
+static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list, unsigned home)
 {
     /* relaxed: a look before the exchange, which writes the line */
     if (atomic_load_explicit(list, memory_order_relaxed) == NULL)
@@ -517,6 +654,7 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
     chain->tail.dead.inl = inl;
     chain->tail.dead.objects = objects;
     chain->tail.dead.walk = walk;
+    chain->tail.dead.home = (uint8_t)home;
     /* relaxed: a count the drain reads after its barrier (free_cb's release) */
     atomic_fetch_add_explicit(&h->store.callbacks, n, memory_order_relaxed);
     hive__call_rcu(&chain->tail.dead.rcu, free_cb);
@@ -524,19 +662,20 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
-    flush_list(h, &w->retired);
+    /* w's records go back to w's cache when w flushes them itself */
+    flush_list(h, &w->retired, hive__self == w ? my_shard_ix() : HIVE__SHARDS);
 }
 
 static void flush_user_lists(struct hive *h)
 {
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)
-        flush_list(h, &h->store.user_retired[i].head);
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)
+        flush_list(h, &h->store.shards[i].head, i);
 }
 
 /* Push o on list (a worker's or a user list: several threads may push at
  * once, and a flusher take the chain at any time); flush a full batch. */
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
-                      hive__obj_t *o)
+                      hive__obj_t *o, unsigned home)
 {
     /* relaxed: the CAS re-reads the head; only the link is written from it */
     hive__obj_t *head = atomic_load_explicit(list, memory_order_relaxed);
@@ -551,7 +690,7 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
     unsigned k = atomic_load_explicit(n, memory_order_relaxed) + 1;
     if (k >= HIVE__RETIRE_BATCH) {
         k = 0;
-        flush_list(h, list);
+        flush_list(h, list, home);
     }
     atomic_store_explicit(n, k, memory_order_relaxed);
 }
@@ -586,8 +725,8 @@ static bool any_retired(struct hive *h)
          * the caller's race */
         if (atomic_load_explicit(&h->sched.w[i].retired, memory_order_relaxed) != NULL)
             return true;
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: as above */
-        if (atomic_load_explicit(&h->store.user_retired[i].head, memory_order_relaxed) != NULL)
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)   /* relaxed: as above */
+        if (atomic_load_explicit(&h->store.shards[i].head, memory_order_relaxed) != NULL)
             return true;
     return false;
 }
@@ -642,6 +781,7 @@ static void free_left(void *obj, void *arg)
 void hive__store_close(struct hive *h)
 {
     hive__store_t *s = &h->store;
+    stores_remove(s);                 /* exits leave it alone from now on */
     /* 1. let queued frees run */
     hive__store_drain(h);
     /* 2. nobody else runs in this engine now: free what is left directly */
