@@ -59,6 +59,15 @@ static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t stores_lock = PTHREAD_MUTEX_INITIALIZER;
 static hive__store_t *stores;
 
+/* Give shard sh's reserve back to the arena (anyone: the exchange makes it
+ * the caller's). */
+static void give_reserve(struct hive *h, hive__shard_t *sh)
+{
+    /* relaxed: a counter; the exchange alone decides who gives it back */
+    if (atomic_load_explicit(&sh->reserve, memory_order_relaxed) != 0)
+        hive__arena_unreserve(&h->arena, atomic_exchange_explicit(&sh->reserve, 0, memory_order_relaxed));
+}
+
 /* A thread that owned shard ix exits: in every open store, its cache's
  * slots go to the table's shared stack, so none is kept by a thread that
  * is gone; then the shard is free for the next thread. */
@@ -75,8 +84,10 @@ static void shard_exit(void *v)
      * either sees this (and takes the inbox back itself) or comes before
      * it, so that the take below sees the push */
     atomic_fetch_add_explicit(&shard_gen[ix], 1, memory_order_seq_cst);
-    for (hive__store_t *s = stores; s != NULL; s = s->next)
+    for (hive__store_t *s = stores; s != NULL; s = s->next) {
         hive__handles_cache_return_inbox(&s->table, &s->shards[ix].cache);
+        give_reserve(HIVE_CONTAINER_OF(s, struct hive, store), &s->shards[ix]);
+    }
     pthread_mutex_unlock(&stores_lock);
 }
 
@@ -376,10 +387,55 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
+/* Charge an inline payload of size bytes: from the calling thread's
+ * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
+ * they fit; else one charge, exactly, with the sentence if it does not. */
+static bool charge_inline(struct hive *h, size_t size, int *err)
+{
+    unsigned ix = my_shard_ix();
+    if (likely(ix < HIVE__SHARDS)) {
+        _Atomic size_t *r = &h->store.shards[ix].reserve;
+        size_t unit = hive__arena_inline_charge();
+        /* relaxed: a counter; the CAS (on this thread's own line) decides
+         * against a full store taking the reserve back */
+        size_t v = atomic_load_explicit(r, memory_order_relaxed);
+        if (likely(v >= unit) &&
+            atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return true;
+        if (hive__arena_reserve(&h->arena, unit * HIVE__RESERVE_BATCH)) {
+            atomic_fetch_add_explicit(r, unit * (HIVE__RESERVE_BATCH - 1), memory_order_relaxed);
+            return true;
+        }
+    }
+    return hive__arena_charge_elsewhere(&h->arena, size, err);
+}
+
+/* The store is full: give every thread's reserve back; true if any was. */
+static bool take_reserves(struct hive *h)
+{
+    bool any = false;
+    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+        /* relaxed: as give_reserve */
+        any |= atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed) != 0;
+        give_reserve(h, &h->store.shards[i]);
+    }
+    return any;
+}
+
+/* Bytes of `used` held in reserves (a moment's view: statistics). */
+static size_t reserved(struct hive *h)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < HIVE__SHARDS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed);
+    return n;
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
-        return hive__arena_charge_elsewhere(&h->arena, size, err) ? inl : NULL;
+        return charge_inline(h, size, err) ? inl : NULL;
     return hive__arena_alloc(&h->arena, size, node, err);
 }
 
@@ -388,6 +444,10 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
 {
     void *inl = hive__obj_inline_for(o, kind, size);
     void *data = payload_try(h, inl, size, node, err);
+    /* Threads' reserves (store.h) are capacity no payload has yet: a full
+     * store takes them all back before it refuses anything. */
+    if (unlikely(data == NULL) && *err == HIVE_EFULL && take_reserves(h))
+        data = payload_try(h, inl, size, node, err);
     /* Released objects wait for a grace period before their bytes return.
      * Full only counts once nothing more can be freed: while frees are
      * queued, wait for them (slow path: a grace period and the callbacks)
@@ -400,6 +460,7 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
         hive__rcu_thread();
         flush_all_retired(h);         /* workers' batches too */
         hive__rcu_barrier();
+        take_reserves(h);
         data = payload_try(h, inl, size, node, err);
     }
     return data;
@@ -1275,7 +1336,8 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     hive__rcu_thread();
     flush_user_lists(h);
     out->capacity = h->arena.capacity;
-    out->used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), res = reserved(h);
+    out->used = used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
     out->resident = hive__arena_resident(&h->arena);
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);

@@ -179,14 +179,22 @@ typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
  *     Only the owner writes it (a plain load and store);
  *   - cache: the free slots of the records this thread released, given
  *     back by free_cb after their grace period (handles.h), from which its
- *     puts take their records.
+ *     puts take their records;
+ *   - reserve: capacity its thread took from the arena's `used` ahead of
+ *     its inline payloads, HIVE__RESERVE_BATCH charges at a time, so that a
+ *     put writes no counter another thread writes. Only its owner takes
+ *     from it (a CAS on its own line); anyone may take it all back (an
+ *     exchange: a store that is full, before it refuses; an exit), and
+ *     hive_store_stats counts `used` without the reserves.
  * A thread that exits gives its cache to the table's shared free stack
- * (store.c, shard_exit). */
+ * and its reserve to the arena (store.c, shard_exit). */
 #define HIVE__SHARDS 64
+#define HIVE__RESERVE_BATCH 32       /* inline charges taken from the arena at once (2 KiB) */
 typedef struct hive__shard {
     HIVE_ALIGNED _Atomic(struct hive__obj *) head;   /* records waiting to be freed */
     _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
     _Atomic int64_t   objects;
+    _Atomic size_t    reserve;                       /* bytes of `used` not yet a payload's */
     hive__handles_cache_t cache;                     /* its own lines */
 } hive__shard_t;
 typedef hive__shard_t hive__retire_list_t;
