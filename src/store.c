@@ -177,6 +177,11 @@ bool hive__store_shard_claimed(unsigned i)
     return i < HIVE__SHARDS && (atomic_load(&shard_gen[i]) & 1) != 0;
 }
 
+unsigned hive__store_thread_shard(void)
+{
+    return my_shard_ix();
+}
+
 static void stores_add(hive__store_t *s)
 {
     pthread_mutex_lock(&stores_lock);

@@ -240,8 +240,10 @@ void hive__store_maintain(struct hive *h);
 /* Was id ever handed out by this engine's store (whatever became of it)? */
 bool hive__store_issued(struct hive *h, uint64_t id);
 
-/* Does a live thread own shard i (tests: a free shard holds no slots)? */
+/* Does a live thread own shard i (tests: a free shard holds no slots)?
+ * The calling thread's shard (claimed now if it has none yet). */
 bool hive__store_shard_claimed(unsigned i);
+unsigned hive__store_thread_shard(void);
 
 /* Live objects now (the sum of the shards' counts; a moment's view). */
 uint64_t hive__store_objects(struct hive *h);
