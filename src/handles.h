@@ -53,6 +53,9 @@
  * on the thread that has the records' lines) and pushed later by another
  * thread that writes only the last link (hive__handles_give_linked). A
  * take prefetches the next free slot's record for the take after it.
+ * Most slots do not pass through that shared stack: each client thread
+ * has a cache of its own (hive__handles_cache_t below), to which its
+ * released slots come back.
  */
 #ifndef HIVE_HANDLES_H
 #define HIVE_HANDLES_H
