@@ -437,6 +437,13 @@ static size_t reserved(struct hive *h)
     return n;
 }
 
+size_t hive__store_used(struct hive *h)
+{
+    /* relaxed: a statistic */
+    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), res = reserved(h);
+    return used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
@@ -1341,8 +1348,7 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
     hive__rcu_thread();
     flush_user_lists(h);
     out->capacity = h->arena.capacity;
-    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), res = reserved(h);
-    out->used = used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
+    out->used = hive__store_used(h);
     out->resident = hive__arena_resident(&h->arena);
     /* relaxed: statistics */
     out->used_high = atomic_load_explicit(&h->arena.used_high, memory_order_relaxed);

@@ -245,6 +245,10 @@ bool hive__store_issued(struct hive *h, uint64_t id);
 bool hive__store_shard_claimed(unsigned i);
 unsigned hive__store_thread_shard(void);
 
+/* Bytes live payloads take (the arena's `used` less the threads'
+ * reserves; a moment's view): hive_store_stats' used. */
+size_t hive__store_used(struct hive *h);
+
 /* Live objects now (the sum of the shards' counts; a moment's view). */
 uint64_t hive__store_objects(struct hive *h);
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
