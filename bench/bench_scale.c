@@ -28,7 +28,9 @@
  * or idle actor costs in memory, all included, measured by
  * build/bench/scale-mem (bench/scale_mem.c) in a fresh process: the growth
  * of its resident memory while it makes N of them, over N (in this process
- * the block pool would reuse what earlier rows touched). Each
+ * the block pool would reuse what earlier rows touched). For actors, N
+ * more than the process's first, which also sets up the shared lists of
+ * free blocks (~0.8 MiB once; scale-mem prints it on stderr). Each
  * instance runs in an engine of its own (2 workers) shut down after it;
  * scale_actor_new also reports how long that shutdown took (shutdown_s).
  * `make bench` runs N up to 10^7 objects and 10^6 tasks and actors.

@@ -14,8 +14,10 @@
 #define CHUNK_SLOTS ((uint32_t)1 << HIVE__CHUNK_BITS)
 #define CHUNK_BYTES ((size_t)CHUNK_SLOTS * HIVE__REC_BYTES)
 #define GEN_MAX     (((uint32_t)1 << HIVE__GEN_BITS) - 1)
+#define REGION_SLOTS ((uint32_t)(HIVE__HUGE_PAGE / HIVE__REC_BYTES))   /* slots per 2 MiB */
 
 _Static_assert(CHUNK_BYTES % HIVE__HUGE_PAGE == 0, "a chunk is whole huge pages");
+_Static_assert(HIVE__HUGE_PAGE % HIVE__REC_BYTES == 0, "a region is whole records");
 _Static_assert(HIVE__MAX_SLOTS < HIVE__KEY_PUB, "a free link (slot + 1) never has the key's PUB bit");
 _Static_assert(HIVE__REC_KEY % 4 == 0 && HIVE__REC_KEY + 4 <= 64, "the key is in the first line");
 
@@ -26,13 +28,13 @@ static inline unsigned char *rec_at(hive__handles_t *t, uint32_t s)
     return chunk + (size_t)(s & (CHUNK_SLOTS - 1)) * HIVE__REC_BYTES;
 }
 
-/* Chunk c's memory: huge pages, but for the first 2 MiB of the first
- * chunk (an engine of a few objects touches a few KiB of it). */
-static void *map_chunk(size_t c)
+/* A chunk's memory: a frontier mapping (hugemap.h). Slots are handed out
+ * in order, so the region being filled costs what its records touch, to
+ * the 4 KiB page, and each full region becomes a huge page
+ * (hive__handles_take). */
+static void *map_chunk(void)
 {
-    void *m = hive__map_huge(CHUNK_BYTES);
-    if (c == 0 && m != MAP_FAILED)
-        madvise(m, HIVE__HUGE_PAGE, MADV_NOHUGEPAGE);   /* advice: where THP is "always" too */
+    void *m = hive__map_frontier(CHUNK_BYTES);
     if (m != MAP_FAILED)
         hive__lsan_root(m, CHUNK_BYTES);   /* records hold pointers (hugemap.h) */
     return m;
@@ -49,7 +51,7 @@ static bool chunk_ready(hive__handles_t *t, uint32_t s)
     pthread_mutex_lock(&t->grow);
     bool ok = true;
     if (atomic_load_explicit(d, memory_order_relaxed) == NULL) {   /* the lock orders writers */
-        void *m = hive__fault() ? MAP_FAILED : map_chunk(s >> HIVE__CHUNK_BITS);
+        void *m = hive__fault() ? MAP_FAILED : map_chunk();
         if (m == MAP_FAILED) {
             ok = false;
             hive__fail(HIVE_ENOMEM, "store: cannot map records %u.. of the object table (%zu bytes)",
@@ -68,8 +70,15 @@ int hive__handles_open(hive__handles_t *t, uint32_t tag)
     memset(t, 0, sizeof *t);
     t->tag = tag & ((1u << HIVE__TAG_BITS) - 1);
     t->dir = hive__calloc(HIVE__DIR_SIZE, sizeof *t->dir);
-    if (t->dir == NULL)
+    /* both virtual until used (calloc maps large blocks): a word per chunk,
+     * a settle record per 2 MiB region */
+    t->settle = hive__calloc(HIVE__MAX_SLOTS / REGION_SLOTS, sizeof *t->settle);
+    if (t->dir == NULL || t->settle == NULL) {
+        free(t->dir);
+        free(t->settle);
+        t->dir = NULL;
         return hive__fail(HIVE_ENOMEM, "store: cannot allocate the object table's directory");
+    }
     pthread_mutex_init(&t->grow, NULL);
     atomic_init(&t->free_head, 0);
     atomic_init(&t->next_slot, 0);
@@ -84,6 +93,13 @@ void hive__handles_close(hive__handles_t *t)
 {
     if (t->dir == NULL)
         return;
+    /* relaxed: written by takers this caller has joined or waited for */
+    if (atomic_load_explicit(&t->settling, memory_order_relaxed)) {
+        hive__settle_pause(true);          /* their records and regions go now */
+        hive__rcu_barrier();
+        hive__settle_pause(false);
+    }
+    hive__settle_quiesced();               /* after this barrier or the caller's */
     for (size_t i = 0; i < HIVE__DIR_SIZE; i++) {
         unsigned char *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
         if (c != NULL) {
@@ -92,6 +108,7 @@ void hive__handles_close(hive__handles_t *t)
         }
     }
     free(t->dir);
+    free(t->settle);
     t->dir = NULL;
     pthread_mutex_destroy(&t->grow);
 }
@@ -162,6 +179,11 @@ int hive__handles_take(hive__handles_t *t, uint64_t *id, void **rec)
         }
         if (unlikely(!chunk_ready(t, s)))
             return HIVE_ENOMEM;              /* slot s stays a hole; the next take maps again */
+        if (unlikely((s + 1) % REGION_SLOTS == 0)) {   /* the last slot of its region: */
+            atomic_store_explicit(&t->settling, true, memory_order_relaxed);   /* see close */
+            hive__settle_later(&t->settle[s / REGION_SLOTS],   /* every one handed out */
+                               rec_at(t, s + 1 - REGION_SLOTS));
+        }
     }
     unsigned char *r = rec_at(t, s);
     *id = stamp(t, r, s);

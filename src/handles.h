@@ -91,6 +91,8 @@ typedef struct hive__handles {
     _Atomic(unsigned char *) *dir;  /* HIVE__DIR_SIZE chunk pointers */
     uint32_t          tag;          /* the table's 12-bit tag */
     pthread_mutex_t   grow;         /* maps chunks */
+    struct hive__settle *settle;    /* one per 2 MiB region of slots (util/hugemap.h) */
+    _Atomic bool      settling;     /* a settle was queued since the last rcu_barrier */
     HIVE_ALIGNED _Atomic uint64_t free_head;   /* stack tag << 32 | (slot + 1), 0 slot: empty */
     HIVE_ALIGNED _Atomic uint32_t next_slot;   /* slots ever handed out (the high-water mark) */
 } hive__handles_t;
@@ -118,8 +120,9 @@ typedef struct hive__handles {
  *           cache grows until it holds them all; a thread that only
  *           releases keeps HIVE__CACHE_MIN
  *
- * A cache is its owner's alone to take from; hive__handles_cache_flush
- * gives everything in it to the shared stack (the owner leaving). */
+ * A cache is its owner's alone to take from; hive__handles_cache_return_local
+ * and _return_inbox give everything in it to the shared stack (the owner
+ * leaving). */
 #define HIVE__CACHE_MIN 1024u       /* 128 KiB of records */
 #define HIVE__CACHE_MAX 131072u     /* 16 MiB of records */
 typedef struct hive__handles_cache {
@@ -132,7 +135,10 @@ typedef struct hive__handles_cache {
                                        owner writes, givers read) */
 } hive__handles_cache_t;
 
-/* Open a table with the given tag (its low 12 bits); HIVE_ENOMEM. */
+/* Open a table with the given tag (its low 12 bits); HIVE_ENOMEM. Close
+ * runs an rcu_barrier first (settles skipped) if a full region's settle may
+ * still be queued: clear settling after a barrier of your own to spare it.
+ * Not from an RCU read section or callback. */
 int  hive__handles_open(hive__handles_t *t, uint32_t tag);
 void hive__handles_close(hive__handles_t *t);
 

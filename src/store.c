@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/park.h"
 #include "util/fault.h"
+#include "util/hugemap.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -855,12 +856,18 @@ void hive__store_close(struct hive *h)
 {
     hive__store_t *s = &h->store;
     stores_remove(s);                 /* exits leave it alone from now on */
+    /* settling regions into huge pages (util/hugemap.h) would only delay
+     * the shutdown: the callbacks the barriers below wait for skip it */
+    hive__settle_pause(true);
     /* 1. let queued frees run */
     hive__store_drain(h);
     /* 2. nobody else runs in this engine now: free what is left directly */
     hive__handles_each(&s->table, free_left, h);
     hive__rcu_barrier();
+    /* relaxed: no taker is left; the barrier ran every queued settle */
+    atomic_store_explicit(&s->table.settling, false, memory_order_relaxed);
     hive__handles_close(&s->table);
+    hive__settle_pause(false);
 }
 
 /* ------------------------------------------------------------------ states */

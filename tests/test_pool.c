@@ -2,6 +2,7 @@
  * cross-thread recycling without unbounded growth. */
 #include "testutil.h"
 #include "ds/pool.h"
+#include "util/hugemap.h"
 
 #include <pthread.h>
 
@@ -125,6 +126,38 @@ static void test_bursts_from_exiting_threads(void **state)
                  hive__pool_mapped_bytes(), live);
 }
 
+/* A pool that grows past a few MiB maps frontier chunks whose full 2 MiB
+ * regions are settled into huge pages (util/hugemap.h): every region the
+ * growth fills is queued once (settled, or refused where the kernel has no
+ * MADV_COLLAPSE), and the blocks keep what was written in them. */
+static void test_full_regions_settle(void **state)
+{
+    (void)state;
+    enum { BS = 256, N = (48 << 20) / BS };   /* 48 MiB of blocks: chunks of 2 MiB and more */
+    unsigned char **b = malloc(N * sizeof *b);
+    unsigned long refused0, refused1;
+    unsigned long settled0 = hive__settle_count(&refused0, NULL);
+    for (size_t i = 0; i < N; i++) {
+        b[i] = hive__pool_alloc(BS);
+        assert_non_null(b[i]);
+        b[i][BS - 1] = (unsigned char)i;
+    }
+    hive__rcu_barrier();
+    int err = 0;
+    unsigned long queued = hive__settle_count(&refused1, &err) - settled0 + (refused1 - refused0);
+    /* the chunks before the first huge one are small; of the 48 MiB, at
+     * least 40 are in frontier chunks, and all but the last region of the
+     * current chunk full */
+    if (queued < 16 || queued > 24)
+        fail_msg("%lu regions queued for settling after 48 MiB of 256-byte blocks", queued);
+    printf("pool: %lu full regions queued, %lu refused (errno %d)\n", queued, refused1 - refused0, err);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(b[i][BS - 1], (unsigned char)i);
+        hive__pool_free(b[i], BS);
+    }
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_reuse_on_one_thread),
         cmocka_unit_test(test_cross_thread_recycling),
         cmocka_unit_test(test_bursts_from_exiting_threads),
+        cmocka_unit_test(test_full_regions_settle),
     };
     return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
 }

@@ -28,11 +28,16 @@
 static hive__batchlist_t shared[NCLASSES];
 
 /* A chunk's first block holds its header: the cursor of the next fresh
- * block and the chunk's size. */
+ * block, the chunk's size and, for a frontier chunk (2 MiB and more), the
+ * settle records of its 2 MiB regions (util/hugemap.h). */
 typedef struct chunk_hdr {
-    _Atomic size_t off;
-    size_t         size;
+    _Atomic size_t  off;
+    size_t          size;
+    hive__settle_t *settle;
 } chunk_hdr_t;
+_Static_assert(sizeof(chunk_hdr_t) <= HIVE_POOL_MIN, "the header fits the first block");
+_Static_assert((size_t)HIVE_POOL_MAX * HIVE_BATCH <= HIVE__HUGE_PAGE,
+               "one cut fills at most one region");
 
 static _Atomic(chunk_hdr_t *) current[NCLASSES];
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,17 +99,20 @@ static bool new_chunk(unsigned c, chunk_hdr_t *seen)
         size_t bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed) / 2;
         bytes = bytes < CHUNK_MIN ? CHUNK_MIN : bytes > CHUNK_MAX ? CHUNK_MAX : bytes & ~(CHUNK_MIN - 1);
         /* records of millions of objects: chunks of 2 MiB and more are
-         * whole huge pages on 2 MiB boundaries, which spare the TLB a miss
-         * (and the walk a cache miss) per random lookup; smaller ones,
-         * while the pool is small, ordinary pages */
+         * frontier mappings on 2 MiB boundaries whose full regions become
+         * huge pages (carve_fresh), which spare the TLB a miss (and the
+         * walk a cache miss) per random lookup; smaller ones, while the
+         * pool is small, ordinary pages */
         bool huge = bytes >= HIVE__HUGE_PAGE;
         if (huge)
             bytes &= ~(HIVE__HUGE_PAGE - 1);
-        char *chunk = hive__fault() ? MAP_FAILED
-                      : huge ? hive__map_huge(bytes)
+        hive__settle_t *settle = huge ? hive__calloc(bytes / HIVE__HUGE_PAGE, sizeof *settle) : NULL;
+        char *chunk = hive__fault() || (huge && settle == NULL) ? MAP_FAILED
+                      : huge ? hive__map_frontier(bytes)
                              : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                     -1, 0);
         if (chunk == MAP_FAILED) {
+            free(settle);
             ok = false;
         } else {
             hive__lsan_root(chunk, bytes);   /* never unmapped: roots for good */
@@ -112,6 +120,7 @@ static bool new_chunk(unsigned c, chunk_hdr_t *seen)
             chunk_hdr_t *hd = (chunk_hdr_t *)(void *)chunk;
             atomic_init(&hd->off, class_size(c));   /* the header's block is not a block */
             hd->size = bytes;
+            hd->settle = settle;   /* chunks are never unmapped: nor are these freed */
             /* release: the header's fields before the chunk is seen */
             atomic_store_explicit(&current[c], hd, memory_order_release);
         }
@@ -134,6 +143,11 @@ static bool carve_fresh(unsigned c)
             if (off < hd->size) {    /* the last cut of a chunk may be short */
                 size_t n = hd->size - off < need ? hd->size - off : need;
                 hive__fcache_carve(&caches[c], (char *)hd + off, n, bs, &shared[c]);
+                /* this cut reached the end of its first region: every byte
+                 * of that region is handed out (a cut fills at most one) */
+                size_t region = off & ~(HIVE__HUGE_PAGE - 1);
+                if (hd->settle != NULL && off + n >= region + HIVE__HUGE_PAGE)
+                    hive__settle_later(&hd->settle[region / HIVE__HUGE_PAGE], (char *)hd + region);
                 if (n >= bs)
                     return true;
             }

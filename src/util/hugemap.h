@@ -1,23 +1,32 @@
 /*
- * hugemap.h - anonymous mappings on 2 MiB boundaries, advised to be backed
- * by transparent huge pages: the store's record table and the block pool's
- * large chunks, so
- * that a random lookup among millions of objects costs no page-table walk
- * per miss (a 4 KiB-page TLB covers a few MiB; 2 MiB pages cover GBs).
+ * hugemap.h - anonymous mappings on 2 MiB boundaries for the store's record
+ * table and the block pool's large chunks, backed by transparent huge pages
+ * where they are full, so that a random lookup among millions of objects
+ * costs no page-table walk per miss (a 4 KiB-page TLB covers a few MiB;
+ * 2 MiB pages cover GBs).
  *
- * The advice is only advice: where THP is off ("never") the kernel maps
- * 4 KiB pages as before, silently. Memory is touched (and counted as
- * resident) only when first written, as for any anonymous mapping, but a
- * huge page is 2 MiB at its first touch: use it for regions that fill.
+ * A huge page is 2 MiB from its first touch, so a table that stops growing
+ * would pay up to 2 MiB for the part of its last page it never uses (2 bytes
+ * per record at a million). So the frontier grows in ordinary pages - a
+ * mapping starts advised MADV_NOHUGEPAGE, and memory costs what is touched,
+ * to the 4 KiB page - and each 2 MiB region, once every byte of it has been
+ * handed out, is settled: advised MADV_HUGEPAGE and collapsed into a huge
+ * page (MADV_COLLAPSE, Linux 6.1) by hive's call_rcu thread, off the
+ * caller's path (hive__settle_later). Collapsing copies the region (a few
+ * ms) and changes nothing a program can see; where it is refused (an older
+ * kernel, no free huge page), the region stays in small pages, or
+ * khugepaged collapses it later: only slower lookups, never wrong ones.
  */
 #ifndef HIVE_UTIL_HUGEMAP_H
 #define HIVE_UTIL_HUGEMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
 #include "util/common.h"
+#include "util/rcu.h"
 #ifdef HIVE_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -26,8 +35,11 @@
 
 /* bytes (rounded up to whole 2 MiB pages) of zeroed memory starting on a
  * 2 MiB boundary, or MAP_FAILED. Unmap with munmap(p, the same bytes
- * rounded up). Maps 2 MiB more than asked, then gives back the ends. */
-static inline void *hive__map_huge(size_t bytes)
+ * rounded up). Maps 2 MiB more than asked, then gives back the ends.
+ * huge: advised MADV_HUGEPAGE (memory that is filled at once), else
+ * MADV_NOHUGEPAGE (a frontier that fills as it grows: settle each region
+ * when full, hive__settle_later). */
+static inline void *hive__map_huge2(size_t bytes, bool huge)
 {
     size_t want, span;
     if (__builtin_add_overflow(bytes, HIVE__HUGE_PAGE - 1, &want))
@@ -44,9 +56,49 @@ static inline void *hive__map_huge(size_t bytes)
         munmap(m, head);
     if (tail != 0)
         munmap(a + want, tail);
-    madvise(a, want, MADV_HUGEPAGE);   /* advice: ignored where THP is off */
+    /* advice: ignored where THP is off; NOHUGEPAGE holds where it is
+     * "always" too */
+    madvise(a, want, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     return a;
 }
+
+static inline void *hive__map_huge(size_t bytes)
+{
+    return hive__map_huge2(bytes, true);
+}
+
+static inline void *hive__map_frontier(size_t bytes)
+{
+    return hive__map_huge2(bytes, false);
+}
+
+/* A 2 MiB region of a frontier mapping waiting to become a huge page: the
+ * owner keeps one per region (no allocation on the path that fills it). */
+typedef struct hive__settle {
+    struct rcu_head rcu;
+    void           *region;
+} hive__settle_t;
+
+/* Region (2 MiB aligned, every byte handed out) is settled a grace period
+ * from now on the call_rcu thread: no system call or allocation here (the
+ * call_rcu thread polls). n must stay valid until then: owners that unmap
+ * call hive__rcu_barrier() first, under hive__settle_pause. */
+void hive__settle_later(hive__settle_t *n, void *region);
+
+/* After an rcu_barrier, before freeing settle records: orders every
+ * settle callback's last access before the free (for TSan: the barrier
+ * does, uninstrumented). */
+void hive__settle_quiesced(void);
+
+/* While any pause is on (a store closing, which waits for every callback
+ * before unmapping), settles are skipped - the regions stay in small pages -
+ * so a shutdown never waits for collapses - of any engine in the process,
+ * whose regions then stay in small pages. Pauses nest (a count). */
+void hive__settle_pause(bool on);
+
+/* Settles done so far (MADV_COLLAPSE returned 0) and refused (it failed:
+ * the errno of the last refusal in *last_errno, if not NULL). For tests. */
+unsigned long hive__settle_count(unsigned long *refused, int *last_errno);
 
 /* LeakSanitizer scans the heap, stacks and globals for pointers, not
  * mappings of our own: a record in such a mapping holding the only pointer
