@@ -465,16 +465,21 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
      * Full only counts once nothing more can be freed: while frees are
      * queued, wait for them (slow path: a grace period and the callbacks)
      * and try again. Bounded, because other threads may keep queueing (and
-     * taking) forever. */
-    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64 &&
-                        (atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0 ||
-                         any_retired(h));
-         tries++) {
-        hive__rcu_thread();
-        flush_all_retired(h);         /* workers' batches too */
-        hive__rcu_barrier();
+     * taking) forever. With nothing queued it still tries once more: a free
+     * that ended between the failed try and the look at the queue (its
+     * count drops after its bytes are back) has made room. */
+    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64; tries++) {
+        bool queued = atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0 ||
+                      any_retired(h);
+        if (queued) {
+            hive__rcu_thread();
+            flush_all_retired(h);     /* workers' batches too */
+            hive__rcu_barrier();
+        }
         take_reserves(h);
         data = payload_try(h, inl, size, node, err);
+        if (!queued)
+            break;
     }
     return data;
 }
