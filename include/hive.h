@@ -269,11 +269,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
  * blocks keep theirs (the next large objects reuse them without faulting) unless the store holds more than capacity * 5/4
  * + 16 MiB. What a purge cannot give back: cells cached by threads (up to
  * 128 per size class and thread) and slabs that still hold a live object.
- * A worker takes the charges of small inline results (task results on
- * it) 64 at a time in advance and gives them back when it idles; used
- * leaves them out, but a store within 8 KiB per busy worker of full may
- * refuse a payload that much early.
- * used_high: the most `used` has been since hive_init. efull: objects
+ * used_high: the most `used` has been since hive_init (counting, as the
+ * capacity does, the up to 2 KiB each thread takes ahead for its small
+ * objects; a full store takes those back before it refuses). efull: objects
  * refused with HIVE_EFULL (puts, creates, arrays, results) since hive_init.
  * hive_store_stats also flushes the batches of released small objects
  * (hive_release), so their memory is given back a grace period later:

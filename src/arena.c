@@ -527,6 +527,27 @@ static bool take_capacity(hive__arena_t *a, size_t size, size_t charge, int *err
     return false;
 }
 
+bool hive__arena_reserve(hive__arena_t *a, size_t bytes)
+{
+    /* relaxed: a pure counter, as in take_capacity */
+    size_t was = atomic_fetch_add_explicit(&a->used, bytes, memory_order_relaxed);
+    if (likely(was + bytes <= a->capacity && was + bytes >= was)) {
+        size_t now = was + bytes, hw = atomic_load_explicit(&a->used_high, memory_order_relaxed);
+        while (unlikely(now > hw) &&
+               !atomic_compare_exchange_weak_explicit(&a->used_high, &hw, now, memory_order_relaxed,
+                                                      memory_order_relaxed))
+            ;
+        return true;
+    }
+    atomic_fetch_sub_explicit(&a->used, bytes, memory_order_relaxed);
+    return false;
+}
+
+size_t hive__arena_inline_charge(void)
+{
+    return class_size(0);
+}
+
 static inline void give_capacity(hive__arena_t *a, size_t charge)
 {
     /* relaxed: a pure counter, as in take_capacity */
@@ -543,25 +564,10 @@ void hive__arena_uncharge_elsewhere(hive__arena_t *a)
     give_capacity(a, class_size(0));
 }
 
-bool hive__arena_charge_elsewhere_n(hive__arena_t *a, size_t n)
+void hive__arena_unreserve(hive__arena_t *a, size_t bytes)
 {
-    size_t charge;
-    if (n == 0 || __builtin_mul_overflow(n, class_size(0), &charge))
-        return false;
-    /* relaxed: a pure counter, as in take_capacity */
-    size_t was = atomic_fetch_add_explicit(&a->used, charge, memory_order_relaxed);
-    if (unlikely(was > a->capacity || charge > a->capacity - was)) {
-        atomic_fetch_sub_explicit(&a->used, charge, memory_order_relaxed);
-        return false;
-    }
-    /* the high-water mark counts the one charge the caller uses now, not
-     * the rest it keeps in hand (relaxed: a statistic) */
-    size_t now = was + class_size(0), hw = atomic_load_explicit(&a->used_high, memory_order_relaxed);
-    while (unlikely(now > hw) &&
-           !atomic_compare_exchange_weak_explicit(&a->used_high, &hw, now, memory_order_relaxed,
-                                                  memory_order_relaxed))
-        ;
-    return true;
+    if (bytes != 0)
+        give_capacity(a, bytes);
 }
 
 void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n)

@@ -127,11 +127,17 @@ void  hive__arena_free(hive__arena_t *a, void *p, size_t size);
  * back. The capacity bounds every payload, wherever it lives. */
 bool hive__arena_charge_elsewhere(hive__arena_t *a, size_t size, int *err);
 void hive__arena_uncharge_elsewhere(hive__arena_t *a);
-/* n charges of that kind at once, with no sentence: false if they do not
- * all fit (a worker taking inline charges in advance: store.c's credit). */
-bool hive__arena_charge_elsewhere_n(hive__arena_t *a, size_t n);
 /* n of those at once (a batch of freed records: one write of the shared counter). */
 void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n);
+
+/* Capacity taken ahead of its payloads (store.c: a thread's reserve of
+ * inline charges, so that its puts write no shared counter): bytes more in
+ * `used` if they fit, else false (no sentence, nothing taken).
+ * hive__arena_unreserve gives reserved bytes back; the charge of one
+ * inline payload is hive__arena_inline_charge(). */
+bool   hive__arena_reserve(hive__arena_t *a, size_t bytes);
+void   hive__arena_unreserve(hive__arena_t *a, size_t bytes);
+size_t hive__arena_inline_charge(void);
 
 /* The node a payload lives on. */
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p);

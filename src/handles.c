@@ -233,6 +233,123 @@ void hive__handles_give_linked(hive__handles_t *t, uint64_t first_id, void *last
                                                     memory_order_relaxed));
 }
 
+/* ------------------------------------------------------------------ caches
+ * (handles.h). The owner's local list is plain; nlocal is written by the
+ * owner alone (relaxed load and store) and read by givers as a hint. */
+
+static inline void add_nlocal(hive__handles_cache_t *c, int32_t d)
+{
+    /* relaxed: a hint for givers (cache_room) */
+    atomic_store_explicit(&c->nlocal, atomic_load_explicit(&c->nlocal, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+/* The owner's local list is empty: take the inbox's chains as the new
+ * list; 0 if there are none. */
+static uint32_t take_inbox(hive__handles_cache_t *c)
+{
+    /* relaxed: a look before the exchange, which writes the givers' line */
+    if (atomic_load_explicit(&c->inbox, memory_order_relaxed) == 0) {
+        /* nothing held: the count starts again from the truth (a chain
+         * taken by someone else, store.c's reclaim, left it high) */
+        atomic_store_explicit(&c->nlocal, 0, memory_order_relaxed);
+        return 0;
+    }
+    /* acquire: pairs with the givers' pushes (seq_cst), so every link of
+     * their chains, and the records' last owners' writes, are ours */
+    uint32_t s1 = atomic_exchange_explicit(&c->inbox, 0, memory_order_acquire);
+    /* relaxed: a count; a giver adds before it pushes, so a chain taken
+     * here may be counted at the next take instead (a hint either way) */
+    add_nlocal(c, atomic_exchange_explicit(&c->ninbox, 0, memory_order_relaxed));
+    return s1;
+}
+
+int hive__handles_take_cached(hive__handles_t *t, hive__handles_cache_t *c, uint64_t *id, void **rec)
+{
+    /* relaxed: the owner's own word (atomic only so that a checker may
+     * look at a quiet cache) */
+    uint32_t s1 = atomic_load_explicit(&c->local, memory_order_relaxed);
+    if (unlikely(s1 == 0) && (s1 = take_inbox(c)) == 0) {
+        /* relaxed: a hint the owner alone writes (handles.h, limit) */
+        uint32_t lim = atomic_load_explicit(&c->limit, memory_order_relaxed);
+        if (lim < HIVE__CACHE_MAX)
+            atomic_store_explicit(&c->limit, lim < HIVE__CACHE_MIN ? 2 * HIVE__CACHE_MIN : 2 * lim,
+                                  memory_order_relaxed);
+        return hive__handles_take(t, id, rec);
+    }
+    unsigned char *r = rec_at(t, s1 - 1);
+    /* relaxed: the link was written by this thread (flush_list, or this
+     * function's list) or before the push our exchange acquired; a stale
+     * finder only loads the word */
+    uint32_t next = atomic_load_explicit(hive__handles_key(r), memory_order_relaxed);
+    atomic_store_explicit(&c->local, next, memory_order_relaxed);   /* relaxed: as above */
+    add_nlocal(c, -1);
+    if (next != 0)
+        prefetch_rec(t, next - 1);   /* the next take's record (most often in this core's cache) */
+    *id = stamp(t, r, s1 - 1);
+    *rec = r;
+    return HIVE_OK;
+}
+
+bool hive__handles_cache_room(const hive__handles_cache_t *c)
+{
+    /* relaxed: a hint (a cache may pass the bound by the chains given at
+     * the same moment) */
+    int32_t n = atomic_load_explicit(&c->nlocal, memory_order_relaxed);
+    n = n > 0 ? n : 0;
+    uint32_t lim = atomic_load_explicit(&c->limit, memory_order_relaxed);
+    return (uint32_t)n + (uint32_t)atomic_load_explicit(&c->ninbox, memory_order_relaxed) <
+           (lim < HIVE__CACHE_MIN ? HIVE__CACHE_MIN : lim);
+}
+
+void hive__handles_give_cached(hive__handles_t *t, hive__handles_cache_t *c, uint64_t first_id,
+                               void *last_rec, uint32_t n)
+{
+    (void)t;
+    /* relaxed: a hint, counted before the slots can be taken */
+    atomic_fetch_add_explicit(&c->ninbox, (int32_t)n, memory_order_relaxed);
+    _Atomic uint32_t *last = hive__handles_key(last_rec);
+    uint32_t first1 = hive__handles_slot_of(first_id) + 1;
+    /* relaxed: the CAS reads the head again */
+    uint32_t head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+    do {
+        /* relaxed: published by the CAS below */
+        atomic_store_explicit(last, head, memory_order_relaxed);
+        /* seq_cst: release for the chain's links and records (the owner's
+         * exchange acquires them), and ordered before the caller's seq_cst
+         * look at the owner's claim (store.c, free_cb) */
+    } while (!atomic_compare_exchange_weak_explicit(&c->inbox, &head, first1, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+}
+
+/* Give the list from slot s1 - 1 on (ours alone) to the shared stack. */
+static void give_list(hive__handles_t *t, uint32_t s1)
+{
+    if (s1 == 0)
+        return;
+    unsigned char *last = rec_at(t, s1 - 1);
+    uint32_t next;
+    /* relaxed: ours alone (as take_cached's read) */
+    while ((next = atomic_load_explicit(hive__handles_key(last), memory_order_relaxed)) != 0)
+        last = rec_at(t, next - 1);
+    hive__handles_give_linked(t, s1 - 1, last);
+}
+
+void hive__handles_cache_return_inbox(hive__handles_t *t, hive__handles_cache_t *c)
+{
+    /* relaxed look first; acquire: as take_inbox */
+    if (atomic_load_explicit(&c->inbox, memory_order_relaxed) != 0)
+        give_list(t, atomic_exchange_explicit(&c->inbox, 0, memory_order_acquire));
+}
+
+void hive__handles_cache_return_local(hive__handles_t *t, hive__handles_cache_t *c)
+{
+    /* relaxed: the owner's word (as take_cached) */
+    give_list(t, atomic_load_explicit(&c->local, memory_order_relaxed));
+    atomic_store_explicit(&c->local, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->nlocal, 0, memory_order_relaxed);   /* relaxed: a hint */
+}
+
 void hive__handles_give_many(hive__handles_t *t, const uint64_t *ids, size_t n)
 {
     if (n == 0)

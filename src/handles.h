@@ -53,6 +53,9 @@
  * on the thread that has the records' lines) and pushed later by another
  * thread that writes only the last link (hive__handles_give_linked). A
  * take prefetches the next free slot's record for the take after it.
+ * Most slots do not pass through that shared stack: each client thread
+ * has a cache of its own (hive__handles_cache_t below), to which its
+ * released slots come back.
  */
 #ifndef HIVE_HANDLES_H
 #define HIVE_HANDLES_H
@@ -93,6 +96,44 @@ typedef struct hive__handles {
     HIVE_ALIGNED _Atomic uint64_t free_head;   /* stack tag << 32 | (slot + 1), 0 slot: empty */
     HIVE_ALIGNED _Atomic uint32_t next_slot;   /* slots ever handed out (the high-water mark) */
 } hive__handles_t;
+
+/* A thread's cache of free slots (store.c keeps one per client thread, in
+ * its shard): slots that thread released come back to it after their
+ * grace period, so a put takes a record whose lines are still in its own
+ * core's cache and writes no word another thread writes, where the free
+ * stack's head and its records would move between cores on every put.
+ *
+ *   local   the owner's list (plain: only the owner takes from it), linked
+ *           through the key words as the free stack is
+ *   inbox   chains given back for the owner (hive__handles_give_cached:
+ *           the call_rcu thread, once per chain), pushed with a CAS and
+ *           taken whole by the owner with one exchange: push-only and
+ *           take-all, so no ABA and no tag
+ *   counts  how many slots it holds (nlocal + ninbox, a hint for givers,
+ *           who send chains to the shared stack instead once it holds its
+ *           limit)
+ *   limit   HIVE__CACHE_MIN slots at first; doubled (up to HIVE__CACHE_MAX)
+ *           whenever its owner finds the cache empty and takes from the
+ *           shared stack: a thread that puts and releases at a high rate
+ *           has that many records on their way back (released, waiting for
+ *           their grace period: ~10 ms at 10 M/s is 10^5 records), and its
+ *           cache grows until it holds them all; a thread that only
+ *           releases keeps HIVE__CACHE_MIN
+ *
+ * A cache is its owner's alone to take from; hive__handles_cache_return_local
+ * and _return_inbox give everything in it to the shared stack (the owner
+ * leaving). */
+#define HIVE__CACHE_MIN 1024u       /* 128 KiB of records */
+#define HIVE__CACHE_MAX 131072u     /* 16 MiB of records */
+typedef struct hive__handles_cache {
+    _Atomic uint32_t  local;        /* the owner's first free slot + 1; 0: none (only the
+                                       owner reads or writes it: relaxed, plain moves) */
+    _Atomic int32_t   nlocal;       /* slots on local (the owner writes; givers read) */
+    HIVE_ALIGNED _Atomic uint32_t inbox;   /* first slot + 1 of chains given back; 0: none */
+    _Atomic int32_t   ninbox;       /* slots given to inbox since the owner last took it */
+    _Atomic uint32_t  limit;        /* the most givers give it; 0: HIVE__CACHE_MIN (the
+                                       owner writes, givers read) */
+} hive__handles_cache_t;
 
 /* Open a table with the given tag (its low 12 bits); HIVE_ENOMEM. Close
  * runs an rcu_barrier first (settles skipped) if a full region's settle may
@@ -141,6 +182,24 @@ static inline void hive__handles_link(void *rec, uint64_t next_id)
                           memory_order_relaxed);
 }
 void hive__handles_give_linked(hive__handles_t *t, uint64_t first_id, void *last_rec);
+
+/* A free slot for cache c's owner (the caller): from its local list, else
+ * the chains in its inbox, else as hive__handles_take. */
+int  hive__handles_take_cached(hive__handles_t *t, hive__handles_cache_t *c, uint64_t *id,
+                               void **rec);
+/* Does cache c hold fewer slots than its limit (a moment's view)? */
+bool hive__handles_cache_room(const hive__handles_cache_t *c);
+/* Give a linked chain of n slots (as hive__handles_give_linked) to c's
+ * inbox. The push is seq_cst: store.c decides after it, by a seq_cst load
+ * of the owner's claim, whether the owner can still see it. */
+void hive__handles_give_cached(hive__handles_t *t, hive__handles_cache_t *c, uint64_t first_id,
+                               void *last_rec, uint32_t n);
+/* Take c's inbox (anyone: the exchange makes it the caller's) and give it
+ * to the shared stack. */
+void hive__handles_cache_return_inbox(hive__handles_t *t, hive__handles_cache_t *c);
+/* Give c's local list to the shared stack (its owner, or whoever owns it
+ * now: the list is plain) and empty it. */
+void hive__handles_cache_return_local(hive__handles_t *t, hive__handles_cache_t *c);
 
 /* The key a record published under id carries. */
 static inline uint32_t hive__handles_key_of(uint64_t id)

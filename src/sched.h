@@ -99,8 +99,6 @@ typedef struct hive__worker {
     unsigned            nlocal;               /* how many */
     _Atomic int64_t     pobjects;             /* private records it made less those it freed:
                                                  a share of the live-object count (store.c) */
-    _Atomic uint32_t    icredit;              /* inline-payload charges it took from the
-                                                 store's count in advance (store.c) */
     _Atomic unsigned    nretired;             /* pushed since its last flush (a hint) */
     HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
     _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */

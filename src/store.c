@@ -45,25 +45,172 @@ unsigned hive__current_node(struct hive *h)
 }
 
 /* ------------------------------------------------------------------ shards
- * Per-thread-serial shards of the store's user retire lists and live
- * count: a thread takes a serial on its first use, and two threads share a
- * shard only when more than HIVE__USER_LISTS are at work. */
-static _Atomic unsigned thread_serials;
-static __thread unsigned my_serial = UINT_MAX;
+ * store.h: a thread's shard is claimed at its first use of any store (the
+ * same index in every store) and given up when it exits. shard_gen[i] is
+ * even while shard i is free and odd while a live thread owns it; every
+ * claim and every exit bumps it, so a look before and after an action
+ * tells whether the owner stayed the same throughout. Threads that find
+ * no free shard use the shared one, HIVE__SHARDS, for good. */
+static _Atomic uint32_t shard_gen[HIVE__SHARDS];
+static __thread unsigned my_ix = UINT_MAX;
+static pthread_key_t shard_key;
+static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
 
-static inline hive__retire_list_t *my_shard(struct hive *h)
+/* The open stores, for the exits (shard_exit), under stores_lock. */
+static pthread_mutex_t stores_lock = PTHREAD_MUTEX_INITIALIZER;
+static hive__store_t *stores;
+
+/* Give shard sh's reserve back to the arena (anyone: the exchange makes it
+ * the caller's). */
+static void give_reserve(struct hive *h, hive__shard_t *sh)
 {
-    if (unlikely(my_serial == UINT_MAX))      /* relaxed: only distinctness matters */
-        my_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) %
-                    HIVE__USER_LISTS;
-    return &h->store.user_retired[my_serial];
+    /* relaxed: a counter; the exchange alone decides who gives it back */
+    if (atomic_load_explicit(&sh->reserve, memory_order_relaxed) != 0)
+        hive__arena_unreserve(&h->arena, atomic_exchange_explicit(&sh->reserve, 0, memory_order_relaxed));
+}
+
+/* A thread that owned shard ix exits: in every open store, its cache's
+ * slots go to the table's shared stack, so none is kept by a thread that
+ * is gone; then the shard is free for the next thread. */
+static void shard_exit(void *v)
+{
+    unsigned ix = (unsigned)(uintptr_t)v - 1;
+    my_ix = UINT_MAX;                 /* a later use (another destructor) claims again */
+    pthread_mutex_lock(&stores_lock);
+    /* the local lists first, while they are ours (they are plain) */
+    for (hive__store_t *s = stores; s != NULL; s = s->next)
+        hive__handles_cache_return_local(&s->table, &s->shards[ix].cache);
+    /* seq_cst: release for the lists above (the next owner's claim
+     * acquires), and free_cb's seq_cst look after its push to an inbox
+     * either sees this (and takes the inbox back itself) or comes before
+     * it, so that the take below sees the push */
+    atomic_fetch_add_explicit(&shard_gen[ix], 1, memory_order_seq_cst);
+    for (hive__store_t *s = stores; s != NULL; s = s->next) {
+        hive__handles_cache_return_inbox(&s->table, &s->shards[ix].cache);
+        give_reserve(HIVE_CONTAINER_OF(s, struct hive, store), &s->shards[ix]);
+    }
+    pthread_mutex_unlock(&stores_lock);
+}
+
+static void shard_make_key(void)
+{
+    if (pthread_key_create(&shard_key, shard_exit) != 0)
+        HIVE_DIE("pthread_key_create failed");
+}
+
+static unsigned claim_shard(void)
+{
+    pthread_once(&shard_once, shard_make_key);
+    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+        /* relaxed: the CAS decides */
+        uint32_t g = atomic_load_explicit(&shard_gen[i], memory_order_relaxed);
+        /* acquire: pairs with the last owner's exit (its plain writes to
+         * the shard's lists and counts before ours) */
+        if ((g & 1) == 0 && atomic_compare_exchange_strong_explicit(&shard_gen[i], &g, g + 1,
+                                                                   memory_order_acquire,
+                                                                   memory_order_relaxed)) {
+            /* the value (index + 1, never NULL) makes shard_exit run at exit */
+            pthread_setspecific(shard_key, (void *)(uintptr_t)(i + 1));
+            return i;
+        }
+    }
+    return HIVE__SHARDS;
+}
+
+static inline unsigned my_shard_ix(void)
+{
+    if (unlikely(my_ix == UINT_MAX))
+        my_ix = claim_shard();
+    return my_ix;
+}
+
+static inline hive__shard_t *my_shard(struct hive *h)
+{
+    return &h->store.shards[my_shard_ix()];
+}
+
+/* Add d to the live-object count of the calling thread's shard: a plain
+ * load and store on its own shard, an RMW on the shared one. */
+static inline void count_objects(struct hive *h, int64_t d)
+{
+    unsigned ix = my_shard_ix();
+    _Atomic int64_t *c = &h->store.shards[ix].objects;
+    /* relaxed: a statistic (hive__store_objects sums the shards) */
+    if (likely(ix < HIVE__SHARDS))
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(c, d, memory_order_relaxed);
+}
+
+/* A slot for a new record: from the calling thread's cache if it has one. */
+static inline int take_slot(struct hive *h, uint64_t *id, void **rec)
+{
+    unsigned ix = my_shard_ix();
+    if (likely(ix < HIVE__SHARDS))
+        return hive__handles_take_cached(&h->store.table, &h->store.shards[ix].cache, id, rec);
+    return hive__handles_take(&h->store.table, id, rec);
+}
+
+/* free_cb: give the linked chain first .. last (n slots) to the cache of
+ * shard home, if a thread owns it and it has room; false if not (then the
+ * caller gives it to the shared stack). */
+static bool give_home(struct hive *h, unsigned home, hive__obj_t *first, hive__obj_t *last, uint32_t n)
+{
+    if (home >= HIVE__SHARDS)
+        return false;
+    hive__handles_cache_t *c = &h->store.shards[home].cache;
+    /* seq_cst: the look before (and after) the push, against shard_exit */
+    uint32_t g = atomic_load_explicit(&shard_gen[home], memory_order_seq_cst);
+    if ((g & 1) == 0 || !hive__handles_cache_room(c))
+        return false;
+    hive__handles_give_cached(&h->store.table, c, first->id, last, n);
+    /* The owner left (or left and another came) since the first look: its
+     * exit may have taken the inbox before our push. Take the inbox back to
+     * the shared stack (slots a new owner would have had go there too). */
+    if (unlikely(atomic_load_explicit(&shard_gen[home], memory_order_seq_cst) != g))
+        hive__handles_cache_return_inbox(&h->store.table, c);
+    return true;
+}
+
+bool hive__store_shard_claimed(unsigned i)
+{
+    /* seq_cst: a test's look at a quiet process */
+    return i < HIVE__SHARDS && (atomic_load(&shard_gen[i]) & 1) != 0;
+}
+
+unsigned hive__store_thread_shard(void)
+{
+    return my_shard_ix();
+}
+
+static void stores_add(hive__store_t *s)
+{
+    pthread_mutex_lock(&stores_lock);
+    s->prev = NULL;
+    s->next = stores;
+    if (stores != NULL)
+        stores->prev = s;
+    stores = s;
+    pthread_mutex_unlock(&stores_lock);
+}
+
+static void stores_remove(hive__store_t *s)
+{
+    pthread_mutex_lock(&stores_lock);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        stores = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&stores_lock);
 }
 
 uint64_t hive__store_objects(struct hive *h)
 {
     int64_t n = 0;
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: a statistic */
-        n += atomic_load_explicit(&h->store.user_retired[i].objects, memory_order_relaxed);
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.shards[i].objects, memory_order_relaxed);
     /* private records are counted by their owners (hive__obj_new_private),
      * with no read-modify-write; relaxed: a statistic, each a single writer's */
     for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
@@ -115,6 +262,7 @@ int hive__store_open(hive__store_t *s)
     struct hive *h = HIVE_CONTAINER_OF(s, struct hive, store);
     h->arena.ask_ctx = h;
     h->arena.ask_purge = request_purge;
+    stores_add(s);
     return HIVE_OK;
 }
 
@@ -150,7 +298,7 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     /* relaxed: a statistic. Actor handles are not store objects: they go
      * with their actor (actor.c). A private record is counted by its owner */
     if (kind != HIVE__ACTOR && owner == 0)
-        atomic_fetch_add_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+        count_objects(h, 1);
 }
 
 /* Add d to w's share of the live-object count: one writer, no RMW. */
@@ -167,7 +315,7 @@ int hive__obj_new(struct hive *h, uint8_t kind, size_t size, bool alloc_payload,
      * id word set by the take; nobody finds it before the publish) */
     uint64_t id;
     void *rec;
-    int rc = hive__handles_take(&h->store.table, &id, &rec);
+    int rc = take_slot(h, &id, &rec);
     if (unlikely(rc != HIVE_OK))
         return rc;
     hive__obj_t *o = rec;
@@ -198,7 +346,7 @@ int hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out)
     } else {
         uint64_t id;
         void *rec;
-        int rc = hive__handles_take(&h->store.table, &id, &rec);
+        int rc = take_slot(h, &id, &rec);
         if (unlikely(rc != HIVE_OK))
             return rc;
         o = rec;
@@ -244,76 +392,77 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
-/* ------------------------------------------------------------------ credit
- * An inline payload counts one cell of the smallest class in the arena's
- * `used`, the one engine-wide counter of the store's capacity. A task
- * result written on a worker and freed by its spawner (a private record)
- * would write that line twice a task, from both cores of a fork-join. So a
- * worker takes ICREDIT_BATCH charges in advance with one RMW and spends
- * them one by one with no shared write; its own frees of inline payloads
- * refill the credit, and beyond 2 * ICREDIT_BATCH a batch goes back. The
- * credit is its worker's alone (a relaxed load and store: the worker, or
- * the spare standing in for it, is its one writer) and returns whole
- * when the worker idles or stops (hive__store_flush_retired). What live
- * payloads take is `used` less the credits (hive__store_used); the store
- * refuses a payload at most ICREDIT_BATCH * 2 cells per busy worker early
- * (8 KiB), and a worker near a full store charges one at a time. */
-#define ICREDIT_BATCH 64u
-
+/* Charge an inline payload of size bytes: from the calling thread's
+ * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
+ * they fit; else one charge, exactly, with the sentence if it does not. */
 static bool charge_inline(struct hive *h, size_t size, int *err)
 {
-    hive__worker_t *w = hive__self_in(&h->sched);
-    if (w == NULL)
-        return hive__arena_charge_elsewhere(&h->arena, size, err);
-    /* relaxed: the worker's own count (above) */
-    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
-    if (likely(c != 0)) {
-        atomic_store_explicit(&w->icredit, c - 1, memory_order_relaxed);
-        return true;
+    unsigned ix = my_shard_ix();
+    if (likely(ix < HIVE__SHARDS)) {
+        _Atomic size_t *r = &h->store.shards[ix].reserve;
+        size_t unit = hive__arena_inline_charge();
+        /* relaxed: a counter; the CAS (on this thread's own line) decides
+         * against a full store taking the reserve back */
+        size_t v = atomic_load_explicit(r, memory_order_relaxed);
+        if (likely(v >= unit) &&
+            atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return true;
+        if (hive__arena_reserve(&h->arena, unit * HIVE__RESERVE_BATCH)) {
+            atomic_fetch_add_explicit(r, unit * (HIVE__RESERVE_BATCH - 1), memory_order_relaxed);
+            return true;
+        }
     }
-    if (hive__arena_charge_elsewhere_n(&h->arena, 1 + ICREDIT_BATCH)) {
-        atomic_store_explicit(&w->icredit, ICREDIT_BATCH, memory_order_relaxed);
-        return true;
-    }
-    return hive__arena_charge_elsewhere(&h->arena, size, err);   /* near full: exactly */
+    return hive__arena_charge_elsewhere(&h->arena, size, err);
 }
 
+/* An inline payload freed by this thread: its charge joins the thread's
+ * reserve (its own line: a fork-join's private result, charged and freed
+ * on one worker, then writes no engine-wide line), up to twice a batch;
+ * beyond that, or if the CAS loses to a full store taking the reserve
+ * back, the charge goes back to the arena. */
 static void uncharge_inline(struct hive *h)
 {
-    hive__worker_t *w = hive__self_in(&h->sched);
-    if (w == NULL) {
-        hive__arena_uncharge_elsewhere(&h->arena);
-        return;
+    unsigned ix = my_shard_ix();
+    if (likely(ix < HIVE__SHARDS)) {
+        _Atomic size_t *r = &h->store.shards[ix].reserve;
+        size_t unit = hive__arena_inline_charge();
+        /* relaxed: as charge_inline */
+        size_t v = atomic_load_explicit(r, memory_order_relaxed);
+        if (likely(v < unit * 2 * HIVE__RESERVE_BATCH) &&
+            atomic_compare_exchange_strong_explicit(r, &v, v + unit, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return;
     }
-    /* relaxed: the worker's own count */
-    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed) + 1;
-    if (unlikely(c > 2 * ICREDIT_BATCH)) {
-        hive__arena_uncharge_elsewhere_n(&h->arena, ICREDIT_BATCH);
-        c -= ICREDIT_BATCH;
-    }
-    atomic_store_explicit(&w->icredit, c, memory_order_relaxed);
+    hive__arena_uncharge_elsewhere(&h->arena);
 }
 
-/* The worker w (the calling thread) gives its whole credit back. */
-static void return_credit(struct hive *h, hive__worker_t *w)
+/* The store is full: give every thread's reserve back; true if any was. */
+static bool take_reserves(struct hive *h)
 {
-    /* relaxed: the worker's own count */
-    uint32_t c = atomic_load_explicit(&w->icredit, memory_order_relaxed);
-    if (c != 0) {
-        hive__arena_uncharge_elsewhere_n(&h->arena, c);
-        atomic_store_explicit(&w->icredit, 0, memory_order_relaxed);
+    bool any = false;
+    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+        /* relaxed: as give_reserve */
+        any |= atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed) != 0;
+        give_reserve(h, &h->store.shards[i]);
     }
+    return any;
+}
+
+/* Bytes of `used` held in reserves (a moment's view: statistics). */
+static size_t reserved(struct hive *h)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < HIVE__SHARDS; i++)   /* relaxed: a statistic */
+        n += atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed);
+    return n;
 }
 
 size_t hive__store_used(struct hive *h)
 {
-    /* relaxed: statistics; the credits are read after `used`, so a batch
-     * taken in between can make the difference negative for a moment */
-    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), held = 0;
-    for (unsigned i = 0; h->sched.w != NULL && i < h->sched.n; i++)
-        held += (size_t)atomic_load_explicit(&h->sched.w[i].icredit, memory_order_relaxed) *
-                hive__arena_charge(1);
-    return used > held ? used - held : 0;
+    /* relaxed: a statistic */
+    size_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed), res = reserved(h);
+    return used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
 }
 
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
@@ -328,19 +477,29 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
 {
     void *inl = hive__obj_inline_for(o, kind, size);
     void *data = payload_try(h, inl, size, node, err);
+    /* Threads' reserves (store.h) are capacity no payload has yet: a full
+     * store takes them all back before it refuses anything. */
+    if (unlikely(data == NULL) && *err == HIVE_EFULL && take_reserves(h))
+        data = payload_try(h, inl, size, node, err);
     /* Released objects wait for a grace period before their bytes return.
      * Full only counts once nothing more can be freed: while frees are
      * queued, wait for them (slow path: a grace period and the callbacks)
      * and try again. Bounded, because other threads may keep queueing (and
-     * taking) forever. */
-    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64 &&
-                        (atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0 ||
-                         any_retired(h));
-         tries++) {
-        hive__rcu_thread();
-        flush_all_retired(h);         /* workers' batches too */
-        hive__rcu_barrier();
+     * taking) forever. With nothing queued it still tries once more: a free
+     * that ended between the failed try and the look at the queue (its
+     * count drops after its bytes are back) has made room. */
+    for (int tries = 0; unlikely(data == NULL) && *err == HIVE_EFULL && tries < 64; tries++) {
+        bool queued = atomic_load_explicit(&h->store.callbacks, memory_order_relaxed) != 0 ||
+                      any_retired(h);
+        if (queued) {
+            hive__rcu_thread();
+            flush_all_retired(h);     /* workers' batches too */
+            hive__rcu_barrier();
+        }
+        take_reserves(h);
         data = payload_try(h, inl, size, node, err);
+        if (!queued)
+            break;
     }
     return data;
 }
@@ -361,8 +520,8 @@ static void free_record(struct hive *h, hive__obj_t *o)
     hive__payload_free(h, o);
     bool object = o->kind != HIVE__ACTOR;
     hive__handles_give(&h->store.table, o->id);
-    if (object)                       /* relaxed: a statistic */
-        atomic_fetch_sub_explicit(&my_shard(h)->objects, 1, memory_order_relaxed);
+    if (object)
+        count_objects(h, -1);
 }
 
 void hive__obj_discard(struct hive *h, hive__obj_t *o)
@@ -457,7 +616,7 @@ bool hive__obj_retain_live(hive__obj_t *o)
 
 static void free_cb(struct rcu_head *head);
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
-                      hive__obj_t *o);
+                      hive__obj_t *o, unsigned home);
 
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
@@ -487,11 +646,12 @@ static bool release_count(struct hive *h, hive__obj_t *o)
         hive__handles_unpublish(o);
         o->tail.dead.h = h;           /* the payload is dead: no count is left */
         if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+            unsigned ix = my_shard_ix();
             if (w != NULL && w->sched == &h->sched) {
-                retire_on(h, &w->retired, &w->nretired, o);
+                retire_on(h, &w->retired, &w->nretired, o, ix);
             } else {
-                hive__retire_list_t *l = my_shard(h);
-                retire_on(h, &l->head, &l->n, o);
+                hive__shard_t *l = &h->store.shards[ix];
+                retire_on(h, &l->head, &l->n, o, ix);
             }
         } else {
             atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
@@ -501,6 +661,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
             o->tail.dead.inl = 0;
             o->tail.dead.objects = o->kind != HIVE__ACTOR;
             o->tail.dead.walk = true;  /* its arena block */
+            o->tail.dead.home = (uint8_t)my_shard_ix();
             hive__call_rcu(&o->tail.dead.rcu, free_cb);
         }
     }
@@ -546,10 +707,13 @@ static void free_cb(struct rcu_head *head)
         if (done != n)
             HIVE_DIE("store: a retired chain held %u records, not the %u counted", done, n);
     }
-    hive__handles_give_linked(&h->store.table, first->id, last);
+    /* the slots go back to the cache of the thread that released them
+     * (its puts take them while their lines are in its core's cache), or to
+     * the shared stack */
+    if (!give_home(h, first->tail.dead.home, first, last, n))
+        hive__handles_give_linked(&h->store.table, first->id, last);
     hive__arena_uncharge_elsewhere_n(&h->arena, inl);
-    /* relaxed: a statistic */
-    atomic_fetch_sub_explicit(&my_shard(h)->objects, (int64_t)objects, memory_order_relaxed);
+    count_objects(h, -(int64_t)objects);
     /* release: the shutdown path's acquire load sees our frees done */
     atomic_fetch_sub_explicit(&h->store.callbacks, n, memory_order_release);
 }
@@ -560,7 +724,7 @@ static void free_cb(struct rcu_head *head)
  * stack (hive__handles_link: the lines were written last by their
  * releasers, most often this thread), counts it, and notes whether any
  * record needs a look. Pushers never read each other's records. */
-static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
+static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list, unsigned home)
 {
     /* relaxed: a look before the exchange, which writes the line */
     if (atomic_load_explicit(list, memory_order_relaxed) == NULL)
@@ -589,6 +753,7 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
     chain->tail.dead.inl = inl;
     chain->tail.dead.objects = objects;
     chain->tail.dead.walk = walk;
+    chain->tail.dead.home = (uint8_t)home;
     /* relaxed: a count the drain reads after its barrier (free_cb's release) */
     atomic_fetch_add_explicit(&h->store.callbacks, n, memory_order_relaxed);
     hive__call_rcu(&chain->tail.dead.rcu, free_cb);
@@ -596,21 +761,20 @@ static void flush_list(struct hive *h, _Atomic(hive__obj_t *) *list)
 
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w)
 {
-    flush_list(h, &w->retired);
-    if (w == hive__self)              /* the worker itself, idle or stopping */
-        return_credit(h, w);
+    /* w's records go back to w's cache when w flushes them itself */
+    flush_list(h, &w->retired, hive__self == w ? my_shard_ix() : HIVE__SHARDS);
 }
 
 static void flush_user_lists(struct hive *h)
 {
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)
-        flush_list(h, &h->store.user_retired[i].head);
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)
+        flush_list(h, &h->store.shards[i].head, i);
 }
 
 /* Push o on list (a worker's or a user list: several threads may push at
  * once, and a flusher take the chain at any time); flush a full batch. */
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
-                      hive__obj_t *o)
+                      hive__obj_t *o, unsigned home)
 {
     /* relaxed: the CAS re-reads the head; only the link is written from it */
     hive__obj_t *head = atomic_load_explicit(list, memory_order_relaxed);
@@ -625,7 +789,7 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
     unsigned k = atomic_load_explicit(n, memory_order_relaxed) + 1;
     if (k >= HIVE__RETIRE_BATCH) {
         k = 0;
-        flush_list(h, list);
+        flush_list(h, list, home);
     }
     atomic_store_explicit(n, k, memory_order_relaxed);
 }
@@ -660,8 +824,8 @@ static bool any_retired(struct hive *h)
          * the caller's race */
         if (atomic_load_explicit(&h->sched.w[i].retired, memory_order_relaxed) != NULL)
             return true;
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)   /* relaxed: as above */
-        if (atomic_load_explicit(&h->store.user_retired[i].head, memory_order_relaxed) != NULL)
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)   /* relaxed: as above */
+        if (atomic_load_explicit(&h->store.shards[i].head, memory_order_relaxed) != NULL)
             return true;
     return false;
 }
@@ -716,6 +880,7 @@ static void free_left(void *obj, void *arg)
 void hive__store_close(struct hive *h)
 {
     hive__store_t *s = &h->store;
+    stores_remove(s);                 /* exits leave it alone from now on */
     /* settling regions into huge pages (util/hugemap.h) would only delay
      * the shutdown: the callbacks the barriers below wait for skip it */
     hive__settle_pause(true);

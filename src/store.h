@@ -144,6 +144,7 @@ typedef struct hive__obj {
             uint32_t         inl;    /* ... with inline payloads */
             uint32_t         objects;   /* ... that are store objects (no actor handle) */
             bool             walk;   /* some record needs a look (drop hook, arena block) */
+            uint8_t          home;   /* the shard whose cache gets its slots (HIVE__SHARDS: none) */
         } dead;
     } tail;
 } hive__obj_t;
@@ -177,19 +178,39 @@ static inline void *hive__obj_inline_for(hive__obj_t *o, uint8_t kind, size_t si
  * store knows no kind beyond this; kinds register at hive_init. */
 typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
 
-/* User threads (no worker of the engine) release into one of these lists,
- * picked by the thread's serial: two threads share a list only when more
- * than HIVE__USER_LISTS release at once. Each list on its own line. */
-#define HIVE__USER_LISTS 8
-typedef struct hive__retire_list {
+/* Every thread that uses the store has a shard of its own while it lives
+ * (store.c claims one of HIVE__SHARDS for it at its first use, process-wide,
+ * and gives it up at its exit; threads beyond HIVE__SHARDS at once share
+ * the last, HIVE__SHARDS, whose fields are all updated by read-modify-
+ * writes). A put or a release writes only its own shard's lines:
+ *   - head, n: the records its thread released (a user thread; a worker
+ *     has w->retired), waiting to go to call_rcu HIVE__RETIRE_BATCH at a
+ *     time; anyone may take the list (flushes), so pushes are CASes;
+ *   - objects: live objects, sharded: the shard's thread adds its new
+ *     objects and takes away the ones it frees (so one record is often
+ *     counted in one shard and uncounted in another); the sum is the count.
+ *     Only the owner writes it (a plain load and store);
+ *   - cache: the free slots of the records this thread released, given
+ *     back by free_cb after their grace period (handles.h), from which its
+ *     puts take their records;
+ *   - reserve: capacity its thread took from the arena's `used` ahead of
+ *     its inline payloads, HIVE__RESERVE_BATCH charges at a time, so that a
+ *     put writes no counter another thread writes. Only its owner takes
+ *     from it (a CAS on its own line); anyone may take it all back (an
+ *     exchange: a store that is full, before it refuses; an exit), and
+ *     hive_store_stats counts `used` without the reserves.
+ * A thread that exits gives its cache to the table's shared free stack
+ * and its reserve to the arena (store.c, shard_exit). */
+#define HIVE__SHARDS 64
+#define HIVE__RESERVE_BATCH 32       /* inline charges taken from the arena at once (2 KiB) */
+typedef struct hive__shard {
     HIVE_ALIGNED _Atomic(struct hive__obj *) head;   /* records waiting to be freed */
     _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
-    /* Live objects, sharded: every thread adds its new objects and takes
-     * away the ones it frees in the shard of its serial (so one record is
-     * often counted in one shard and uncounted in another); the sum is the
-     * count. A put writes no line another thread writes as often. */
     _Atomic int64_t   objects;
-} hive__retire_list_t;
+    _Atomic size_t    reserve;                       /* bytes of `used` not yet a payload's */
+    hive__handles_cache_t cache;                     /* its own lines */
+} hive__shard_t;
+typedef hive__shard_t hive__retire_list_t;
 
 typedef struct hive__store {
     hive__handles_t   table;
@@ -214,7 +235,8 @@ typedef struct hive__store {
     HIVE_ALIGNED _Atomic uint32_t purge_asked; /* purge_job is posted */
     _Atomic uint64_t  efull;                   /* new objects refused with HIVE_EFULL (stats) */
     hive__job_t       purge_job;
-    hive__retire_list_t user_retired[HIVE__USER_LISTS];
+    hive__shard_t     shards[HIVE__SHARDS + 1];   /* the last: threads without their own */
+    struct hive__store *prev, *next;           /* the open stores (store.c, thread exits) */
 } hive__store_t;
 
 int  hive__store_open(hive__store_t *s);
@@ -231,14 +253,23 @@ void hive__store_maintain(struct hive *h);
 /* Was id ever handed out by this engine's store (whatever became of it)? */
 bool hive__store_issued(struct hive *h, uint64_t id);
 
+/* Does a live thread own shard i (tests: a free shard holds no slots)?
+ * The calling thread's shard (claimed now if it has none yet). */
+bool hive__store_shard_claimed(unsigned i);
+unsigned hive__store_thread_shard(void);
+
+/* Bytes live payloads take (the arena's `used` less the threads'
+ * reserves; a moment's view): hive_store_stats' used. */
+size_t hive__store_used(struct hive *h);
+
 /* Live objects now (the sum of the shards' counts; a moment's view). */
 uint64_t hive__store_objects(struct hive *h);
 /* Wait until every free queued so far has run (tests, stats, shutdown). */
 void hive__store_drain(struct hive *h);
 
 /* Records whose last count went without an arena block (inline payloads)
- * wait on a retire list - a worker's own, or for a user thread one of the
- * store's user lists - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
+ * wait on a retire list - a worker's own, or for a user thread its shard's
+ * - and go to call_rcu HIVE__RETIRE_BATCH at a time (one
  * grace-period callback, one push of their slots). The flusher links the
  * chain's slots and counts it (store.c's flush_list), so the callback's
  * thread touches two of its records, not all of them. Workers flush their own
@@ -246,12 +277,10 @@ void hive__store_drain(struct hive *h);
  * hive_store_stats, a full store and the engine's close take every list, so
  * a record never waits on a list past any of those. */
 #define HIVE__RETIRE_BATCH 64
-/* Called by w itself (idle, stopping), it also gives back the inline-payload
- * charges it holds in advance (store.c, "credit"). */
 void hive__store_flush_retired(struct hive *h, hive__worker_t *w);
 
-/* Bytes live payloads take: the arena's `used` less the charges workers
- * hold in advance (a moment's view). */
+/* Bytes live payloads take: the arena's `used` less the charges threads
+ * hold in their reserves (a moment's view). */
 size_t hive__store_used(struct hive *h);
 
 /* A new record with one count, kind and payload of size bytes allocated on

@@ -158,7 +158,7 @@ void hive__trace_counters(struct hive *h, hive__tring_t *r)
     r->sampled = now;
     uint64_t ts = hive__trace_clock();
     /* relaxed: figures for a picture, no ordering needed */
-    uint64_t used = atomic_load_explicit(&h->arena.used, memory_order_relaxed);
+    uint64_t used = hive__store_used(h);
     uint64_t objects = hive__store_objects(h);
     hive__trace_put(r, false, HIVE__TEV_STORE, ts, objects, used, NULL, NULL, 0);
     uint64_t q[HIVE_NPRIO];

@@ -8,6 +8,7 @@
 #include "util/hugemap.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -295,6 +296,223 @@ static void test_slot_limit(void **state)
     hive__handles_close(&t);
 }
 
+/* A cache (handles.h): chains given to it come back to its owner in chain
+ * order under new generations; empty, it takes from the shared stack and
+ * doubles its limit; givers see its room; what it holds goes back to the
+ * shared stack whole. */
+static void test_cache(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 3), HIVE_OK);
+    hive__handles_cache_t c;
+    memset(&c, 0, sizeof c);
+    enum { N = 10 };
+    uint64_t ids[N];
+    rec_t *r[N];
+    for (int i = 0; i < N; i++)
+        r[i] = take(&t, &ids[i]);
+    /* two chains: 0..3, then 4..9 (pushed later: taken first) */
+    for (int i = 0; i < 3; i++)
+        hive__handles_link(r[i], ids[i + 1]);
+    hive__handles_give_cached(&t, &c, ids[0], r[3], 4);
+    for (int i = 4; i < N - 1; i++)
+        hive__handles_link(r[i], ids[i + 1]);
+    hive__handles_give_cached(&t, &c, ids[4], r[N - 1], N - 4);
+    assert_true(hive__handles_cache_room(&c));
+    static const int order[N] = { 4, 5, 6, 7, 8, 9, 0, 1, 2, 3 };
+    for (int i = 0; i < N; i++) {
+        uint64_t id;
+        void *v;
+        assert_int_equal(hive__handles_take_cached(&t, &c, &id, &v), HIVE_OK);
+        assert_ptr_equal(v, r[order[i]]);
+        assert_int_equal(hive__handles_slot_of(id), order[i]);
+        assert_true(id != ids[order[i]]);                  /* a new generation */
+        ids[order[i]] = id;
+    }
+    assert_int_equal(atomic_load(&c.nlocal), 0);
+    assert_int_equal(atomic_load(&c.limit), 0);
+    /* empty: the shared stack (one slot on it), then a fresh slot; the
+     * limit doubles at each */
+    hive__handles_give(&t, ids[7]);
+    uint64_t id;
+    void *v;
+    assert_int_equal(hive__handles_take_cached(&t, &c, &id, &v), HIVE_OK);
+    assert_ptr_equal(v, r[7]);
+    assert_int_equal(atomic_load(&c.limit), 2 * HIVE__CACHE_MIN);
+    assert_int_equal(hive__handles_take_cached(&t, &c, &id, &v), HIVE_OK);
+    assert_int_equal(hive__handles_slot_of(id), N);
+    assert_int_equal(atomic_load(&c.limit), 4 * HIVE__CACHE_MIN);
+    for (int k = 0; k < 20; k++)                           /* up to the most, no further */
+        assert_int_equal(hive__handles_take_cached(&t, &c, &id, &v), HIVE_OK);
+    assert_int_equal(atomic_load(&c.limit), HIVE__CACHE_MAX);
+    /* room: givers stop at the limit */
+    atomic_store(&c.limit, 8);                             /* below the least: the least counts */
+    atomic_store(&c.ninbox, (int32_t)HIVE__CACHE_MIN - 1);
+    assert_true(hive__handles_cache_room(&c));
+    atomic_store(&c.nlocal, 1);
+    assert_false(hive__handles_cache_room(&c));
+    atomic_store(&c.nlocal, -5);                           /* a count behind its gives */
+    assert_true(hive__handles_cache_room(&c));
+    atomic_store(&c.ninbox, 0);
+    atomic_store(&c.nlocal, 0);
+    /* everything held goes back whole: 3 on the local list (a chain taken
+     * from the inbox, one taken off it), 2 in the inbox */
+    for (int i = 0; i < 3; i++)
+        hive__handles_link(r[i], ids[i + 1]);
+    hive__handles_give_cached(&t, &c, ids[0], r[3], 4);
+    assert_int_equal(hive__handles_take_cached(&t, &c, &id, &v), HIVE_OK);
+    assert_ptr_equal(v, r[0]);
+    hive__handles_link(r[5], ids[6]);
+    hive__handles_give_cached(&t, &c, ids[5], r[6], 2);
+    hive__handles_cache_return_local(&t, &c);
+    assert_int_equal(atomic_load(&c.local), 0);
+    hive__handles_cache_return_local(&t, &c);              /* nothing: no change */
+    hive__handles_cache_return_inbox(&t, &c);
+    assert_int_equal(atomic_load(&c.inbox), 0);
+    hive__handles_cache_return_inbox(&t, &c);
+    bool seen[N] = { false };
+    for (int i = 0; i < 5; i++) {
+        take(&t, &id);
+        uint32_t s = hive__handles_slot_of(id);
+        assert_true(s == 1 || s == 2 || s == 3 || s == 5 || s == 6);
+        assert_false(seen[s]);
+        seen[s] = true;
+    }
+    take(&t, &id);
+    assert_true(hive__handles_slot_of(id) > N);           /* the stack is empty again */
+    hive__handles_close(&t);
+}
+
+/* ------------------------------------------------------------ cache stress
+ * Owners take from their caches (and the shared stack when empty), hold a
+ * few records, and release them in linked chains handed to a giver thread
+ * (free_cb's part), which gives each chain to its owner's cache while it
+ * has room, else to the shared stack, and now and then takes an inbox
+ * back (store.c's reclaim after an owner left). Owners now and then give
+ * everything they cache back (an exit). A slot held by two at once, or one
+ * lost or doubled on the way, fails. */
+#define COWNERS   3
+#define CBATCH    8
+#define CSLOTS    (1u << 20)
+#define CROUNDS   (50000 / TEST_SCALE)
+
+static hive__handles_t ct;
+static hive__handles_cache_t ccache[COWNERS];
+static _Atomic uint32_t *cowner;
+static pthread_mutex_t cq_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct chain { uint64_t first; rec_t *last; uint32_t n, home; } cq[4096];
+static unsigned cq_head, cq_len;
+static _Atomic int cowners_left;
+
+static void *cache_owner(void *arg)
+{
+    uint32_t me = (uint32_t)(uintptr_t)arg;
+    rec_t *held[CBATCH];
+    uint64_t ids[CBATCH];
+    for (int i = 0; i < CROUNDS; i++) {
+        for (unsigned k = 0; k < CBATCH; k++) {
+            void *v;
+            if (hive__handles_take_cached(&ct, &ccache[me], &ids[k], &v) != HIVE_OK)
+                fail_msg("take: %s", hive_last_error());
+            uint32_t s = hive__handles_slot_of(ids[k]), none = 0;
+            if (s >= CSLOTS || !atomic_compare_exchange_strong(&cowner[s], &none, me + 1))
+                fail_msg("slot %u handed to owner %u while %u holds it", s, me, none);
+            held[k] = v;
+            held[k]->mine = (uint64_t)me << 32 | (uint32_t)i;   /* plain: TSan sees a double */
+            memset(held[k]->line2, (int)me, sizeof held[k]->line2);
+        }
+        for (unsigned k = 0; k < CBATCH; k++) {
+            if (held[k]->mine >> 32 != me || held[k]->line2[7] != (unsigned char)me)
+                fail_msg("a record owner %u holds was written by another", me);
+            atomic_store(&cowner[hive__handles_slot_of(ids[k])], 0);
+            if (k + 1 < CBATCH)
+                hive__handles_link(held[k], ids[k + 1]);
+        }
+        for (;;) {
+            pthread_mutex_lock(&cq_lock);   /* the queue orders the links before the giver */
+            bool room = cq_len < sizeof cq / sizeof cq[0];
+            if (room)
+                cq[(cq_head + cq_len++) % (sizeof cq / sizeof cq[0])] =
+                    (struct chain){ ids[0], held[CBATCH - 1], CBATCH, me };
+            pthread_mutex_unlock(&cq_lock);
+            if (room)
+                break;
+            sched_yield();
+        }
+        if (i % 997 == 996) {               /* an exit: the next "thread" starts empty */
+            hive__handles_cache_return_local(&ct, &ccache[me]);
+            hive__handles_cache_return_inbox(&ct, &ccache[me]);
+        }
+    }
+    atomic_fetch_sub(&cowners_left, 1);
+    return NULL;
+}
+
+static void *cache_giver(void *arg)
+{
+    (void)arg;
+    unsigned n = 0;
+    for (;;) {
+        pthread_mutex_lock(&cq_lock);
+        bool got = cq_len != 0;
+        struct chain c = got ? cq[cq_head] : (struct chain){ 0, NULL, 0, 0 };
+        if (got) {
+            cq_head = (cq_head + 1) % (sizeof cq / sizeof cq[0]);
+            cq_len--;
+        }
+        pthread_mutex_unlock(&cq_lock);
+        if (!got) {
+            if (atomic_load(&cowners_left) == 0)
+                return NULL;
+            sched_yield();
+            continue;
+        }
+        hive__handles_cache_t *cc = &ccache[c.home];
+        if (hive__handles_cache_room(cc))
+            hive__handles_give_cached(&ct, cc, c.first, c.last, c.n);
+        else
+            hive__handles_give_linked(&ct, c.first, c.last);
+        if (++n % 13 == 0)
+            hive__handles_cache_return_inbox(&ct, &ccache[n % COWNERS]);
+    }
+}
+
+static void test_cache_stress(void **state)
+{
+    (void)state;
+    assert_int_equal(hive__handles_open(&ct, 4), HIVE_OK);
+    memset(ccache, 0, sizeof ccache);
+    cowner = calloc(CSLOTS, sizeof *cowner);
+    atomic_store(&cowners_left, COWNERS);
+    pthread_t t[COWNERS + 1];
+    for (uintptr_t i = 0; i < COWNERS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, cache_owner, (void *)i), 0);
+    assert_int_equal(pthread_create(&t[COWNERS], NULL, cache_giver, NULL), 0);
+    for (int i = 0; i <= COWNERS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < COWNERS; i++) {
+        hive__handles_cache_return_local(&ct, &ccache[i]);
+        hive__handles_cache_return_inbox(&ct, &ccache[i]);
+    }
+    /* every slot handed out is on the shared stack exactly once */
+    uint32_t hw = atomic_load(&ct.next_slot);
+    unsigned char *seen = calloc(hw, 1);
+    for (uint32_t i = 0; i < hw; i++) {
+        uint64_t id;
+        take(&ct, &id);
+        uint32_t s = hive__handles_slot_of(id);
+        if (s >= hw || seen[s]++)
+            fail_msg("slot %u (of %u) %s", s, hw, s >= hw ? "beyond those handed out" : "twice");
+    }
+    assert_int_equal(atomic_load(&ct.next_slot), hw);
+    printf("cache stress: %d owners x %d batches of %d, %u slots used\n", COWNERS, CROUNDS,
+           CBATCH, hw);
+    free(seen);
+    free(cowner);
+    hive__handles_close(&ct);
+}
+
 /* ------------------------------------------------------------ stress */
 
 #define THREADS 8
@@ -423,6 +641,8 @@ int main(void)
         cmocka_unit_test(test_ids_name_slots),
         cmocka_unit_test(test_generation_wraps),
         cmocka_unit_test(test_give_many),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_stress),
         cmocka_unit_test(test_grows_past_a_chunk),
         cmocka_unit_test(test_full_regions_settle),
         cmocka_unit_test(test_chunk_map_fails),

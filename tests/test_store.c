@@ -627,6 +627,108 @@ static int put_release_some(hive_ctx_t *ctx)
     return 0;
 }
 
+/* A thread's reserve of inline charges (store.h) is capacity no object
+ * has yet: a store filled by another thread still takes exactly its
+ * capacity, the reserve taken back before the refusal. */
+static hive_t *res_h;
+static pthread_barrier_t res_bar;
+
+static void *hold_a_reserve(void *arg)
+{
+    hive_ref_t *r = arg;
+    assert_int_equal(hive_put(res_h, "r", 1, r), HIVE_OK);   /* takes a batch of charges */
+    pthread_barrier_wait(&res_bar);                          /* ... and stays alive */
+    pthread_barrier_wait(&res_bar);
+    return NULL;
+}
+
+static void test_full_store_takes_reserves_back(void **state)
+{
+    (void)state;
+    const size_t cap = 1 * MiB;
+    res_h = engine(cap, 1, NULL);
+    pthread_barrier_init(&res_bar, NULL, 2);
+    hive_ref_t theirs;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_a_reserve, &theirs), 0);
+    pthread_barrier_wait(&res_bar);
+    hive_store_stats_t st;
+    assert_int_equal(hive_store_stats(res_h, &st), HIVE_OK);
+    assert_int_equal(st.used, 64);                           /* the reserve is not counted */
+    size_t max = cap / 64, n = 0;
+    hive_ref_t *refs = malloc(max * sizeof *refs);
+    int rc;
+    while (n < max && (rc = hive_put(res_h, &n, sizeof n, &refs[n])) == HIVE_OK)
+        n++;
+    assert_int_equal(rc, HIVE_EFULL);
+    assert_int_equal(n + 1, cap / 64);                       /* theirs and ours: the capacity */
+    assert_int_equal(hive_store_stats(res_h, &st), HIVE_OK);
+    assert_int_equal(st.used, cap);
+    pthread_barrier_wait(&res_bar);
+    pthread_join(t, NULL);
+    for (size_t i = 0; i < n; i++)
+        hive_release(res_h, refs[i]);
+    hive_release(res_h, theirs);
+    free(refs);
+    assert_int_equal(used_after_drain(res_h), 0);
+    pthread_barrier_destroy(&res_bar);
+    assert_int_equal(hive_shutdown(res_h), HIVE_OK);
+}
+
+/* A thread's released records come back to its own cache (store.h), and
+ * when it exits its cache goes to the shared free stack, in every engine
+ * it used: nothing stays with a thread that is gone, and the next puts
+ * reuse those slots instead of growing the table. */
+static hive_t *exit_h[2];
+static unsigned exit_shard;
+
+static void *churn_and_exit(void *arg)
+{
+    (void)arg;
+    exit_shard = hive__store_thread_shard();
+    for (int e = 0; e < 2; e++) {
+        for (int i = 0; i < 3 * HIVE__RETIRE_BATCH; i++) {
+            hive_ref_t r;
+            assert_int_equal(hive_put(exit_h[e], &i, sizeof i, &r), HIVE_OK);
+            assert_int_equal(hive_release(exit_h[e], r), HIVE_OK);
+        }
+        hive__store_drain(exit_h[e]);       /* the frees ran: the slots are in our cache */
+        hive__handles_cache_t *c = &exit_h[e]->store.shards[exit_shard].cache;
+        assert_true(atomic_load(&c->local) != 0 || atomic_load(&c->inbox) != 0);
+    }
+    return NULL;
+}
+
+static void test_exit_gives_cache_back(void **state)
+{
+    (void)state;
+    exit_h[0] = engine(64 * MiB, 1, NULL);
+    exit_h[1] = engine(64 * MiB, 1, NULL);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, churn_and_exit, NULL), 0);
+    pthread_join(t, NULL);
+    if (exit_shard >= HIVE__SHARDS)
+        skip();                             /* more than HIVE__SHARDS threads alive: shared */
+    assert_false(hive__store_shard_claimed(exit_shard));
+    for (int e = 0; e < 2; e++) {
+        hive__store_t *s = &exit_h[e]->store;
+        hive__handles_cache_t *c = &s->shards[exit_shard].cache;
+        assert_int_equal(atomic_load(&c->local), 0);
+        assert_int_equal(atomic_load(&c->inbox), 0);
+        assert_int_equal(atomic_load(&s->shards[exit_shard].reserve), 0);
+        uint32_t hw = atomic_load(&s->table.next_slot);
+        hive_ref_t r[HIVE__RETIRE_BATCH];
+        for (int i = 0; i < HIVE__RETIRE_BATCH; i++)
+            assert_int_equal(hive_put(exit_h[e], &i, sizeof i, &r[i]), HIVE_OK);
+        assert_int_equal(atomic_load(&s->table.next_slot), hw);   /* all from the shared stack */
+        for (int i = 0; i < HIVE__RETIRE_BATCH; i++)
+            hive_release(exit_h[e], r[i]);
+        assert_int_equal(used_after_drain(exit_h[e]), 0);
+    }
+    assert_int_equal(hive_shutdown(exit_h[0]), HIVE_OK);
+    assert_int_equal(hive_shutdown(exit_h[1]), HIVE_OK);
+}
+
 static void test_worker_frees_before_parking(void **state)
 {
     (void)state;
@@ -657,6 +759,8 @@ int main(void)
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_bad_input_leaves_others_intact),
         cmocka_unit_test(test_capacity_is_exact),
+        cmocka_unit_test(test_full_store_takes_reserves_back),
+        cmocka_unit_test(test_exit_gives_cache_back),
         cmocka_unit_test(test_half_capacity_after_churn),
         cmocka_unit_test(test_small_classes_never_starve_large),
         cmocka_unit_test(test_fill_ends_full_at_every_size),

@@ -1090,11 +1090,12 @@ static int ret8_task(hive_ctx_t *ctx)
 }
 
 /* Forks ret8_task children on its own worker (private results, charged
- * from the worker's credit) and sums what they return. */
+ * from the worker's reserve and freed back into it) and sums what they
+ * return. */
 static int fork_ret8_task(hive_ctx_t *ctx)
 {
     hive_t *h = hive_engine(ctx);
-    enum { KIDS = 300 };               /* more than two credit batches */
+    enum { KIDS = 300 };               /* more than two reserve batches */
     hive_ref_t r[KIDS];
     uint64_t sum = 0;
     for (uint64_t i = 0; i < KIDS; i++)
@@ -1109,24 +1110,23 @@ static int fork_ret8_task(hive_ctx_t *ctx)
     return hive_return(ctx, &sum, sizeof sum) == HIVE_OK ? 0 : 1;
 }
 
-/* Inline results on workers are charged from a per-worker credit taken in
- * batches (store.c): near a full store a worker still gets the last cells
- * one at a time, a result past the capacity is refused, and the store's
- * used counts what live payloads take, never the credit. */
+/* Inline results on workers are charged from the thread's reserve, taken
+ * in batches (store.c): near a full store the reserves are taken back and a
+ * worker still gets the last cells one at a time, a result past the
+ * capacity is refused, and the store's used counts what live payloads
+ * take, never a reserve. */
 static void test_inline_results_near_full(void **state)
 {
     (void)state;
     hive_t *h = engine(1 * MiB, 1, NULL);
     hive_ref_t r, big, kids[5];
     const void *p;
-    /* a fork-join whose children's results come from the credit */
+    /* a fork-join whose children's results come from the reserve */
     assert_int_equal(hive_submit(h, fork_ret8_task, NULL, 0, NULL, &r), HIVE_OK);
     get_ok(h, r, &p, NULL);
     assert_int_equal(*(const uint64_t *)p, 300 * 299 / 2);
     hive_release(h, r);
-    expect_empty_store(h);             /* no credit counted as used */
-    /* the worker gives its credit back when it runs out of work */
-    WAIT_UNTIL(atomic_load(&h->sched.w[0].icredit) == 0, DEADLINE_MS);
+    expect_empty_store(h);             /* no reserve counted as used */
     /* leave four cells free: a large object takes its size + a 64-byte header */
     void *d;
     assert_int_equal(hive_create(h, 1 * MiB - 5 * 64, &d, &big), HIVE_OK);

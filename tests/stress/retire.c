@@ -2,11 +2,16 @@
  * stress/retire.c - the store's retire lists (store.c: a worker's, and the
  * user lists user threads release into) with pushers and drainers at once.
  *
- * Releasers (more threads than there are user lists, so lists are shared
- * by concurrent pushers; and tasks on the workers, which push on their
- * workers' lists) put and release 8-byte objects, each checked on a get
- * before its release. Drainers meanwhile take every list (hive__store_drain,
+ * Releasers (more threads than there are shards, all alive at once, so the
+ * last shard's list and counts are shared by concurrent pushers and its
+ * threads take from the shared free stack while the others take from their
+ * caches; and tasks on the workers, which push on their workers' lists)
+ * put and release 8-byte objects, each checked on a get before its
+ * release. Drainers meanwhile take every list (hive__store_drain,
  * hive_store_stats, both flushing). A drop hook counts every record freed.
+ * Releasers exit while free_cb gives chains back to their caches (the
+ * exit gives a cache to the shared stack; a chain given after the exit
+ * goes there too).
  *
  * Contract checked: every released record is freed exactly once. A lost
  * record (a push that overwrote the head instead of its CAS, a flush that
@@ -14,8 +19,10 @@
  * final drain; a record freed twice (two drainers taking one chain: a load
  * and a store in place of the exchange) shows as drops above nputs, as
  * free_cb's count check, a slot pushed twice on the table's free stack
- * (two objects in one record), or a reused slot whose get finds another
- * payload.
+ * or caches (two objects in one record), or a reused slot whose get finds
+ * another payload. At the end every slot is free exactly once: on the
+ * shared stack or in the cache of a thread still alive (none stays with a
+ * thread that ended).
  */
 #include "testutil.h"
 #include "hive_impl.h"
@@ -23,9 +30,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define RELEASERS (HIVE__USER_LISTS + 4)
+#define RELEASERS (HIVE__SHARDS + 4)
 #define DRAINERS  2
-#define PER_THREAD (200000 / TEST_SCALE)
+#define PER_THREAD (40000 / TEST_SCALE)
 #define TASKS     (64 / TEST_SCALE + 4)
 
 static hive_t *h;
@@ -63,9 +70,13 @@ static long churn(uint64_t tag, long n)
     return wrong;
 }
 
+static pthread_barrier_t all_in;   /* every releaser has its shard (or shares the last) */
+
 static void *releaser(void *arg)
 {
-    atomic_fetch_add(&bad, churn((uint64_t)(uintptr_t)arg, PER_THREAD));
+    long wrong = churn((uint64_t)(uintptr_t)arg << 20, 1);
+    pthread_barrier_wait(&all_in);
+    atomic_fetch_add(&bad, wrong + churn((uint64_t)(uintptr_t)arg, PER_THREAD));
     return NULL;
 }
 
@@ -91,29 +102,51 @@ static void *drainer(void *arg)
     return NULL;
 }
 
-/* With the store empty and quiet, every slot ever handed out is on the
- * table's free stack exactly once: the chains the flushers linked and
- * free_cb pushed whole lost no slot, doubled none, made no cycle. */
+/* Mark the free list from slot s1 - 1 on in seen[]; the slots counted. */
+static uint32_t walk_free(hive__handles_t *t, uint32_t s1, unsigned char *seen, uint32_t n,
+                          const char *what)
+{
+    uint32_t count = 0;
+    for (; s1 != 0; count++) {
+        uint32_t s = s1 - 1;
+        if (s >= n || seen[s] || count >= n)
+            fail_msg("%s: slot %u (of %u) %s after %u slots", what, s, n,
+                     s >= n ? "beyond the high-water mark" : "twice", count);
+        seen[s] = 1;
+        hive__obj_t *o = hive__handles_rec(t, (uint64_t)t->tag << HIVE__SLOT_BITS | s);
+        s1 = atomic_load_explicit(&o->hkey, memory_order_relaxed);
+    }
+    return count;
+}
+
+/* With the store empty and quiet, every slot ever handed out is free
+ * exactly once, on the table's free stack or in a cache: the chains the
+ * flushers linked and free_cb pushed whole lost no slot, doubled none,
+ * made no cycle. Only shards of live threads (this one, the workers, the
+ * call_rcu thread) may hold slots: an ended thread's went to the stack. */
 static void check_free_stack(void)
 {
     hive__handles_t *t = &h->store.table;
     uint32_t n = atomic_load(&t->next_slot);
     unsigned char *seen = calloc(n, 1);
     assert_non_null(seen);
-    uint32_t count = 0;
-    for (uint32_t s1 = (uint32_t)atomic_load(&t->free_head); s1 != 0; count++) {
-        uint32_t s = s1 - 1;
-        if (s >= n || seen[s] || count >= n)
-            fail_msg("free stack: slot %u (of %u) %s after %u slots", s, n,
-                     s >= n ? "beyond the high-water mark" : "twice", count);
-        seen[s] = 1;
-        hive__obj_t *o = hive__handles_rec(t, (uint64_t)t->tag << HIVE__SLOT_BITS | s);
-        s1 = atomic_load_explicit(&o->hkey, memory_order_relaxed);
+    uint32_t count = walk_free(t, (uint32_t)atomic_load(&t->free_head), seen, n, "free stack");
+    uint32_t cached = 0, holders = 0;
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++) {
+        hive__handles_cache_t *c = &h->store.shards[i].cache;
+        uint32_t k = walk_free(t, atomic_load_explicit(&c->local, memory_order_relaxed), seen, n,
+                               "a cache") +
+                     walk_free(t, atomic_load(&c->inbox), seen, n, "a cache's inbox");
+        if (k != 0 && !hive__store_shard_claimed(i))
+            fail_msg("shard %u holds %u free slots with no thread to take them", i, k);
+        cached += k;
+        holders += k != 0;
     }
     free(seen);
-    printf("retire stress: %u slots handed out, %u on the free stack\n", n, count);
-    if (count != n)
-        fail_msg("free stack: %u of %u slots", count, n);
+    printf("retire stress: %u slots handed out, %u on the free stack, %u in %u caches\n", n, count,
+           cached, holders);
+    if (count + cached != n)
+        fail_msg("free stack and caches: %u of %u slots", count + cached, n);
 }
 
 /* hook: a drop hook on blobs (free_cb walks every chain), or none (the
@@ -127,6 +160,7 @@ static void every_record_freed_once(bool hook)
     if (hook)
         hive__store_on_drop(h, HIVE__BLOB, count_drop);   /* before any blob exists */
     pthread_t rel[RELEASERS], dr[DRAINERS];
+    pthread_barrier_init(&all_in, NULL, RELEASERS);
     for (uintptr_t i = 0; i < DRAINERS; i++)
         assert_int_equal(pthread_create(&dr[i], NULL, drainer, (void *)i), 0);
     for (uintptr_t i = 0; i < RELEASERS; i++)
@@ -144,6 +178,7 @@ static void every_record_freed_once(bool hook)
     }
     for (int i = 0; i < RELEASERS; i++)
         pthread_join(rel[i], NULL);
+    pthread_barrier_destroy(&all_in);
     atomic_store(&stop_drainers, 1);
     for (int i = 0; i < DRAINERS; i++)
         pthread_join(dr[i], NULL);
@@ -196,8 +231,8 @@ static void test_ended_threads_leave_nothing(void **state)
     assert_int_equal(atomic_load(&bad), 0);
     hive_store_stats_t st;
     WAIT_UNTIL((hive_store_stats(h, &st), st.objects == 0 && st.used == 0), 10000);
-    for (unsigned i = 0; i < HIVE__USER_LISTS; i++)
-        assert_null(atomic_load_explicit(&h->store.user_retired[i].head, memory_order_relaxed));
+    for (unsigned i = 0; i <= HIVE__SHARDS; i++)
+        assert_null(atomic_load_explicit(&h->store.shards[i].head, memory_order_relaxed));
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
