@@ -253,19 +253,24 @@ static int drive_task(hive_ctx_t *ctx)
 /* The pool driven from a user thread, then from a task (a worker caller:
  * it steps its own slice, helps with the others, and steps cheap batches
  * alone, inline). */
-static void run(const char *topology, size_t n, size_t batch, int rounds)
+/* drive_task with a from a task of h, then shut h down. */
+static void drive_from_task_and_shut(hive_t *h, drive_args_t a)
 {
-    hive_config_t cfg = { .topology = topology };
-    hive_t *h;
-    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
-    drive(h, n, batch, rounds);
-    drive_args_t a = { n, batch, rounds, 0 };
     hive_ref_t r;
     const void *v;
     assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
     assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
     assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void run(const char *topology, size_t n, size_t batch, int rounds)
+{
+    hive_config_t cfg = { .topology = topology };
+    hive_t *h;
+    assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+    drive(h, n, batch, rounds);
+    drive_from_task_and_shut(h, (drive_args_t){ n, batch, rounds, 0 });
 }
 
 static void test_envpool_stress(void **state)
@@ -295,12 +300,7 @@ static void test_envpool_stress(void **state)
         atomic_store(&spin_ns, 0);
         drive_args_t a = { echo[k].n, echo[k].batch, rounds,
                            echo[k].flip < rounds ? echo[k].flip : rounds / 2 + 1 };
-        hive_ref_t r;
-        const void *v;
-        assert_int_equal(hive_submit(h, drive_task, &HIVE_VAL(a), 1, NULL, &r), HIVE_OK);
-        assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
-        assert_int_equal(hive_release(h, r), HIVE_OK);
-        assert_int_equal(hive_shutdown(h), HIVE_OK);
+        drive_from_task_and_shut(h, a);
     }
     atomic_store(&spin_ns, 300);
 }
