@@ -124,11 +124,6 @@ static inline unsigned my_shard_ix(void)
     return my_ix;
 }
 
-static inline hive__shard_t *my_shard(struct hive *h)
-{
-    return &h->store.shards[my_shard_ix()];
-}
-
 /* Add d to the live-object count of the calling thread's shard: a plain
  * load and store on its own shard, an RMW on the shared one. */
 static inline void count_objects(struct hive *h, int64_t d)
