@@ -36,14 +36,20 @@ static void get_ok(hive_t *h, hive_ref_t r, const void **p, size_t *n)
     test_get_ok(h, r, (int64_t)DEADLINE_MS * 1000000, p, n);
 }
 
-static uint64_t get_u64(hive_t *h, hive_ref_t r)
+/* r's payload, which must be exactly size bytes, copied to out. */
+static void get_exact(hive_t *h, hive_ref_t r, void *out, size_t size)
 {
     const void *p;
     size_t n;
     get_ok(h, r, &p, &n);
-    assert_int_equal(n, sizeof(uint64_t));
+    assert_int_equal(n, size);
+    memcpy(out, p, size);
+}
+
+static uint64_t get_u64(hive_t *h, hive_ref_t r)
+{
     uint64_t v;
-    memcpy(&v, p, sizeof v);
+    get_exact(h, r, &v, sizeof v);
     return v;
 }
 
@@ -1896,12 +1902,8 @@ static void test_private_results(void **state)
     for (int round = 0; round < 3; round++) {
         hive_ref_t r;
         assert_int_equal(hive_submit(h, priv_spawner, NULL, 0, NULL, &r), HIVE_OK);
-        const void *p;
-        size_t n;
-        get_ok(h, r, &p, &n);
-        assert_int_equal(n, sizeof(priv_seen_t));
         priv_seen_t s;
-        memcpy(&s, p, sizeof s);
+        get_exact(h, r, &s, sizeof s);
         hive_release(h, r);
         assert_int_equal(s.va, 15);
         assert_int_equal(s.vb, 21);
@@ -1912,6 +1914,7 @@ static void test_private_results(void **state)
         assert_int_equal(hive__handles_slot_of(s.a), hive__handles_slot_of(s.b));
         assert_true(s.a != s.b);
         hive_ref_t a = { s.a }, b = { s.b }, c = { s.c };
+        const void *p;
         assert_int_equal(hive_get(h, a, 0, &p, NULL), HIVE_ENOENT);
         assert_int_equal(hive_release(h, b), HIVE_ENOENT);
         /* the escaped child: found from this thread (promoted), its value */
