@@ -92,6 +92,14 @@ class Fig:
                 self.item_ns = 1e9 / self.rate
         else:
             self.rate, self.unit = (1e9 / self.ns if self.ns > 0 else 0.0), "/s (1/time)"
+        # the rate over wall time: Google Benchmark divides a row's items by
+        # its CPU time unless the row is timed by the wall or by hand, and
+        # a row of N threads sums their CPU seconds
+        self.wall_rate = self.rate
+        timed = any(t in b.get("name", "") for t in ("/real_time", "/manual_time"))
+        cpu = to_ns(b.get("cpu_time", 0.0), b.get("time_unit", "ns"))
+        if not timed and self.unit != "/s (1/time)" and self.ns > 0:
+            self.wall_rate = self.rate * cpu / self.ns
         self.extra = ", ".join("%s %.4g" % (c, b[c]) for c in ("bytes_per_item", "shutdown_s")
                                if c in b)
 
@@ -206,25 +214,62 @@ def report(ctx, rows, order, outdir, charts):
         f.write("\n".join(lines))
 
 
+# multi-thread families and the one-thread family they scale from (same
+# body, same items per iteration)
+ONE_THREAD_OF = {"multi_client": "single_client", "n_n_actor": "1_1_actor"}
+
+
+def one_thread_row(fam, rest):
+    for many, one in ONE_THREAD_OF.items():
+        if fam.startswith(many):
+            fam = fam.replace(many, one, 1)
+            break
+    return fam, "/".join(p for p in rest.split("/") if not p.startswith("threads:"))
+
+
+def speedup(many, one):
+    """Calls all threads finish per wall second over one thread's, so the
+    time a peer's or hive's other threads take counts, and a row that
+    scales perfectly on N idle cores reads N."""
+    if many is None or one is None or many.error or one.error or one.wall_rate <= 0:
+        return None
+    return many.wall_rate / one.wall_rate
+
+
 def scaling(rows, order):
-    """Multi-thread rows beside their one-thread row: hive's speedup."""
+    """Multi-thread rows beside their one-thread row: hive's speedup, and
+    the same speedup of each peer measured in the same run (for a peer that
+    shares nothing, such as memcpy into a thread's own buffer, it is the
+    machine's: what two cores give two independent loops)."""
     out = []
     for fam, rest in order:
         h = rows[(fam, rest)].get("hive")
-        if h is None or h.error or "threads:" not in rest and not fam.startswith("multi_client"):
+        if h is None or h.error or "threads:" not in rest:
             continue
-        one_fam = fam.replace("multi_client", "single_client", 1)
-        one_rest = "/".join(p for p in rest.split("/") if not p.startswith("threads:"))
-        one = rows.get((one_fam, one_rest), {}).get("hive")
-        if one is None or one.error or one.rate <= 0 or (one_fam, one_rest) == (fam, rest):
+        key1 = one_thread_row(fam, rest)
+        if key1 == (fam, rest) or key1 not in rows:
             continue
-        out.append("| %s/%s | %s | %s | **%.2f** |" % (fam, rest, human(h.rate, h.unit),
-                                                   human(one.rate, one.unit), h.rate / one.rate))
+        s = speedup(h, rows[key1].get("hive"))
+        if s is None:
+            continue
+        threads = [p for p in rest.split("/") if p.startswith("threads:")][0].split(":")[1]
+        peers = []
+        for impl, f in rows[(fam, rest)].items():
+            ps = speedup(f, rows[key1].get(impl)) if impl != "hive" else None
+            if ps is not None:
+                peers.append("%s %.2f" % (impl, ps))
+        out.append("| %s/%s | %s | %s | **%.2f** | %s |" % (
+            fam, rest, threads, human(h.wall_rate, h.unit), s, ", ".join(peers) if peers else "—"))
     if not out:
         return []
     return ["## multi-thread scaling", "",
-            "hive's rows with several client threads beside the same row on one thread.", "",
-            "| row | threads | one thread | speedup |", "|---|---|---|---|"] + out + [""]
+            "hive's rows with several client threads against the same row on one thread: the "
+            "speedup is the calls all threads finish per wall second over one thread's "
+            "(a row that scales perfectly on N idle cores reads N). Beside it, the same speedup "
+            "of the row's peers in the same run; for memcpy into each thread's own buffer it is "
+            "what this machine gives two loops that share nothing.", "",
+            "| row | threads | all threads | speedup | peers' speedup |",
+            "|---|---|---|---|---|"] + out + [""]
 
 
 def draw(rows, order, outdir):
