@@ -187,15 +187,7 @@
 #define UCHUNK          16                  /* the same for uniform draws (measured best) */
 #define LEAF_BLOCK      8                  /* leaves under one bottom node of the tree */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
-#define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
-
-/* A batch gate: one word per block of GATE_ROWS rows, on a line of its own
- * (two producers' batches land on neighbouring blocks): a version, even
- * while open, odd while a batch holds it. */
-typedef struct gate {
-    _Atomic uint64_t word;
-    char             pad[64 - sizeof(uint64_t)];
-} gate_t;
+#define RUN_ROWS        32                  /* rows a batch takes before it copies them */
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -209,7 +201,6 @@ struct hive_replay {
     _Atomic uint64_t *seq;          /* cap row sequence words */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
-    gate_t           *gate;         /* one per GATE_ROWS rows */
     _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
     uint64_t         *todo;         /* prioritized: the flusher's list of nodes, P entries */
     double            alpha, beta, spi, error_buffer;
@@ -677,143 +668,49 @@ static inline void writer_fence(void)
     atomic_thread_fence(memory_order_release);
 }
 
-/* The gate of row's block (see "Batches" at the top of the file). */
-static inline _Atomic uint64_t *gate_of(const hive_replay_t *rb, uint64_t row)
+/* The word a row holds once the item before key's is complete: the label
+ * of key - capacity, even, or 0 while key is in the first lap (the row was
+ * never written). prev_lap is key's place counted a lap on: key itself for
+ * a single push, see run_put for a batch longer than the capacity. */
+static inline uint64_t ready_word(const hive_replay_t *rb, uint64_t prev_lap)
 {
-    return &rb->gate[row / GATE_ROWS].word;
+    return prev_lap >= rb->cap ? (prev_lap - rb->cap + 1) << 1 : 0;
 }
 
-/* A gate word is a version: even while open, odd while a batch holds it;
- * closing adds one, opening one more. */
-
-/* A single holder (a push or an update) that took a row with its CAS found
- * the row's gate moved since its look before the CAS: a batch holds the
- * block, or came and went. It hands the row back and waits for the gate
- * to be open. The hand-back is a CAS from the word it stored to the word
- * it found (its bytes and leaf are untouched, so that word is still true);
- * it fails only if the batch already wrote over the row's word, and then
- * the word is the batch's, not ours to restore. Either way the holder
- * then looks at the row again. */
-static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took, uint64_t found,
-                       uint64_t row)
-{
-    /* relaxed: nothing of ours was written; the word names the same item */
-    atomic_compare_exchange_strong_explicit(sq, &took, found, memory_order_relaxed,
-                                            memory_order_relaxed);
-    _Atomic uint64_t *g = gate_of(rb, row);
-    unsigned spins = 0;
-    /* relaxed polls: the holder's CAS that follows orders what it needs */
-    while (atomic_load_explicit(g, memory_order_relaxed) & 1)
-        backoff(&spins);
-}
-
-/* A single holder's look at the gate before its CAS: the version, once
- * open (relaxed: compared after the CAS, which orders what matters). */
-static inline uint64_t gate_wait_open(const hive_replay_t *rb, uint64_t row)
-{
-    _Atomic uint64_t *g = gate_of(rb, row);
-    uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
-    unsigned spins = 0;
-    while (v & 1) {
-        backoff(&spins);
-        v = atomic_load_explicit(g, memory_order_relaxed);
-    }
-    return v;
-}
-
-/* After a single holder's CAS took a row (the word now `took`, found
- * `found` before), with the gate at version v0 (open) when it looked
- * before the CAS: true if the row is its to write, false if it gave the
- * row back or a batch took it, and must look at the row again. The gate
- * still at v0 after the CAS means no batch closed it in between; one that
- * closes it later reads our odd word and waits (see gate_close). A batch
- * that had closed it before our first look either still held it (v0 odd:
- * we waited) or had opened it again, done with the row before our CAS.
- * The version, not a flag: a batch that closed the gate after our first
- * look, read the row's word before our CAS and stored its own odd word
- * over ours may have finished and opened the gate again before the
- * second look; the gate is open then, but not at v0. */
-static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
-                             uint64_t found, uint64_t row, uint64_t v0)
-{
-    if (__builtin_expect(atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == v0, 1))
-        return true;
-    gate_yield(rb, sq, took, found, row);
-    return false;
-}
-
-/* Take key's row for writing (see the top of the file): true once the
- * word is key's odd word, false if a newer item holds the row (ours is
- * logically overwritten already: drop it). */
-static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
-{
-    _Atomic uint64_t *sq = &rb->seq[row];
-    uint64_t mine = (key + 1) << 1;
-    /* relaxed polls: only the CAS that takes the row needs to order */
-    uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
-    unsigned spins = 0;
-    for (;;) {
-        if ((s >> 1) > key + 1)
-            return false;                   /* a newer item holds the row: ours is gone */
-        if (s & 1) {                        /* the previous lap's writer (or an update) */
-            backoff(&spins);
-            s = atomic_load_explicit(sq, memory_order_relaxed);
-            continue;
-        }
-        uint64_t v0 = gate_wait_open(rb, row);
-        /* seq_cst (acquire and more): pairs with the previous holder's
-         * release store, so its byte and leaf stores come before ours; and
-         * with the gate load in gate_lets it is one half of the Dekker
-         * pair with gate_close (see there) */
-        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
-                                                  memory_order_relaxed)) {
-            if (gate_lets(rb, sq, mine | 1, s, row, v0))
-                return true;
-            s = atomic_load_explicit(sq, memory_order_relaxed);
-        }
-    }
-}
-
-/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows; the
- * closed version is returned, for gate_open. Waits while another batch
- * holds it (a batch holds one gate at a time, and waits while holding it
- * only for single holders, which never wait while holding a row: no
- * cycle).
+/* Wait until a row's word is `ready` (the item of the row's previous key
+ * complete, and no priority update holding it), then take the row for
+ * the key labelled `label` with a plain store of its odd word. The caller
+ * claimed that key from the cursor, so it is the row's only writer (see
+ * "One claim, then plain stores" at the top of the file): the previous
+ * key's writer stores `ready` last, and the next key's writer waits for
+ * ours; an update takes the row only from the even word and gives it
+ * back (gives up) once it sees our claim, see update_priorities.
  *
- * Why a single holder and a batch never both own a row (Dekker): the batch
- * closes the gate (seq_cst CAS) and then reads the row's word (seq_cst);
- * a single holder takes the row (seq_cst CAS) and then reads the gate
- * (seq_cst). In the single total order of seq_cst operations, one of the
- * two reads comes after the other side's write: either the holder sees the
- * gate moved and hands the row back without writing anything, or the
- * batch sees the holder's odd word and waits for it to become even. */
-static uint64_t gate_close(_Atomic uint64_t *g)
+ * seq_cst loads: acquire, pairing with the previous writer's release
+ * store (its bytes and leaf come before ours); and the pusher's half of
+ * the Dekker pair with an update (our claim on the cursor, then this
+ * load; its CAS on the word, then its load of the cursor), so that an
+ * update which took the row after our load sees our claim and gives up
+ * without writing. Plain loads on x86. */
+static inline void row_claim(_Atomic uint64_t *sq, uint64_t ready, uint64_t label)
 {
-    unsigned spins = 0;
-    for (;;) {
-        /* relaxed poll first, so waiting batches do not bounce the line */
-        uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
-        if (!(v & 1) && atomic_compare_exchange_weak_explicit(g, &v, v + 1, memory_order_seq_cst,
-                                                              memory_order_relaxed))
-            return v + 1;
-        backoff(&spins);
+    if (__builtin_expect(atomic_load_explicit(sq, memory_order_seq_cst) != ready, 0)) {
+        unsigned spins = 0;
+        do
+            backoff(&spins);
+        while (atomic_load_explicit(sq, memory_order_seq_cst) != ready);
     }
+    /* relaxed: no other writer stores to the word now but an update's
+     * hand-back, a CAS expecting its own odd word, which this store makes
+     * fail; readers are ordered by the writer's fence that follows */
+    atomic_store_explicit(sq, label << 1 | 1, memory_order_relaxed);
 }
 
-/* Open it again, at the next version: release, so the next batch that
- * closes it (acquire in its seq_cst CAS) sees every byte, leaf and word
- * this one stored. */
-static void gate_open(_Atomic uint64_t *g, uint64_t closed)
-{
-    atomic_store_explicit(g, closed + 1, memory_order_release);
-}
-
-/* Write the item of key into its row. */
+/* Write the item of key into its row (the key claimed by the caller). */
 static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    if (!row_take(rb, row, key))
-        return;
+    row_claim(sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
@@ -827,80 +724,32 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
 }
 
 /* Write the items of keys key .. key+n-1 into the n consecutive rows from
- * row, all under one gate (n <= GATE_ROWS, the run inside one block):
- * close the gate, then take each row with plain loads and stores, as its
- * only writer: no single holder can take a row of a closed gate (see
- * gate_close), and no other batch can enter. A row whose word is odd (a
- * single holder that took it before the gate closed) is waited for; a row
- * already holding a newer item is skipped (ours is overwritten). Then one
- * memcpy per stretch of taken rows (one for the run unless a newer push
- * overtook a row), the leaves, the even words, and the gate opens. One
- * locked instruction for the run instead of one per row: the CAS per row
- * was 63% of a batch's time in the profile. */
-static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
-                    double leaf)
+ * row (no wrap inside), claimed by the caller in one batch from base: take
+ * every row (row_claim), then one memcpy for the run, the leaves, and the
+ * even words. A batch of more than the capacity keeps only its last
+ * capacity keys; the row of each had, before the batch, the key
+ * base - cap + (key - base) % cap (for shorter batches, key - cap), whose
+ * completion it waits for. */
+static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row, size_t n,
+                    const unsigned char *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    _Atomic uint64_t *g = gate_of(rb, row);
     const size_t isz = rb->isz;
-    uint64_t skipped = 0;                   /* rows a newer item holds: not ours to write */
-    uint64_t closed = gate_close(g);
     for (size_t i = 0; i < n; i++) {
-        uint64_t label = key + i + 1;
-        /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
-         * acquire too, pairing with the previous holder's release store,
-         * so its bytes and leaf come before ours */
-        uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-        if (__builtin_expect((s & 1) || (s >> 1) >= label, 0)) {
-            unsigned spins = 0;
-            while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
-                backoff(&spins);
-                s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-            }
-            if ((s >> 1) >= label) {        /* a newer item holds the row: ours is gone */
-                skipped |= UINT64_C(1) << i;
-                continue;
-            }
-        }
-        /* relaxed: nobody else stores to the word while the gate is
-         * closed but a single holder that took it earlier and now only
-         * tries to hand it back with a CAS expecting its own odd word,
-         * which this store makes fail; readers are ordered by the fence
-         * below */
-        atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
+        uint64_t k = key + i;
+        /* the division only past the head that a batch this long skips */
+        uint64_t lap = k - base >= rb->cap ? base + (k - base) % rb->cap : k;
+        row_claim(&sq[i], ready_word(rb, lap), k + 1);
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
-    if (__builtin_expect(skipped == 0, 1)) {   /* every row ours: one memcpy, then the words */
-        memcpy(rb->data + row * isz, src, n * isz);
-        if (rb->tree != NULL)
-            for (size_t i = 0; i < n; i++)
-                leaf_set(rb, row + i, leaf);
-        /* release: as in row_put, bytes and leaf before the even word */
+    memcpy(rb->data + row * isz, src, n * isz);
+    if (rb->tree != NULL)
         for (size_t i = 0; i < n; i++)
-            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
-        gate_open(g, closed);
-        return;
-    }
-    for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
-        if (skipped >> i & 1) {
-            i++;
-            continue;
-        }
-        size_t end = i + 1;
-        while (end < n && !(skipped >> end & 1))
-            end++;
-        memcpy(rb->data + (row + i) * isz, src + i * isz, (end - i) * isz);
-        i = end;
-    }
+            leaf_set(rb, row + i, leaf);
+    /* release: as in row_put, bytes and leaf before the even word */
     for (size_t i = 0; i < n; i++)
-        if (!(skipped >> i & 1)) {
-            if (rb->tree != NULL)
-                leaf_set(rb, row + i, leaf);
-            /* release: as above */
-            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
-        }
-    gate_open(g, closed);
+        atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -1270,14 +1119,6 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
-    uint64_t gates = (rb->cap + GATE_ROWS - 1) / GATE_ROWS;
-    /* a line each; cap <= 2^48 keeps gates * 64 far from overflow. Zero
-     * bits: every gate open, at version 0. */
-    void *gp = NULL;
-    if (rb->seq != NULL && hive__posix_memalign(&gp, sizeof(gate_t), gates * sizeof(gate_t)) == 0) {
-        memset(gp, 0, gates * sizeof(gate_t));
-        rb->gate = gp;
-    }
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
@@ -1289,14 +1130,13 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
         rb->todo = hive__calloc(rb->nodes, sizeof *rb->todo);
     }
-    if (rb->seq == NULL || rb->gate == NULL ||
+    if (rb->seq == NULL ||
         (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
                               rb->todo == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
         free(rb->todo);
         free(rb->dirty);
-        free(rb->gate);
         free(rb->tree);
         free(rb->leaf);
         free(rb->seq);
@@ -1331,7 +1171,6 @@ int hive_replay_free(hive_replay_t *rb)
     int rc = hive_release(rb->h, rb->ref);
     free(rb->todo);
     free(rb->dirty);
-    free(rb->gate);
     free(rb->tree);
     free(rb->leaf);
     free(rb->seq);
@@ -1387,15 +1226,12 @@ static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, siz
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    /* runs of the rows behind one gate: none across a block's end (so
-     * none across the end of the rows either) */
+    /* runs of up to RUN_ROWS rows, none across the end of the rows */
     uint64_t row = row_of(rb, base + first);
     for (size_t i = first; i < n;) {
-        uint64_t block_end = (row / GATE_ROWS + 1) * GATE_ROWS;
-        if (block_end > rb->cap)
-            block_end = rb->cap;
-        size_t m = n - i < block_end - row ? n - i : (size_t)(block_end - row);
-        run_put(rb, base + i, row, m, src + i * rb->isz, leaf);
+        uint64_t run_end = row + RUN_ROWS < rb->cap ? row + RUN_ROWS : rb->cap;
+        size_t m = n - i < run_end - row ? n - i : (size_t)(run_end - row);
+        run_put(rb, base, base + i, row, m, src + i * rb->isz, leaf);
         i += m;
         row += m;
         if (row == rb->cap)
@@ -1863,17 +1699,28 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 s = atomic_load_explicit(sq, memory_order_relaxed);
                 continue;
             }
-            uint64_t v0 = gate_wait_open(rb, row);
             /* seq_cst: acquire, so the previous holder's leaf store comes
              * before our read of the old leaf (see leaf_set); and the
-             * holder's half of gate_close's Dekker pair with the load */
+             * update's half of the Dekker pair with row_claim: the CAS,
+             * then the look at the cursor below */
             if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                if (gate_lets(rb, sq, label | 1, s, row, v0)) {
+                /* seq_cst: a pusher of key + capacity either claimed it
+                 * before this load (we see it and give up: the item is
+                 * overwritten) or loads the word after its claim, after
+                 * our CAS, sees it odd and waits for our release */
+                if (atomic_load_explicit(&rb->cursor, memory_order_seq_cst) <= key + rb->cap) {
                     held = true;
                     break;
                 }
-                s = atomic_load_explicit(sq, memory_order_relaxed);   /* a batch took the block */
+                /* give the row back untouched. relaxed: we wrote nothing,
+                 * and a CAS continues the release sequence of the word we
+                 * took, for the pusher that waits for it; it fails if that
+                 * pusher stored its odd word over ours already */
+                uint64_t took = label | 1;
+                atomic_compare_exchange_strong_explicit(sq, &took, label, memory_order_relaxed,
+                                                        memory_order_relaxed);
+                break;
             }
         }
         if (!held)
