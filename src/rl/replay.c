@@ -929,43 +929,56 @@ static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned
             keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
 }
 
-/* One chunk of a uniform sample, everything in one loop: draw the next
- * chunk's row j (nm rows) and ask for its lines, and copy this chunk's row
- * j with its key from next_key; returns the chunk's smallest next_key for
- * the check. Always inlined, so that the common item sizes are constants. */
-static inline __attribute__((always_inline)) uint64_t
-uniform_chunk(const reader_t *rd, size_t isz, uint64_t *st, uint64_t fill, const uint64_t *cur,
-              size_t m, uint64_t *nxt, size_t nm, unsigned char *dst, uint64_t *keys)
+/* One row of a uniform chunk: its key from the watermark (next_key less
+ * a lap: the row's lap offset is lap at or below the mark's row, lap - cap
+ * past it) and, if copy, its bytes. */
+#define UNIFORM_ROW(j)                                                          \
+    do {                                                                        \
+        uint64_t row_ = cur[j];                                                 \
+        keys[j] = row_ + (row_ <= last ? near : far);                           \
+        if (copy)                                                               \
+            racy_copy(dst + (j) * isz, data + row_ * isz, isz);                 \
+    } while (0)
+
+/* One chunk of a uniform sample, in one loop: draw the next chunk's row j
+ * (nm rows, nm <= m) and ask for its lines, and take this chunk's row j
+ * (its key and its copy); then the rows of the last chunk, which draw
+ * nothing. Always inlined, so that the common item sizes and whether
+ * there is a copy are constants: the loop holds nothing else. */
+static inline __attribute__((always_inline)) void
+uniform_chunk(const reader_t *rd, size_t isz, bool copy, uint64_t *st, uint64_t fill,
+              const uint64_t *cur, size_t m, uint64_t *nxt, size_t nm, unsigned char *dst,
+              uint64_t *keys)
 {
     /* locals, all: the stores below (keys, rows, bytes) could alias the
      * reader and the random state, which would be reloaded every row */
     const unsigned char *data = rd->data;
-    uint64_t lo = UINT64_MAX, last = rd->last, cap = rd->cap, near = rd->lap + cap, far = rd->lap;
+    uint64_t last = rd->last, near = rd->lap, far = rd->lap - rd->cap;   /* mod 2^64 */
     uint64_t s = *st;
-    for (size_t j = 0; j < m; j++) {
-        if (j < nm) {
-            uint64_t r = rng_below(&s, fill);
+    size_t j = 0;
+    for (; j < nm; j++) {
+        uint64_t r = rng_below(&s, fill);
+        nxt[j] = r;
+        if (copy) {
             const unsigned char *p = data + r * isz;
-            nxt[j] = r;
             __builtin_prefetch(p);
             for (size_t off = 64; off + 1 < isz; off += 64)   /* rows beyond two lines */
                 __builtin_prefetch(p + off);
             __builtin_prefetch(p + isz - 1);
         }
-        uint64_t row = cur[j], nk = row + (row <= last ? near : far);
-        keys[j] = nk - cap;
-        lo = nk < lo ? nk : lo;
-        if (dst != NULL)
-            racy_copy(dst + j * isz, data + row * isz, isz);
+        UNIFORM_ROW(j);
     }
+    for (; j < m; j++)
+        UNIFORM_ROW(j);
     *st = s;
-    return lo;
 }
 
 /* The rows of a uniform sample with replacement: chunk after chunk, the
  * next chunk drawn and prefetched while this one is copied (the draws keep
- * their order: the same state gives the same samples), each chunk checked
- * as rows_get checks one. */
+ * their order: the same state gives the same samples). Then one look at
+ * the cursor checks the chunk: every next_key is at least the mark, so a
+ * cursor still at the mark (no key claimed since: the common case) passes
+ * every row at once; otherwise each row by its next_key, as rows_get. */
 static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t batch,
                          unsigned char *dst, uint64_t *out_keys)
 {
@@ -981,18 +994,19 @@ static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t
         uint64_t *keys = out_keys != NULL ? out_keys + base : kbuf;
         unsigned char *d = dst != NULL ? dst + base * isz : NULL;
         const uint64_t *cur = rows[c];
-        uint64_t *nxt = rows[c ^ 1], lo;
-        switch (isz) {                    /* a transition is a few dozen bytes */
-        case 16: lo = uniform_chunk(rd, 16, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 32: lo = uniform_chunk(rd, 32, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 48: lo = uniform_chunk(rd, 48, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 64: lo = uniform_chunk(rd, 64, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 96: lo = uniform_chunk(rd, 96, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 128: lo = uniform_chunk(rd, 128, st, fill, cur, m, nxt, nm, d, keys); break;
-        default: lo = uniform_chunk(rd, isz, st, fill, cur, m, nxt, nm, d, keys); break;
+        uint64_t *nxt = rows[c ^ 1];
+        switch (d == NULL ? 0 : isz) {    /* a transition is a few dozen bytes */
+        case 0: uniform_chunk(rd, isz, false, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 16: uniform_chunk(rd, 16, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 32: uniform_chunk(rd, 32, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 48: uniform_chunk(rd, 48, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 64: uniform_chunk(rd, 64, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 96: uniform_chunk(rd, 96, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 128: uniform_chunk(rd, 128, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        default: uniform_chunk(rd, isz, true, st, fill, cur, m, nxt, nm, d, keys); break;
         }
         uint64_t c2 = seq_reread(rd->cursor);   /* every copy above is ordered before it */
-        if (rd->done > 0 && lo >= c2)
+        if (rd->done > 0 && c2 <= rd->done)
             continue;
         for (size_t j = 0; j < m; j++)
             if (rd->done == 0 || keys[j] + rd->cap < c2)
