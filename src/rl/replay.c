@@ -735,11 +735,21 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     const size_t isz = rb->isz;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = key + i;
-        /* the division only past the head that a batch this long skips */
-        uint64_t lap = k - base >= rb->cap ? base + (k - base) % rb->cap : k;
-        row_claim(&sq[i], ready_word(rb, lap), k + 1);
+    const uint64_t cap = rb->cap;           /* a local: the word stores could alias the record */
+    if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
+        /* the common case: every row's previous key is k - cap, so the
+         * ready words and ours are two runs of consecutive labels */
+        uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
+#pragma GCC unroll 4
+        for (size_t i = 0; i < n; i++, ready += 2, odd += 2)
+            row_claim(&sq[i], ready, odd >> 1);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t k = key + i;
+            /* the division only past the head that a batch this long skips */
+            uint64_t lap = k - base >= cap ? base + (k - base) % cap : k;
+            row_claim(&sq[i], ready_word(rb, lap), k + 1);
+        }
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
@@ -748,8 +758,10 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
         for (size_t i = 0; i < n; i++)
             leaf_set(rb, row + i, leaf);
     /* release: as in row_put, bytes and leaf before the even word */
-    for (size_t i = 0; i < n; i++)
-        atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
+    uint64_t even = (key + 1) << 1;
+#pragma GCC unroll 4
+    for (size_t i = 0; i < n; i++, even += 2)
+        atomic_store_explicit(&sq[i], even, memory_order_release);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
