@@ -37,22 +37,10 @@
  *
  * The row sequence word: seq = (key + 1) << 1 | busy.
  *   seq >> 1 is the label: key + 1 of the item the row holds or is being
- *   written with (0: never written); the low bit is set while a holder owns
- *   the row (a batch behind a closed gate owns it too: see "Gates"). So
- *   the word is odd while the row is being written and even when it is
- *   complete: a per-row seqlock (Lamport; Linux's seqcount) whose even
- *   values also say which item is there. Holders are:
- *     - the pusher of key k: takes the row from an even word with a smaller
- *       label to (k + 1) << 1 | 1 with a CAS, writes the bytes and the leaf,
- *       and stores (k + 1) << 1. If the label it finds is larger than k + 1
- *       (a pusher one or more laps ahead overtook it), its item is already
- *       logically overwritten: it drops it. If the word is odd with a
- *       smaller label (the pusher one lap behind is still writing), it
- *       waits. So lapping writers exclude each other and the row always ends
- *       with the newest item: wrap-around keeps the newest capacity items.
- *     - a priority update of key k: takes (k + 1) << 1 to its odd value and
- *       back, changing only the leaf. Finding another label means the item
- *       was overwritten (or is not written yet): the update is dropped.
+ *   written with (0: never written); the low bit is set while a writer or
+ *   an update holds the row. So the word is odd while the row is being
+ *   written and even when it is complete: a per-row seqlock (Lamport;
+ *   Linux's seqcount) whose even values also say which item is there.
  *   Readers never write the word: they read it (even), copy the row and
  *   the leaf, and read it again; a changed or odd word means retry. A
  *   priority update brings the word back to the same even value (ABA), but
@@ -60,32 +48,43 @@
  *   straddling it gets the untouched item with either the old or the new
  *   priority, both of which that item had.
  *
- * Gates and batches. The rows are grouped in blocks of GATE_ROWS, each
- * with a gate word on a line of its own (a version: even open, odd
- * closed). A batch claims its keys with one fetch-and-add and writes them
- * a block at a time: it closes the block's gate with one CAS, and then
- * takes each of its rows with a plain load and store (the row's odd
- * word), as the rows' only writer: other batches wait at the gate, and a
- * single holder (a push or an update, which take rows with their own CAS)
- * that took a row and then finds the gate moved since its look before the
- * CAS hands it back and waits for the gate to open (moved, not closed: a
- * batch may have come and gone in between, see gate_lets); a holder that
- * took the row before the gate closed is seen by the batch (its word is
- * odd) and waited for (gate_close explains the Dekker pair that makes
- * this exact). Then one memcpy for the run (one per stretch if a newer
- * push overtook a row), the leaves, the even words, and the gate
- * opens. So a batch of 32 pays two locked instructions (the claim and the
- * gate), as a mutex ring's lock and unlock; it paid one CAS per row
- * before, 63% of its time in the profile (bench/bench_replay.c). When
- * every row of the run is the batch's (no newer push overtook one), the
- * copy is one memcpy and the words a plain loop, with no per-row mask.
- * Samplers never look at gates (see "Samplers and done").
- * Single pushes keep the CAS per row: it is what lets a push overtake one
- * a lap behind that has not begun (pushers that instead took turns in key
- * order with plain stores waited for every descheduled pusher a lap
- * behind, and on a loaded machine that convoy cut the stress test's pushes
- * 5-100 times); the gate costs them one load of a line nobody writes
- * while no batch runs.
+ * One claim, then plain stores. A push claims its key with one
+ * fetch-and-add on the cursor, and that claim is also its take of the
+ * row: the keys of one row are k, k + cap, k + 2 cap, ..., each claimed
+ * once, and the writer of each waits until the row's word is the even
+ * word of the key before it (row_claim; 0 in the first lap), so a row's
+ * writers take turns in key order and each is its row's only writer while
+ * it writes: it stores its odd word, the bytes and the leaf, and its even
+ * word with plain stores. One locked instruction per push (the claim),
+ * where a CAS on the row's word used to follow it (and a look at a batch
+ * gate before and after: blocks of rows that batches closed with a CAS of
+ * their own). A batch claims its n keys with one fetch-and-add and writes
+ * them a run of up to RUN_ROWS rows at a time: waits for and takes each
+ * row of the run, one memcpy, the leaves, the even words; so a batch pays
+ * one locked instruction in all, a mutex ring two (lock, unlock). A batch
+ * longer than the capacity writes only its last capacity keys (the rest
+ * would be overwritten at once); the row of each held, before the batch,
+ * one of the capacity keys below it (run_put). The cost of the turns: a
+ * writer whose key's previous lap is claimed but not yet written (its
+ * writer descheduled between its claim and its even word) waits for it
+ * (only that row's writer: the cursor and the other rows go on; under a
+ * mutex every user waits for a descheduled holder). An earlier version let a push overtake one a
+ * lap behind that had not begun (a CAS per row, the slower push then
+ * dropped its item); that cost a second locked instruction on every push
+ * for the rare case of a pusher descheduled for a whole lap of pushes.
+ *   A priority update of key k takes the row from the even word of k to
+ *   its odd value with a CAS, and then looks at the cursor: if key k + cap
+ *   has been claimed, the item is overwritten, and it gives the row back
+ *   (a CAS back to the even word, which fails harmlessly if the pusher of
+ *   k + cap has stored its odd word by then) and drops the priority; else
+ *   it sets the leaf and stores the even word. Why a pusher and an update
+ *   never both write (a Dekker pair of seq_cst operations): the pusher
+ *   claims (fetch-and-add) and then loads the word; the update CASes the
+ *   word and then loads the cursor. In their single total order one load
+ *   comes after the other side's write: either the update sees the claim
+ *   and gives up without writing, or the pusher sees the odd word and
+ *   waits for the update's even store. An update finding another label
+ *   (overwritten, or not written yet) drops its priority at once.
  *
  * Samplers and done. A sampler does not read a row's sequence word on
  * its fast path (that was an extra cache line per item, the mutex ring
@@ -98,7 +97,7 @@
  *   head of a batch longer than the buffer, are never written), it reads
  *   the words of the keys after it in order (acquire) while each is even
  *   and names its key, stops at the first that does not (a push still
- *   writing, or overtaken), and publishes the new mark (release CAS, the
+ *   writing), and publishes the new mark (release CAS, the
  *   larger of concurrent marks wins). Each key is scanned about once.
  *   The fast path for a row: its key is the newest key below done that
  *   maps to it (arithmetic, next_key); the copy is made; then, after an
@@ -107,8 +106,7 @@
  *   untorn: (a) that key's writer finished before the mark covered it
  *   (its release store, the scanner's acquire load, the mark's release and
  *   the sampler's acquire of it), and every older writer of the row
- *   finished before it or dropped its item (a row's writers exclude each
- *   other: the word's label only grows); (b) a newer writer claims its key
+ *   finished before it (a row's writers take turns in key order); (b) a newer writer claims its key
  *   (fetch-and-add on the cursor) before its release fence and its first
  *   store to the row, so a copy that saw any of its stores makes the
  *   sampler's fence synchronise with that writer's, and c2 then sees the
@@ -123,7 +121,9 @@
  *   uniform: the next chunk's draws, with their prefetches, in the same
  *   loop as this chunk's copies) and prefetch them one chunk ahead; copy
  *   every row (the item size a constant for the common sizes); one look
- *   at the cursor checks the chunk by its smallest next key.
+ *   at the cursor checks the chunk by its smallest next key (uniform: a
+ *   cursor still at the mark passes every row, as every next key is at
+ *   least the mark; else row by row).
  *
  * The sum tree is lazy: a leaf is only written by its row's holder, who
  * then marks the leaf's block stale (a bit in dirty[], mark_block; an
@@ -350,8 +350,8 @@ static inline void mark_block(hive_replay_t *rb, uint64_t b)
         atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
 }
 
-/* Set a row's leaf; the caller holds the row (odd sequence word, or a
- * closed gate), so it is the only writer of the leaf. The holder's take of
+/* Set a row's leaf; the caller holds the row (its claim, or an update's
+ * odd word), so it is the only writer of the leaf. The holder's take of
  * the row (an acquire) ordered it after the previous holder's release
  * store, which came after that holder's leaf store, so the old value read
  * here is exact. The store is seq_cst for mark_block's argument. The tree
@@ -715,7 +715,16 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
     writer_fence();
-    item_copy(rb->data + row * rb->isz, src, rb->isz);
+    unsigned char *dst = rb->data + row * rb->isz;
+    switch (rb->isz) {                      /* a transition is a few dozen bytes: constant moves */
+    case 16: item_copy(dst, src, 16); break;
+    case 32: item_copy(dst, src, 32); break;
+    case 48: item_copy(dst, src, 48); break;
+    case 64: item_copy(dst, src, 64); break;
+    case 96: item_copy(dst, src, 96); break;
+    case 128: item_copy(dst, src, 128); break;
+    default: item_copy(dst, src, rb->isz); break;
+    }
     if (rb->tree != NULL)
         leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
@@ -1058,7 +1067,7 @@ static void futex_wake_all(_Atomic uint32_t *word)
  * read the futex word before a pusher's bump returns from FUTEX_WAIT at
  * once; one that read it after (acquire, pairing with the bump's release)
  * raised the flag after the pusher cleared it, so the next push wakes it. */
-static void wake_samplers(hive_replay_t *rb)
+static inline void wake_samplers(hive_replay_t *rb)
 {
     if (rb->may_wait && atomic_load_explicit(&rb->want_wake, memory_order_seq_cst) != 0 &&
         atomic_exchange_explicit(&rb->want_wake, 0, memory_order_seq_cst) != 0) {
