@@ -710,12 +710,15 @@ static inline void row_claim(_Atomic uint64_t *sq, uint64_t ready, uint64_t labe
 static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
+    unsigned char *dst = rb->data + row * rb->isz;
+    /* the row's lines for writing, so that their misses overlap the word's */
+    __builtin_prefetch(dst, 1);
+    __builtin_prefetch(dst + rb->isz - 1, 1);
     row_claim(sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
     writer_fence();
-    unsigned char *dst = rb->data + row * rb->isz;
     switch (rb->isz) {                      /* a transition is a few dozen bytes: constant moves */
     case 16: item_copy(dst, src, 16); break;
     case 32: item_copy(dst, src, 32); break;
@@ -745,6 +748,12 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
     _Atomic uint64_t *sq = &rb->seq[row];
     const size_t isz = rb->isz;
     const uint64_t cap = rb->cap;           /* a local: the word stores could alias the record */
+    unsigned char *dst = rb->data + row * isz;
+    /* ask for the run's lines for writing now, so that their misses overlap
+     * the takes of the words below instead of coming one after another
+     * under the memcpy */
+    for (size_t off = 0; off < n * isz; off += 64)
+        __builtin_prefetch(dst + off, 1);
     if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
         /* the common case: every row's previous key is k - cap, so the
          * ready words and ours are two runs of consecutive labels */
@@ -762,7 +771,7 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
-    memcpy(rb->data + row * isz, src, n * isz);
+    memcpy(dst, src, n * isz);
     if (rb->tree != NULL)
         for (size_t i = 0; i < n; i++)
             leaf_set(rb, row + i, leaf);
