@@ -215,6 +215,8 @@ struct hive_replay {
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
     _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
+    REPLAY_ALIGNED _Atomic uint32_t row_epoch; /* futex word of pushers waiting for a row */
+    _Atomic uint32_t row_want;                /* such a pusher sleeps: the next writer wakes it */
     REPLAY_ALIGNED _Atomic uint32_t flushing; /* a tree_flush is under way */
     REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
     _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
@@ -692,14 +694,61 @@ static inline uint64_t ready_word(const hive_replay_t *rb, uint64_t prev_lap)
  * load; its CAS on the word, then its load of the cursor), so that an
  * update which took the row after our load sees our claim and gives up
  * without writing. Plain loads on x86. */
-static inline void row_claim(_Atomic uint64_t *sq, uint64_t ready, uint64_t label)
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns);
+static void futex_wake_all(_Atomic uint32_t *word);
+
+#define ROW_NAP_NS 200000                   /* the longest sleep of a pusher waiting for a row */
+
+/* The slow half of row_claim: the row's previous writer is still at it
+ * (or has not begun: descheduled between its claim and its first store).
+ * Spin a little, then sleep on row_epoch until a writer finishes a row,
+ * rather than yield in a loop: on a machine with more threads than cores
+ * the writer we wait for needs the core, and a waiter that keeps yielding
+ * competes for it (in the stress test's oversubscribed phases that convoy
+ * cost most of the pushes). The sleep is bounded (ROW_NAP_NS): a writer
+ * looks at row_want with a relaxed load after its release store, without
+ * the seq_cst pair that would make the wake exact, so a wake can be
+ * missed, and then the nap ends it. */
+static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64_t *sq,
+                                               uint64_t ready)
 {
-    if (__builtin_expect(atomic_load_explicit(sq, memory_order_seq_cst) != ready, 0)) {
-        unsigned spins = 0;
-        do
-            backoff(&spins);
-        while (atomic_load_explicit(sq, memory_order_seq_cst) != ready);
+    unsigned spins = 0;
+    /* seq_cst loads: as in row_claim */
+    while (atomic_load_explicit(sq, memory_order_seq_cst) != ready) {
+        if (++spins < SPIN_LIMIT) {
+            cpu_relax();
+            continue;
+        }
+        /* acquire: pairs with the waker's release bump, so a bump after
+         * this read ends the sleep at once */
+        uint32_t seen = atomic_load_explicit(&rb->row_epoch, memory_order_acquire);
+        /* relaxed: a request to the writers; a missed one costs a nap */
+        atomic_store_explicit(&rb->row_want, 1, memory_order_relaxed);
+        if (atomic_load_explicit(sq, memory_order_seq_cst) == ready)
+            break;
+        futex_wait(&rb->row_epoch, seen, ROW_NAP_NS);
+        spins = 0;
     }
+}
+
+/* After a writer's release store of a row's even word: wake the pushers
+ * that sleep in row_wait, if any asked (one load of a line nobody writes
+ * while nobody waits). */
+static inline void row_wake(hive_replay_t *rb)
+{
+    /* relaxed: see row_wait (a missed request costs the waiter a nap) */
+    if (__builtin_expect(atomic_load_explicit(&rb->row_want, memory_order_relaxed) != 0, 0) &&
+        atomic_exchange_explicit(&rb->row_want, 0, memory_order_relaxed) != 0) {
+        /* release: see row_wait */
+        atomic_fetch_add_explicit(&rb->row_epoch, 1, memory_order_release);
+        futex_wake_all(&rb->row_epoch);
+    }
+}
+
+static inline void row_claim(hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t ready, uint64_t label)
+{
+    if (__builtin_expect(atomic_load_explicit(sq, memory_order_seq_cst) != ready, 0))
+        row_wait(rb, sq, ready);
     /* relaxed: no other writer stores to the word now but an update's
      * hand-back, a CAS expecting its own odd word, which this store makes
      * fail; readers are ordered by the writer's fence that follows */
@@ -714,7 +763,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     /* the row's lines for writing, so that their misses overlap the word's */
     __builtin_prefetch(dst, 1);
     __builtin_prefetch(dst + rb->isz - 1, 1);
-    row_claim(sq, ready_word(rb, key), key + 1);
+    row_claim(rb, sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
@@ -733,6 +782,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
     atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
+    row_wake(rb);
 }
 
 /* Write the items of keys key .. key+n-1 into the n consecutive rows from
@@ -760,13 +810,13 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
         uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
 #pragma GCC unroll 4
         for (size_t i = 0; i < n; i++, ready += 2, odd += 2)
-            row_claim(&sq[i], ready, odd >> 1);
+            row_claim(rb, &sq[i], ready, odd >> 1);
     } else {
         for (size_t i = 0; i < n; i++) {
             uint64_t k = key + i;
             /* the division only past the head that a batch this long skips */
             uint64_t lap = k - base >= cap ? base + (k - base) % cap : k;
-            row_claim(&sq[i], ready_word(rb, lap), k + 1);
+            row_claim(rb, &sq[i], ready_word(rb, lap), k + 1);
         }
     }
     /* release fence: as in row_put, the odd words before the bytes */
@@ -780,6 +830,7 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
 #pragma GCC unroll 4
     for (size_t i = 0; i < n; i++, even += 2)
         atomic_store_explicit(&sq[i], even, memory_order_release);
+    row_wake(rb);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -1144,6 +1195,8 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     atomic_init(&rb->calls, 0);
     atomic_init(&rb->epoch, 0);
     atomic_init(&rb->want_wake, 0);
+    atomic_init(&rb->row_epoch, 0);
+    atomic_init(&rb->row_want, 0);
     atomic_init(&rb->max_prio, dbits(1.0));
     atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
     atomic_init(&rb->limiter_waits, 0);
@@ -1764,6 +1817,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 uint64_t took = label | 1;
                 atomic_compare_exchange_strong_explicit(sq, &took, label, memory_order_relaxed,
                                                         memory_order_relaxed);
+                row_wake(rb);               /* the pusher may sleep on the row */
                 break;
             }
         }
@@ -1774,6 +1828,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
             blocks[nb++] = row / LEAF_BLOCK;
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
+        row_wake(rb);
         if (applied < INT_MAX)
             applied++;
     }
