@@ -34,8 +34,10 @@
  * writers of one row take turns in key order, so a push (or a batch) whose
  * row's previous key, a whole capacity of pushes earlier, is claimed but
  * not yet written waits for that write (only that row's writer waits: the
- * other pushes go on); and a push waits for a priority update holding its
- * row for the moment it takes to set a leaf.
+ * other pushes go on; after a short spin it sleeps until a write ends);
+ * and a push waits for a priority update holding its row for the moment
+ * it takes to set a leaf. A push makes a system call only to wake such a
+ * sleeper or a sampler held by the rate limiter.
  *
  * The sum tree (prioritized) is brought up to date lazily: a push or an
  * update sets its item's leaf and marks the leaf's block; each sample call,
