@@ -1051,10 +1051,20 @@ static void test_keys_from_watermark(void **state)
     finish(h);
 }
 
-/* A batch that claimed its keys and writes them late, after newer pushes
- * took some of its rows: those rows keep the newer items, the rest get the
- * batch's (the per-row path of a batch), and samplers meanwhile and after
- * hand out only whole items with their own keys. */
+/* Pushes of keys 16 and 17, from a thread of their own (their rows' last
+ * keys, 8 and 9, belong to a batch that writes late: they wait for it). */
+static void *push_16_17(void *arg)
+{
+    push_n(arg, 16, 2);
+    return NULL;
+}
+
+/* A batch that claimed its keys and writes them late: the pushes of the
+ * next lap on its rows wait for it (a row's writers take turns in key
+ * order), the other rows go on; samplers meanwhile and after hand out
+ * only whole items with their own keys; a priority update of an item
+ * whose row is claimed by a newer key is dropped, one of an item whose
+ * row is not is applied. */
 static void test_lagging_batch(void **state)
 {
     (void)state;
@@ -1064,32 +1074,54 @@ static void test_lagging_batch(void **state)
         push_n(rb, 0, 8);                               /* keys 0..7 in rows 0..7 */
         uint64_t base = hive__replay_claim(rb, 6);      /* keys 8..13, rows 0..5, not written */
         assert_int_equal(base, 8);
-        push_n(rb, 14, 4);                              /* keys 14..17: rows 6, 7, 0, 1 */
+        if (prioritized) {
+            /* key 2's row is claimed by key 10 (dropped); key 6's is not yet (applied) */
+            uint64_t k[2] = { 2, 6 };
+            double p[2] = { 3.0, 5.0 };
+            assert_int_equal(hive_replay_update_priorities(rb, k, p, 2), 1);
+            hive_replay_stats_t st;
+            hive_replay_stats(rb, &st);
+            assert_true(fabs(st.total_priority - 12.0) < 1e-12);   /* 7 * 1 + 5 */
+        }
+        push_n(rb, 14, 2);                              /* keys 14, 15: rows 6, 7, not held */
         uint64_t items[8], keys[8], rng = 4;
-        /* rows 2..5 still hold keys 2..5, whole; the rest their newest */
-        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
-                         HIVE_OK);
-        for (int i = 0; i < 8; i++)
-            assert_int_equal(items[i], keys[i]);
-        uint64_t late[6] = { 8, 9, 10, 11, 12, 13 };
-        hive__replay_write_claimed(rb, base, late, 6);  /* rows 0, 1 skipped: 16, 17 are newer */
+        /* rows 0..5 still hold keys 0..5, whole; rows 6, 7 keys 14, 15 */
         assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
                          HIVE_OK);
         uint64_t seen = 0;
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(items[i], keys[i]);
+            assert_true(keys[i] < 6 || keys[i] == 14 || keys[i] == 15);
+            seen |= UINT64_C(1) << keys[i];
+        }
+        assert_int_equal(seen, 0xc03f);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, push_16_17, rb), 0);
+        test_sleep_ms(20);
+        hive_array_t a;
+        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+        const _Atomic uint64_t *row0 = (const _Atomic uint64_t *)a.data;
+        /* relaxed: key 16's push must not have begun; its row holds key 0 */
+        assert_int_equal(atomic_load_explicit(row0, memory_order_relaxed), 0);
+        uint64_t late[6] = { 8, 9, 10, 11, 12, 13 };
+        hive__replay_write_claimed(rb, base, late, 6);  /* then 16 and 17 follow on rows 0, 1 */
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_int_equal(hive_replay_sample_ex(rb, 8, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        seen = 0;
         for (int i = 0; i < 8; i++) {
             assert_int_equal(items[i], keys[i]);
             assert_true(keys[i] >= 10 && keys[i] < 18);
             seen |= UINT64_C(1) << (keys[i] - 10);
         }
         assert_int_equal(seen, 0xff);                   /* keys 10..17, each once */
-        hive_array_t a;
-        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
         static const uint64_t want[8] = { 16, 17, 10, 11, 12, 13, 14, 15 };
         assert_memory_equal(a.data, want, sizeof want);
         if (prioritized) {
             hive_replay_stats_t st;
             hive_replay_stats(rb, &st);
-            assert_true(fabs(st.total_priority - 8.0) < 1e-12);
+            /* every row holds an item pushed with the largest priority, 5 */
+            assert_true(fabs(st.total_priority - 8 * 5.0) < 1e-9);
             assert_int_equal(hive__replay_tree_check(rb), 0);
         }
         assert_int_equal(hive_replay_free(rb), HIVE_OK);

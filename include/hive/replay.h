@@ -29,12 +29,15 @@
  * No call takes a lock. A sampler reads no per-row word unless the row was
  * written since its call began (it validates a chunk of copies with one
  * look at the insert count; src/rl/replay.c, "Samplers and done"). The
- * waits that remain are all for a copy in progress on the same rows: a
- * sampler that picks a row being written waits for that write; a push that laps a slower push of its row (one
- * that started a whole capacity of pushes earlier and has not finished)
- * waits for it; and a batch writes a block of 32 rows behind a gate, so a
- * single push or priority update of a row in that block, or another batch
- * on it, waits for that batch's copy.
+ * waits that remain are all for a write in progress on the same rows: a
+ * sampler that picks a row being written waits for that write; the
+ * writers of one row take turns in key order, so a push (or a batch) whose
+ * row's previous key, a whole capacity of pushes earlier, is claimed but
+ * not yet written waits for that write (only that row's writer waits: the
+ * other pushes go on; after a short spin it sleeps until a write ends);
+ * and a push waits for a priority update holding its row for the moment
+ * it takes to set a leaf. A push makes a system call only to wake such a
+ * sleeper or a sampler held by the rate limiter.
  *
  * The sum tree (prioritized) is brought up to date lazily: a push or an
  * update sets its item's leaf and marks the leaf's block; each sample call,
@@ -90,8 +93,7 @@ typedef struct hive_replay_config {
  * @out: receives the buffer.
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
- * memory, per-row sequence words, one 64-byte batch gate per 32 rows and,
- * when prioritized, one priority leaf per row (8 bytes each) and a sum tree
+ * memory, per-row sequence words (8 bytes each) and, when prioritized, one priority leaf per row (8 bytes each) and a sum tree
  * over blocks of 8 leaves with the flusher's work list (3 bytes per row). Returns HIVE_EINVAL for NULL arguments,
  * a zero capacity or item size, capacity * item_size overflowing, alpha,
  * beta, error_buffer or samples_per_insert negative or not finite, alpha
@@ -121,10 +123,11 @@ hive_ref_t hive_replay_array(const hive_replay_t *rb);
  * @rb: the buffer.
  * @item: the bytes to copy.
  *
- * One fetch-and-add claims the next key; the row is written under its
- * sequence word (a CAS takes it, a store gives it back; a look at its
- * block's batch gate before and after the CAS keeps it out of a batch). When the buffer is
- * full the oldest item is overwritten.
+ * One fetch-and-add claims the next key, which makes the caller the only
+ * writer of its row: it waits until the row's previous item (the key one
+ * capacity earlier) is complete, then writes the row under its sequence
+ * word with plain stores. When the buffer is full the oldest item is
+ * overwritten.
  * A prioritized buffer gives the new item the largest priority seen so far
  * (1.0 until a larger one is set). Never blocks on samplers or on the rate
  * limiter. HIVE_EINVAL for NULL arguments.
@@ -134,9 +137,9 @@ int hive_replay_push(hive_replay_t *rb, const void *item);
 /*
  * hive_replay_push_batch - push n items stored back to back (n * item_size
  * bytes) with one claim for the lot; their keys are consecutive. The rows
- * are written a block of 32 rows at a time behind one gate (one CAS per
- * block, not per row; single pushes and priority updates of a row keep
- * out while its block is gated), each block's run copied with one memcpy.
+ * are written a run of up to 32 rows at a time: each row's sequence word
+ * taken, one memcpy for the run, the words given back. One locked
+ * instruction for the whole batch (the claim).
  * If n exceeds the capacity only the last capacity items are kept (all n
  * count as inserts).
  * n = 0 does nothing. HIVE_EINVAL for NULL arguments, or n * item_size

@@ -37,22 +37,10 @@
  *
  * The row sequence word: seq = (key + 1) << 1 | busy.
  *   seq >> 1 is the label: key + 1 of the item the row holds or is being
- *   written with (0: never written); the low bit is set while a holder owns
- *   the row (a batch behind a closed gate owns it too: see "Gates"). So
- *   the word is odd while the row is being written and even when it is
- *   complete: a per-row seqlock (Lamport; Linux's seqcount) whose even
- *   values also say which item is there. Holders are:
- *     - the pusher of key k: takes the row from an even word with a smaller
- *       label to (k + 1) << 1 | 1 with a CAS, writes the bytes and the leaf,
- *       and stores (k + 1) << 1. If the label it finds is larger than k + 1
- *       (a pusher one or more laps ahead overtook it), its item is already
- *       logically overwritten: it drops it. If the word is odd with a
- *       smaller label (the pusher one lap behind is still writing), it
- *       waits. So lapping writers exclude each other and the row always ends
- *       with the newest item: wrap-around keeps the newest capacity items.
- *     - a priority update of key k: takes (k + 1) << 1 to its odd value and
- *       back, changing only the leaf. Finding another label means the item
- *       was overwritten (or is not written yet): the update is dropped.
+ *   written with (0: never written); the low bit is set while a writer or
+ *   an update holds the row. So the word is odd while the row is being
+ *   written and even when it is complete: a per-row seqlock (Lamport;
+ *   Linux's seqcount) whose even values also say which item is there.
  *   Readers never write the word: they read it (even), copy the row and
  *   the leaf, and read it again; a changed or odd word means retry. A
  *   priority update brings the word back to the same even value (ABA), but
@@ -60,32 +48,48 @@
  *   straddling it gets the untouched item with either the old or the new
  *   priority, both of which that item had.
  *
- * Gates and batches. The rows are grouped in blocks of GATE_ROWS, each
- * with a gate word on a line of its own (a version: even open, odd
- * closed). A batch claims its keys with one fetch-and-add and writes them
- * a block at a time: it closes the block's gate with one CAS, and then
- * takes each of its rows with a plain load and store (the row's odd
- * word), as the rows' only writer: other batches wait at the gate, and a
- * single holder (a push or an update, which take rows with their own CAS)
- * that took a row and then finds the gate moved since its look before the
- * CAS hands it back and waits for the gate to open (moved, not closed: a
- * batch may have come and gone in between, see gate_lets); a holder that
- * took the row before the gate closed is seen by the batch (its word is
- * odd) and waited for (gate_close explains the Dekker pair that makes
- * this exact). Then one memcpy for the run (one per stretch if a newer
- * push overtook a row), the leaves, the even words, and the gate
- * opens. So a batch of 32 pays two locked instructions (the claim and the
- * gate), as a mutex ring's lock and unlock; it paid one CAS per row
- * before, 63% of its time in the profile (bench/bench_replay.c). When
- * every row of the run is the batch's (no newer push overtook one), the
- * copy is one memcpy and the words a plain loop, with no per-row mask.
- * Samplers never look at gates (see "Samplers and done").
- * Single pushes keep the CAS per row: it is what lets a push overtake one
- * a lap behind that has not begun (pushers that instead took turns in key
- * order with plain stores waited for every descheduled pusher a lap
- * behind, and on a loaded machine that convoy cut the stress test's pushes
- * 5-100 times); the gate costs them one load of a line nobody writes
- * while no batch runs.
+ * One claim, then plain stores. A push claims its key with one
+ * fetch-and-add on the cursor, and that claim is also its take of the
+ * row: the keys of one row are k, k + cap, k + 2 cap, ..., each claimed
+ * once, and the writer of each waits until the row's word is the even
+ * word of the key before it (row_claim; 0 in the first lap), so a row's
+ * writers take turns in key order and each is its row's only writer while
+ * it writes: it stores its odd word, the bytes and the leaf, and its even
+ * word with plain stores. One locked instruction per push (the claim),
+ * where a CAS on the row's word used to follow it (and a look at a batch
+ * gate before and after: blocks of rows that batches closed with a CAS of
+ * their own). A batch claims its n keys with one fetch-and-add and writes
+ * them a run of up to RUN_ROWS rows at a time: waits for and takes each
+ * row of the run, one memcpy, the leaves, the even words; so a batch pays
+ * one locked instruction in all, a mutex ring two (lock, unlock). A batch
+ * longer than the capacity writes only its last capacity keys (the rest
+ * would be overwritten at once); the row of each held, before the batch,
+ * one of the capacity keys below it (run_put). The cost of the turns: a
+ * writer whose key's previous lap is claimed but not yet written (its
+ * writer descheduled between its claim and its even word) waits for it
+ * (only that row's writer: the cursor and the other rows go on; under a
+ * mutex every user waits for a descheduled holder). It spins a little and
+ * then sleeps on a futex word that the next writer to finish a row bumps
+ * (row_wait, row_wake: a push makes a system call only when a pusher
+ * sleeps), so that on a machine with more threads than cores the waiters
+ * leave the core to the writer they wait for; yielding in a loop instead
+ * cut the stress test's pushes 4-11 times. An earlier version let a push overtake one a
+ * lap behind that had not begun (a CAS per row, the slower push then
+ * dropped its item); that cost a second locked instruction on every push
+ * for the rare case of a pusher descheduled for a whole lap of pushes.
+ *   A priority update of key k takes the row from the even word of k to
+ *   its odd value with a CAS, and then looks at the cursor: if key k + cap
+ *   has been claimed, the item is overwritten, and it gives the row back
+ *   (a CAS back to the even word, which fails harmlessly if the pusher of
+ *   k + cap has stored its odd word by then) and drops the priority; else
+ *   it sets the leaf and stores the even word. Why a pusher and an update
+ *   never both write (a Dekker pair of seq_cst operations): the pusher
+ *   claims (fetch-and-add) and then loads the word; the update CASes the
+ *   word and then loads the cursor. In their single total order one load
+ *   comes after the other side's write: either the update sees the claim
+ *   and gives up without writing, or the pusher sees the odd word and
+ *   waits for the update's even store. An update finding another label
+ *   (overwritten, or not written yet) drops its priority at once.
  *
  * Samplers and done. A sampler does not read a row's sequence word on
  * its fast path (that was an extra cache line per item, the mutex ring
@@ -98,7 +102,7 @@
  *   head of a batch longer than the buffer, are never written), it reads
  *   the words of the keys after it in order (acquire) while each is even
  *   and names its key, stops at the first that does not (a push still
- *   writing, or overtaken), and publishes the new mark (release CAS, the
+ *   writing), and publishes the new mark (release CAS, the
  *   larger of concurrent marks wins). Each key is scanned about once.
  *   The fast path for a row: its key is the newest key below done that
  *   maps to it (arithmetic, next_key); the copy is made; then, after an
@@ -107,8 +111,7 @@
  *   untorn: (a) that key's writer finished before the mark covered it
  *   (its release store, the scanner's acquire load, the mark's release and
  *   the sampler's acquire of it), and every older writer of the row
- *   finished before it or dropped its item (a row's writers exclude each
- *   other: the word's label only grows); (b) a newer writer claims its key
+ *   finished before it (a row's writers take turns in key order); (b) a newer writer claims its key
  *   (fetch-and-add on the cursor) before its release fence and its first
  *   store to the row, so a copy that saw any of its stores makes the
  *   sampler's fence synchronise with that writer's, and c2 then sees the
@@ -123,7 +126,9 @@
  *   uniform: the next chunk's draws, with their prefetches, in the same
  *   loop as this chunk's copies) and prefetch them one chunk ahead; copy
  *   every row (the item size a constant for the common sizes); one look
- *   at the cursor checks the chunk by its smallest next key.
+ *   at the cursor checks the chunk by its smallest next key (uniform: a
+ *   cursor still at the mark passes every row, as every next key is at
+ *   least the mark; else row by row).
  *
  * The sum tree is lazy: a leaf is only written by its row's holder, who
  * then marks the leaf's block stale (a bit in dirty[], mark_block; an
@@ -187,15 +192,7 @@
 #define UCHUNK          16                  /* the same for uniform draws (measured best) */
 #define LEAF_BLOCK      8                  /* leaves under one bottom node of the tree */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
-#define GATE_ROWS       32                  /* rows behind one batch gate (<= 64: a run's mask) */
-
-/* A batch gate: one word per block of GATE_ROWS rows, on a line of its own
- * (two producers' batches land on neighbouring blocks): a version, even
- * while open, odd while a batch holds it. */
-typedef struct gate {
-    _Atomic uint64_t word;
-    char             pad[64 - sizeof(uint64_t)];
-} gate_t;
+#define RUN_ROWS        32                  /* rows a batch takes before it copies them */
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -209,7 +206,6 @@ struct hive_replay {
     _Atomic uint64_t *seq;          /* cap row sequence words */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
     _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
-    gate_t           *gate;         /* one per GATE_ROWS rows */
     _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
     uint64_t         *todo;         /* prioritized: the flusher's list of nodes, P entries */
     double            alpha, beta, spi, error_buffer;
@@ -224,6 +220,8 @@ struct hive_replay {
     _Atomic uint64_t calls;                   /* sample calls on the buffer's stream */
     REPLAY_ALIGNED _Atomic uint32_t epoch;    /* futex word of waiting samplers */
     _Atomic uint32_t want_wake;               /* a sampler sleeps: the next push wakes it */
+    REPLAY_ALIGNED _Atomic uint32_t row_epoch; /* futex word of pushers waiting for a row */
+    _Atomic uint32_t row_want;                /* such a pusher sleeps: the next writer wakes it */
     REPLAY_ALIGNED _Atomic uint32_t flushing; /* a tree_flush is under way */
     REPLAY_ALIGNED _Atomic uint64_t max_prio; /* bits: largest priority seen */
     _Atomic uint64_t max_leaf;                /* bits: max_prio ^ alpha */
@@ -359,8 +357,8 @@ static inline void mark_block(hive_replay_t *rb, uint64_t b)
         atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
 }
 
-/* Set a row's leaf; the caller holds the row (odd sequence word, or a
- * closed gate), so it is the only writer of the leaf. The holder's take of
+/* Set a row's leaf; the caller holds the row (its claim, or an update's
+ * odd word), so it is the only writer of the leaf. The holder's take of
  * the row (an acquire) ordered it after the previous holder's release
  * store, which came after that holder's leaf store, so the old value read
  * here is exact. The store is seq_cst for mark_block's argument. The tree
@@ -677,230 +675,167 @@ static inline void writer_fence(void)
     atomic_thread_fence(memory_order_release);
 }
 
-/* The gate of row's block (see "Batches" at the top of the file). */
-static inline _Atomic uint64_t *gate_of(const hive_replay_t *rb, uint64_t row)
+/* The word a row holds once the item before key's is complete: the label
+ * of key - capacity, even, or 0 while key is in the first lap (the row was
+ * never written). prev_lap is key's place counted a lap on: key itself for
+ * a single push, see run_put for a batch longer than the capacity. */
+static inline uint64_t ready_word(const hive_replay_t *rb, uint64_t prev_lap)
 {
-    return &rb->gate[row / GATE_ROWS].word;
+    return prev_lap >= rb->cap ? (prev_lap - rb->cap + 1) << 1 : 0;
 }
 
-/* A gate word is a version: even while open, odd while a batch holds it;
- * closing adds one, opening one more. */
+/* Wait until a row's word is `ready` (the item of the row's previous key
+ * complete, and no priority update holding it), then take the row for
+ * the key labelled `label` with a plain store of its odd word. The caller
+ * claimed that key from the cursor, so it is the row's only writer (see
+ * "One claim, then plain stores" at the top of the file): the previous
+ * key's writer stores `ready` last, and the next key's writer waits for
+ * ours; an update takes the row only from the even word and gives it
+ * back (gives up) once it sees our claim, see update_priorities.
+ *
+ * seq_cst loads: acquire, pairing with the previous writer's release
+ * store (its bytes and leaf come before ours); and the pusher's half of
+ * the Dekker pair with an update (our claim on the cursor, then this
+ * load; its CAS on the word, then its load of the cursor), so that an
+ * update which took the row after our load sees our claim and gives up
+ * without writing. Plain loads on x86. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns);
+static void futex_wake_all(_Atomic uint32_t *word);
 
-/* A single holder (a push or an update) that took a row with its CAS found
- * the row's gate moved since its look before the CAS: a batch holds the
- * block, or came and went. It hands the row back and waits for the gate
- * to be open. The hand-back is a CAS from the word it stored to the word
- * it found (its bytes and leaf are untouched, so that word is still true);
- * it fails only if the batch already wrote over the row's word, and then
- * the word is the batch's, not ours to restore. Either way the holder
- * then looks at the row again. */
-static void gate_yield(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took, uint64_t found,
-                       uint64_t row)
+#define ROW_NAP_NS 200000                   /* the longest sleep of a pusher waiting for a row */
+
+/* The slow half of row_claim: the row's previous writer is still at it
+ * (or has not begun: descheduled between its claim and its first store).
+ * Spin a little, then sleep on row_epoch until a writer finishes a row,
+ * rather than yield in a loop: on a machine with more threads than cores
+ * the writer we wait for needs the core, and a waiter that keeps yielding
+ * competes for it (in the stress test's oversubscribed phases that convoy
+ * cost most of the pushes). The sleep is bounded (ROW_NAP_NS): a writer
+ * looks at row_want with a relaxed load after its release store, without
+ * the seq_cst pair that would make the wake exact, so a wake can be
+ * missed, and then the nap ends it. */
+static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64_t *sq,
+                                               uint64_t ready)
 {
-    /* relaxed: nothing of ours was written; the word names the same item */
-    atomic_compare_exchange_strong_explicit(sq, &took, found, memory_order_relaxed,
-                                            memory_order_relaxed);
-    _Atomic uint64_t *g = gate_of(rb, row);
     unsigned spins = 0;
-    /* relaxed polls: the holder's CAS that follows orders what it needs */
-    while (atomic_load_explicit(g, memory_order_relaxed) & 1)
-        backoff(&spins);
-}
-
-/* A single holder's look at the gate before its CAS: the version, once
- * open (relaxed: compared after the CAS, which orders what matters). */
-static inline uint64_t gate_wait_open(const hive_replay_t *rb, uint64_t row)
-{
-    _Atomic uint64_t *g = gate_of(rb, row);
-    uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
-    unsigned spins = 0;
-    while (v & 1) {
-        backoff(&spins);
-        v = atomic_load_explicit(g, memory_order_relaxed);
-    }
-    return v;
-}
-
-/* After a single holder's CAS took a row (the word now `took`, found
- * `found` before), with the gate at version v0 (open) when it looked
- * before the CAS: true if the row is its to write, false if it gave the
- * row back or a batch took it, and must look at the row again. The gate
- * still at v0 after the CAS means no batch closed it in between; one that
- * closes it later reads our odd word and waits (see gate_close). A batch
- * that had closed it before our first look either still held it (v0 odd:
- * we waited) or had opened it again, done with the row before our CAS.
- * The version, not a flag: a batch that closed the gate after our first
- * look, read the row's word before our CAS and stored its own odd word
- * over ours may have finished and opened the gate again before the
- * second look; the gate is open then, but not at v0. */
-static inline bool gate_lets(const hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t took,
-                             uint64_t found, uint64_t row, uint64_t v0)
-{
-    if (__builtin_expect(atomic_load_explicit(gate_of(rb, row), memory_order_seq_cst) == v0, 1))
-        return true;
-    gate_yield(rb, sq, took, found, row);
-    return false;
-}
-
-/* Take key's row for writing (see the top of the file): true once the
- * word is key's odd word, false if a newer item holds the row (ours is
- * logically overwritten already: drop it). */
-static inline bool row_take(const hive_replay_t *rb, uint64_t row, uint64_t key)
-{
-    _Atomic uint64_t *sq = &rb->seq[row];
-    uint64_t mine = (key + 1) << 1;
-    /* relaxed polls: only the CAS that takes the row needs to order */
-    uint64_t s = atomic_load_explicit(sq, memory_order_relaxed);
-    unsigned spins = 0;
-    for (;;) {
-        if ((s >> 1) > key + 1)
-            return false;                   /* a newer item holds the row: ours is gone */
-        if (s & 1) {                        /* the previous lap's writer (or an update) */
-            backoff(&spins);
-            s = atomic_load_explicit(sq, memory_order_relaxed);
+    /* seq_cst loads: as in row_claim */
+    while (atomic_load_explicit(sq, memory_order_seq_cst) != ready) {
+        if (++spins < SPIN_LIMIT) {
+            cpu_relax();
             continue;
         }
-        uint64_t v0 = gate_wait_open(rb, row);
-        /* seq_cst (acquire and more): pairs with the previous holder's
-         * release store, so its byte and leaf stores come before ours; and
-         * with the gate load in gate_lets it is one half of the Dekker
-         * pair with gate_close (see there) */
-        if (atomic_compare_exchange_weak_explicit(sq, &s, mine | 1, memory_order_seq_cst,
-                                                  memory_order_relaxed)) {
-            if (gate_lets(rb, sq, mine | 1, s, row, v0))
-                return true;
-            s = atomic_load_explicit(sq, memory_order_relaxed);
-        }
+        /* acquire: pairs with the waker's release bump, so a bump after
+         * this read ends the sleep at once */
+        uint32_t seen = atomic_load_explicit(&rb->row_epoch, memory_order_acquire);
+        /* relaxed: a request to the writers; a missed one costs a nap */
+        atomic_store_explicit(&rb->row_want, 1, memory_order_relaxed);
+        if (atomic_load_explicit(sq, memory_order_seq_cst) == ready)
+            break;
+        futex_wait(&rb->row_epoch, seen, ROW_NAP_NS);
+        spins = 0;
     }
 }
 
-/* Close a block's gate for a batch: one CAS for up to GATE_ROWS rows; the
- * closed version is returned, for gate_open. Waits while another batch
- * holds it (a batch holds one gate at a time, and waits while holding it
- * only for single holders, which never wait while holding a row: no
- * cycle).
- *
- * Why a single holder and a batch never both own a row (Dekker): the batch
- * closes the gate (seq_cst CAS) and then reads the row's word (seq_cst);
- * a single holder takes the row (seq_cst CAS) and then reads the gate
- * (seq_cst). In the single total order of seq_cst operations, one of the
- * two reads comes after the other side's write: either the holder sees the
- * gate moved and hands the row back without writing anything, or the
- * batch sees the holder's odd word and waits for it to become even. */
-static uint64_t gate_close(_Atomic uint64_t *g)
+/* After a writer's release store of a row's even word: wake the pushers
+ * that sleep in row_wait, if any asked (one load of a line nobody writes
+ * while nobody waits). */
+static inline void row_wake(hive_replay_t *rb)
 {
-    unsigned spins = 0;
-    for (;;) {
-        /* relaxed poll first, so waiting batches do not bounce the line */
-        uint64_t v = atomic_load_explicit(g, memory_order_relaxed);
-        if (!(v & 1) && atomic_compare_exchange_weak_explicit(g, &v, v + 1, memory_order_seq_cst,
-                                                              memory_order_relaxed))
-            return v + 1;
-        backoff(&spins);
+    /* relaxed: see row_wait (a missed request costs the waiter a nap) */
+    if (__builtin_expect(atomic_load_explicit(&rb->row_want, memory_order_relaxed) != 0, 0) &&
+        atomic_exchange_explicit(&rb->row_want, 0, memory_order_relaxed) != 0) {
+        /* release: see row_wait */
+        atomic_fetch_add_explicit(&rb->row_epoch, 1, memory_order_release);
+        futex_wake_all(&rb->row_epoch);
     }
 }
 
-/* Open it again, at the next version: release, so the next batch that
- * closes it (acquire in its seq_cst CAS) sees every byte, leaf and word
- * this one stored. */
-static void gate_open(_Atomic uint64_t *g, uint64_t closed)
+static inline void row_claim(hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t ready, uint64_t label)
 {
-    atomic_store_explicit(g, closed + 1, memory_order_release);
+    if (__builtin_expect(atomic_load_explicit(sq, memory_order_seq_cst) != ready, 0))
+        row_wait(rb, sq, ready);
+    /* relaxed: no other writer stores to the word now but an update's
+     * hand-back, a CAS expecting its own odd word, which this store makes
+     * fail; readers are ordered by the writer's fence that follows */
+    atomic_store_explicit(sq, label << 1 | 1, memory_order_relaxed);
 }
 
-/* Write the item of key into its row. */
+/* Write the item of key into its row (the key claimed by the caller). */
 static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    if (!row_take(rb, row, key))
-        return;
+    unsigned char *dst = rb->data + row * rb->isz;
+    /* the row's lines for writing, so that their misses overlap the word's */
+    __builtin_prefetch(dst, 1);
+    __builtin_prefetch(dst + rb->isz - 1, 1);
+    row_claim(rb, sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
     writer_fence();
-    item_copy(rb->data + row * rb->isz, src, rb->isz);
+    switch (rb->isz) {                      /* a transition is a few dozen bytes: constant moves */
+    case 16: item_copy(dst, src, 16); break;
+    case 32: item_copy(dst, src, 32); break;
+    case 48: item_copy(dst, src, 48); break;
+    case 64: item_copy(dst, src, 64); break;
+    case 96: item_copy(dst, src, 96); break;
+    case 128: item_copy(dst, src, 128); break;
+    default: item_copy(dst, src, rb->isz); break;
+    }
     if (rb->tree != NULL)
         leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
     atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
+    row_wake(rb);
 }
 
 /* Write the items of keys key .. key+n-1 into the n consecutive rows from
- * row, all under one gate (n <= GATE_ROWS, the run inside one block):
- * close the gate, then take each row with plain loads and stores, as its
- * only writer: no single holder can take a row of a closed gate (see
- * gate_close), and no other batch can enter. A row whose word is odd (a
- * single holder that took it before the gate closed) is waited for; a row
- * already holding a newer item is skipped (ours is overwritten). Then one
- * memcpy per stretch of taken rows (one for the run unless a newer push
- * overtook a row), the leaves, the even words, and the gate opens. One
- * locked instruction for the run instead of one per row: the CAS per row
- * was 63% of a batch's time in the profile. */
-static void run_put(hive_replay_t *rb, uint64_t key, uint64_t row, size_t n, const unsigned char *src,
-                    double leaf)
+ * row (no wrap inside), claimed by the caller in one batch from base: take
+ * every row (row_claim), then one memcpy for the run, the leaves, and the
+ * even words. A batch of more than the capacity keeps only its last
+ * capacity keys; the row of each had, before the batch, the key
+ * base - cap + (key - base) % cap (for shorter batches, key - cap), whose
+ * completion it waits for. */
+static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row, size_t n,
+                    const unsigned char *src, double leaf)
 {
     _Atomic uint64_t *sq = &rb->seq[row];
-    _Atomic uint64_t *g = gate_of(rb, row);
     const size_t isz = rb->isz;
-    uint64_t skipped = 0;                   /* rows a newer item holds: not ours to write */
-    uint64_t closed = gate_close(g);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t label = key + i + 1;
-        /* seq_cst: the batch's half of gate_close's Dekker pair; it is an
-         * acquire too, pairing with the previous holder's release store,
-         * so its bytes and leaf come before ours */
-        uint64_t s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-        if (__builtin_expect((s & 1) || (s >> 1) >= label, 0)) {
-            unsigned spins = 0;
-            while ((s & 1) && (s >> 1) <= label) {   /* a single holder of an older item */
-                backoff(&spins);
-                s = atomic_load_explicit(&sq[i], memory_order_seq_cst);
-            }
-            if ((s >> 1) >= label) {        /* a newer item holds the row: ours is gone */
-                skipped |= UINT64_C(1) << i;
-                continue;
-            }
+    const uint64_t cap = rb->cap;           /* a local: the word stores could alias the record */
+    unsigned char *dst = rb->data + row * isz;
+    /* ask for the run's lines for writing now, so that their misses overlap
+     * the takes of the words below instead of coming one after another
+     * under the memcpy */
+    for (size_t off = 0; off < n * isz; off += 64)
+        __builtin_prefetch(dst + off, 1);
+    if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
+        /* the common case: every row's previous key is k - cap, so the
+         * ready words and ours are two runs of consecutive labels */
+        uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
+#pragma GCC unroll 4
+        for (size_t i = 0; i < n; i++, ready += 2, odd += 2)
+            row_claim(rb, &sq[i], ready, odd >> 1);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t k = key + i;
+            /* the division only past the head that a batch this long skips */
+            uint64_t lap = k - base >= cap ? base + (k - base) % cap : k;
+            row_claim(rb, &sq[i], ready_word(rb, lap), k + 1);
         }
-        /* relaxed: nobody else stores to the word while the gate is
-         * closed but a single holder that took it earlier and now only
-         * tries to hand it back with a CAS expecting its own odd word,
-         * which this store makes fail; readers are ordered by the fence
-         * below */
-        atomic_store_explicit(&sq[i], label << 1 | 1, memory_order_relaxed);
     }
     /* release fence: as in row_put, the odd words before the bytes */
     writer_fence();
-    if (__builtin_expect(skipped == 0, 1)) {   /* every row ours: one memcpy, then the words */
-        memcpy(rb->data + row * isz, src, n * isz);
-        if (rb->tree != NULL)
-            for (size_t i = 0; i < n; i++)
-                leaf_set(rb, row + i, leaf);
-        /* release: as in row_put, bytes and leaf before the even word */
+    memcpy(dst, src, n * isz);
+    if (rb->tree != NULL)
         for (size_t i = 0; i < n; i++)
-            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
-        gate_open(g, closed);
-        return;
-    }
-    for (size_t i = 0; i < n;) {            /* each stretch of taken rows, one memcpy */
-        if (skipped >> i & 1) {
-            i++;
-            continue;
-        }
-        size_t end = i + 1;
-        while (end < n && !(skipped >> end & 1))
-            end++;
-        memcpy(rb->data + (row + i) * isz, src + i * isz, (end - i) * isz);
-        i = end;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!(skipped >> i & 1)) {
-            if (rb->tree != NULL)
-                leaf_set(rb, row + i, leaf);
-            /* release: as above */
-            atomic_store_explicit(&sq[i], (key + i + 1) << 1, memory_order_release);
-        }
-    gate_open(g, closed);
+            leaf_set(rb, row + i, leaf);
+    /* release: as in row_put, bytes and leaf before the even word */
+    uint64_t even = (key + 1) << 1;
+#pragma GCC unroll 4
+    for (size_t i = 0; i < n; i++, even += 2)
+        atomic_store_explicit(&sq[i], even, memory_order_release);
+    row_wake(rb);
 }
 
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
@@ -1080,43 +1015,56 @@ static void rows_get(const reader_t *r, const uint64_t *rows, size_t m, unsigned
             keys[j] = row_get(&rd, rows[j], dst ? dst + j * rd.isz : NULL, leaves ? &leaves[j] : NULL);
 }
 
-/* One chunk of a uniform sample, everything in one loop: draw the next
- * chunk's row j (nm rows) and ask for its lines, and copy this chunk's row
- * j with its key from next_key; returns the chunk's smallest next_key for
- * the check. Always inlined, so that the common item sizes are constants. */
-static inline __attribute__((always_inline)) uint64_t
-uniform_chunk(const reader_t *rd, size_t isz, uint64_t *st, uint64_t fill, const uint64_t *cur,
-              size_t m, uint64_t *nxt, size_t nm, unsigned char *dst, uint64_t *keys)
+/* One row of a uniform chunk: its key from the watermark (next_key less
+ * a lap: the row's lap offset is lap at or below the mark's row, lap - cap
+ * past it) and, if copy, its bytes. */
+#define UNIFORM_ROW(j)                                                          \
+    do {                                                                        \
+        uint64_t row_ = cur[j];                                                 \
+        keys[j] = row_ + (row_ <= last ? near : far);                           \
+        if (copy)                                                               \
+            racy_copy(dst + (j) * isz, data + row_ * isz, isz);                 \
+    } while (0)
+
+/* One chunk of a uniform sample, in one loop: draw the next chunk's row j
+ * (nm rows, nm <= m) and ask for its lines, and take this chunk's row j
+ * (its key and its copy); then the rows of the last chunk, which draw
+ * nothing. Always inlined, so that the common item sizes and whether
+ * there is a copy are constants: the loop holds nothing else. */
+static inline __attribute__((always_inline)) void
+uniform_chunk(const reader_t *rd, size_t isz, bool copy, uint64_t *st, uint64_t fill,
+              const uint64_t *cur, size_t m, uint64_t *nxt, size_t nm, unsigned char *dst,
+              uint64_t *keys)
 {
     /* locals, all: the stores below (keys, rows, bytes) could alias the
      * reader and the random state, which would be reloaded every row */
     const unsigned char *data = rd->data;
-    uint64_t lo = UINT64_MAX, last = rd->last, cap = rd->cap, near = rd->lap + cap, far = rd->lap;
+    uint64_t last = rd->last, near = rd->lap, far = rd->lap - rd->cap;   /* mod 2^64 */
     uint64_t s = *st;
-    for (size_t j = 0; j < m; j++) {
-        if (j < nm) {
-            uint64_t r = rng_below(&s, fill);
+    size_t j = 0;
+    for (; j < nm; j++) {
+        uint64_t r = rng_below(&s, fill);
+        nxt[j] = r;
+        if (copy) {
             const unsigned char *p = data + r * isz;
-            nxt[j] = r;
             __builtin_prefetch(p);
             for (size_t off = 64; off + 1 < isz; off += 64)   /* rows beyond two lines */
                 __builtin_prefetch(p + off);
             __builtin_prefetch(p + isz - 1);
         }
-        uint64_t row = cur[j], nk = row + (row <= last ? near : far);
-        keys[j] = nk - cap;
-        lo = nk < lo ? nk : lo;
-        if (dst != NULL)
-            racy_copy(dst + j * isz, data + row * isz, isz);
+        UNIFORM_ROW(j);
     }
+    for (; j < m; j++)
+        UNIFORM_ROW(j);
     *st = s;
-    return lo;
 }
 
 /* The rows of a uniform sample with replacement: chunk after chunk, the
  * next chunk drawn and prefetched while this one is copied (the draws keep
- * their order: the same state gives the same samples), each chunk checked
- * as rows_get checks one. */
+ * their order: the same state gives the same samples). Then one look at
+ * the cursor checks the chunk: every next_key is at least the mark, so a
+ * cursor still at the mark (no key claimed since: the common case) passes
+ * every row at once; otherwise each row by its next_key, as rows_get. */
 static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t batch,
                          unsigned char *dst, uint64_t *out_keys)
 {
@@ -1132,18 +1080,19 @@ static void uniform_rows(const reader_t *rd, uint64_t *st, uint64_t fill, size_t
         uint64_t *keys = out_keys != NULL ? out_keys + base : kbuf;
         unsigned char *d = dst != NULL ? dst + base * isz : NULL;
         const uint64_t *cur = rows[c];
-        uint64_t *nxt = rows[c ^ 1], lo;
-        switch (isz) {                    /* a transition is a few dozen bytes */
-        case 16: lo = uniform_chunk(rd, 16, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 32: lo = uniform_chunk(rd, 32, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 48: lo = uniform_chunk(rd, 48, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 64: lo = uniform_chunk(rd, 64, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 96: lo = uniform_chunk(rd, 96, st, fill, cur, m, nxt, nm, d, keys); break;
-        case 128: lo = uniform_chunk(rd, 128, st, fill, cur, m, nxt, nm, d, keys); break;
-        default: lo = uniform_chunk(rd, isz, st, fill, cur, m, nxt, nm, d, keys); break;
+        uint64_t *nxt = rows[c ^ 1];
+        switch (d == NULL ? 0 : isz) {    /* a transition is a few dozen bytes */
+        case 0: uniform_chunk(rd, isz, false, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 16: uniform_chunk(rd, 16, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 32: uniform_chunk(rd, 32, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 48: uniform_chunk(rd, 48, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 64: uniform_chunk(rd, 64, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 96: uniform_chunk(rd, 96, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        case 128: uniform_chunk(rd, 128, true, st, fill, cur, m, nxt, nm, d, keys); break;
+        default: uniform_chunk(rd, isz, true, st, fill, cur, m, nxt, nm, d, keys); break;
         }
         uint64_t c2 = seq_reread(rd->cursor);   /* every copy above is ordered before it */
-        if (rd->done > 0 && lo >= c2)
+        if (rd->done > 0 && c2 <= rd->done)
             continue;
         for (size_t j = 0; j < m; j++)
             if (rd->done == 0 || keys[j] + rd->cap < c2)
@@ -1183,7 +1132,7 @@ static void futex_wake_all(_Atomic uint32_t *word)
  * read the futex word before a pusher's bump returns from FUTEX_WAIT at
  * once; one that read it after (acquire, pairing with the bump's release)
  * raised the flag after the pusher cleared it, so the next push wakes it. */
-static void wake_samplers(hive_replay_t *rb)
+static inline void wake_samplers(hive_replay_t *rb)
 {
     if (rb->may_wait && atomic_load_explicit(&rb->want_wake, memory_order_seq_cst) != 0 &&
         atomic_exchange_explicit(&rb->want_wake, 0, memory_order_seq_cst) != 0) {
@@ -1251,6 +1200,8 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     atomic_init(&rb->calls, 0);
     atomic_init(&rb->epoch, 0);
     atomic_init(&rb->want_wake, 0);
+    atomic_init(&rb->row_epoch, 0);
+    atomic_init(&rb->row_want, 0);
     atomic_init(&rb->max_prio, dbits(1.0));
     atomic_init(&rb->max_leaf, dbits(1.0));   /* 1 ^ alpha */
     atomic_init(&rb->limiter_waits, 0);
@@ -1270,14 +1221,6 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
-    uint64_t gates = (rb->cap + GATE_ROWS - 1) / GATE_ROWS;
-    /* a line each; cap <= 2^48 keeps gates * 64 far from overflow. Zero
-     * bits: every gate open, at version 0. */
-    void *gp = NULL;
-    if (rb->seq != NULL && hive__posix_memalign(&gp, sizeof(gate_t), gates * sizeof(gate_t)) == 0) {
-        memset(gp, 0, gates * sizeof(gate_t));
-        rb->gate = gp;
-    }
     if (cfg->prioritized && rb->seq != NULL) {
         uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
         rb->nodes = 1;
@@ -1289,14 +1232,13 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
         rb->todo = hive__calloc(rb->nodes, sizeof *rb->todo);
     }
-    if (rb->seq == NULL || rb->gate == NULL ||
+    if (rb->seq == NULL ||
         (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
                               rb->todo == NULL))) {
         uint64_t cap = rb->cap;
         hive_release(h, rb->ref);
         free(rb->todo);
         free(rb->dirty);
-        free(rb->gate);
         free(rb->tree);
         free(rb->leaf);
         free(rb->seq);
@@ -1331,7 +1273,6 @@ int hive_replay_free(hive_replay_t *rb)
     int rc = hive_release(rb->h, rb->ref);
     free(rb->todo);
     free(rb->dirty);
-    free(rb->gate);
     free(rb->tree);
     free(rb->leaf);
     free(rb->seq);
@@ -1387,15 +1328,12 @@ static void batch_write(hive_replay_t *rb, uint64_t base, const void *items, siz
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
     size_t first = n > rb->cap ? n - (size_t)rb->cap : 0;   /* the rest would be overwritten at once */
     const unsigned char *src = items;
-    /* runs of the rows behind one gate: none across a block's end (so
-     * none across the end of the rows either) */
+    /* runs of up to RUN_ROWS rows, none across the end of the rows */
     uint64_t row = row_of(rb, base + first);
     for (size_t i = first; i < n;) {
-        uint64_t block_end = (row / GATE_ROWS + 1) * GATE_ROWS;
-        if (block_end > rb->cap)
-            block_end = rb->cap;
-        size_t m = n - i < block_end - row ? n - i : (size_t)(block_end - row);
-        run_put(rb, base + i, row, m, src + i * rb->isz, leaf);
+        uint64_t run_end = row + RUN_ROWS < rb->cap ? row + RUN_ROWS : rb->cap;
+        size_t m = n - i < run_end - row ? n - i : (size_t)(run_end - row);
+        run_put(rb, base, base + i, row, m, src + i * rb->isz, leaf);
         i += m;
         row += m;
         if (row == rb->cap)
@@ -1863,17 +1801,29 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
                 s = atomic_load_explicit(sq, memory_order_relaxed);
                 continue;
             }
-            uint64_t v0 = gate_wait_open(rb, row);
             /* seq_cst: acquire, so the previous holder's leaf store comes
              * before our read of the old leaf (see leaf_set); and the
-             * holder's half of gate_close's Dekker pair with the load */
+             * update's half of the Dekker pair with row_claim: the CAS,
+             * then the look at the cursor below */
             if (atomic_compare_exchange_weak_explicit(sq, &s, label | 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
-                if (gate_lets(rb, sq, label | 1, s, row, v0)) {
+                /* seq_cst: a pusher of key + capacity either claimed it
+                 * before this load (we see it and give up: the item is
+                 * overwritten) or loads the word after its claim, after
+                 * our CAS, sees it odd and waits for our release */
+                if (atomic_load_explicit(&rb->cursor, memory_order_seq_cst) <= key + rb->cap) {
                     held = true;
                     break;
                 }
-                s = atomic_load_explicit(sq, memory_order_relaxed);   /* a batch took the block */
+                /* give the row back untouched. relaxed: we wrote nothing,
+                 * and a CAS continues the release sequence of the word we
+                 * took, for the pusher that waits for it; it fails if that
+                 * pusher stored its odd word over ours already */
+                uint64_t took = label | 1;
+                atomic_compare_exchange_strong_explicit(sq, &took, label, memory_order_relaxed,
+                                                        memory_order_relaxed);
+                row_wake(rb);               /* the pusher may sleep on the row */
+                break;
             }
         }
         if (!held)
@@ -1883,6 +1833,7 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
             blocks[nb++] = row / LEAF_BLOCK;
         /* release: the leaf is visible to the next holder and to readers */
         atomic_store_explicit(sq, label, memory_order_release);
+        row_wake(rb);
         if (applied < INT_MAX)
             applied++;
     }

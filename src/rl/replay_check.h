@@ -14,8 +14,9 @@ uint64_t hive__replay_tree_check(const hive_replay_t *rb);
 
 /* A batch push in two steps, for tests of a batch that lags: claim n
  * keys (returns the first; they count as inserts at once), then, later,
- * write the n items of those keys as hive_replay_push_batch does (a row
- * that a newer push holds by then is left to it). */
+ * write the n items of those keys as hive_replay_push_batch does (until
+ * then, a push of a key a capacity later than one of these waits for it:
+ * a row's writers take turns in key order). */
 uint64_t hive__replay_claim(hive_replay_t *rb, size_t n);
 void hive__replay_write_claimed(hive_replay_t *rb, uint64_t base, const void *items, size_t n);
 

@@ -7,15 +7,16 @@
  * a reader that skips the sequence re-check, or writers of one row that do
  * not exclude each other, are caught within the first phase. Phases:
  *  - prioritized, 1000 rows (not a power of two): three pushers (one
- *    pushes batches of 8, one batches of 5, so that two batches share a
- *    block of rows behind one gate and straddle blocks; the third pushes
- *    single items, which must keep out of a gated block), two samplers
+ *    pushes batches of 8, one batches of 5, so that batches meet each
+ *    other and single items on neighbouring rows and take rows whose
+ *    previous key another pusher is still writing; the third pushes
+ *    single items), two samplers
  *    (one on the buffer's stream, one on its own) that update the
  *    priorities of what they sampled (0 now and then);
  *  - prioritized, 4 rows: the same, but pushers lap each other on every row
  *    all the time (writers of one row must exclude each other);
  *  - uniform, 1000 rows and 4 rows: single pushes and batches of 8 and 5, which
- *    in the 4-row buffer lap themselves and take rows other pushes hold;
+ *    in the 4-row buffer lap themselves and wait for rows other pushes hold;
  *  - uniform with a rate limiter (one sample per insert, slack 64): the
  *    samplers check that samples never exceed inserts + 64;
  *  - keyed, uniform 1000 rows and prioritized 4 rows: one pusher alone
