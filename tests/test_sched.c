@@ -208,6 +208,35 @@ static void test_a_handed_job_reserves_the_slot(void **state)
     assert_int_equal(atomic_load(&wrong), 0);
 }
 
+/* A stop while a job taken from the slot runs: the job ends (it sees the
+ * stop), its worker frees the slot on its way out, and a job queued behind
+ * it is dropped, not lost. */
+static void test_stop_while_a_handed_job_runs(void **state)
+{
+    (void)state;
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
+    hive_t *h = start(1);
+    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    static tjob_t first, second;
+    _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
+    first = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
+                      .wrong_worker = &wrong };
+    second = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                       .wrong_worker = &wrong };
+    wake_to_spin(h);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
+    hive__sched_spawn(&h->sched, &first.job, 1, -1);
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].jobs) >= 2, 5000);
+    hive__sched_spawn(&h->sched, &second.job, 1, -1);
+    hive__sched_begin_stop(&h->sched);      /* the gated job ends on the stop */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_int_equal(atomic_load(&dropped), 1);
+    assert_int_equal(atomic_load(&wrong), 0);
+}
+
 /* A job taken from the slot that waits (helps) frees the slot for the
  * other spinners, and the worker marks it again once it is idle. A task
  * submitted from this thread (handed: the worker holds the slot) waits for
@@ -446,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_stop_drops_a_handed_job),
         cmocka_unit_test(test_a_handed_job_reserves_the_slot),
         cmocka_unit_test(test_a_waiting_handed_job_frees_the_slot),
+        cmocka_unit_test(test_stop_while_a_handed_job_runs),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
         cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
         cmocka_unit_test(test_spawn_wakes_a_parked_worker),
