@@ -178,8 +178,21 @@ static bool may_steal(hive__worker_t *w, const hive__deque_t *d, int64_t t, int6
     return now - w->lone_since >= LONE_GRACE_NS;
 }
 
-/* The hand-off slot's mark of worker index (odd: a job pointer is even). */
+/* The hand-off slot's words: 0 (free), worker index's mark (odd: it
+ * spins and takes a job stored in its place), or a job (a pointer: even).
+ * A job stays in the slot after its worker took it, as that worker's
+ * reservation while it runs the job (w->reserved): no other spinner marks
+ * a slot that is not 0, and no spawner stores a job in place of anything
+ * but a mark. The worker marks the slot again once the job has ended
+ * (handoff_unreserve), or frees it if it turns to other work. So the
+ * take writes nothing - the only write on the slot's line between a
+ * spawner's store and the sealed result is none - and a stream of
+ * synchronous submits stays on one worker: without the reservation the
+ * node's other idle worker marks the freed slot while the first runs, the
+ * submits alternate between the two, and both spin beside the client
+ * (issue 10). */
 #define HANDOFF_MARK(index) (((uintptr_t)(index) << 1) | 1u)
+_Static_assert(_Alignof(hive__job_t) >= 2, "a job pointer is even");
 
 static inline _Atomic uintptr_t *handoff_slot(hive__worker_t *w)
 {
@@ -215,10 +228,27 @@ static bool handoff_take(hive__worker_t *w)
     uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
     if (likely(v == HANDOFF_MARK(w->index)))
         return false;
-    atomic_store_explicit(slot, 0, memory_order_relaxed);
+    /* the job stays there as w's reservation (see HANDOFF_MARK): no write
+     * now, but the line is fetched for the mark w stores there before its
+     * job's seal (hive__sched_about_idle), while the job's own lines come */
+    hive__prefetchw(slot);
     w->handed = (hive__job_t *)v;
     w->held = false;
+    w->reserved = true;
     return true;
+}
+
+/* w's job taken from the slot has ended (or w turns to something else):
+ * mark the slot as w's again if remark (w is about to look for work at
+ * its top level, with no handed job), else free it. relaxed, both: the
+ * slot is w's (reserved) until this store, and the mark publishes nothing
+ * (handoff_open). */
+static void handoff_unreserve(hive__worker_t *w, bool remark)
+{
+    w->reserved = false;
+    remark = remark && w->handed == NULL;
+    atomic_store_explicit(handoff_slot(w), remark ? HANDOFF_MARK(w->index) : 0, memory_order_relaxed);
+    w->held = remark;
 }
 
 /* w holds the slot: give it up. The CAS fails only if a job was stored
@@ -241,6 +271,10 @@ void hive__sched_about_idle(hive__worker_t *w)
 {
     if (w->held || w->depth != 0)
         return;
+    if (w->reserved) {                   /* its job came from the slot: mark it again, */
+        handoff_unreserve(w, true);      /* with no look around (a stream of submits) */
+        return;
+    }
     /* Work it will find next (its inbox, its deques, its node's rings):
      * taking the slot now would only give it up again at once, two writes
      * of the slot's line per job in a stream of submits. A hint: a stale
@@ -477,6 +511,10 @@ static bool hand_to_spare(hive__worker_t *w, bool (*done)(void *), void *arg)
 
 bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
 {
+    /* a job from the slot waits: the slot is free for another spinner
+     * (nested jobs never hold it) */
+    if (unlikely(w->reserved))
+        handoff_unreserve(w, false);
     if (unlikely(stack_deep()))
         return done != NULL && !done(arg) && hand_to_spare(w, done, arg);
     hive__job_t *job = find_job(w);
@@ -633,11 +671,15 @@ static void run_jobs(hive__worker_t *w)
     for (;;) {
         /* relaxed: a late view only runs one more job; stop() joins us */
         if (unlikely(atomic_load_explicit(&s->stopping, memory_order_relaxed))) {
+            if (w->reserved)
+                handoff_unreserve(w, false);
             if (w->held)
                 handoff_close(w);         /* a job stored there: hive__sched_stop drops it */
             hive__store_flush_retired(s->h, w);
             return;
         }
+        if (w->reserved && w->handed == NULL)   /* the job from the slot ended (not */
+            handoff_unreserve(w, true);         /* about to start): w looks again */
         hive__job_t *job = find_job(w);
         if (job != NULL) {
             run_job(w, job);
@@ -709,6 +751,9 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job)
     wake(s, w);
 }
 
+/* The hand-off mark this thread's last hand-off replaced (hive__sched_spawn). */
+static __thread uintptr_t handoff_guess;
+
 /* Wake one parked worker, preferring node; nothing if none is parked. */
 static void wake_one(hive__sched_t *s, unsigned node)
 {
@@ -763,12 +808,27 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         /* a worker of the node spins idle holding the hand-off slot: the
          * job goes there, and it takes it (see top; nothing to wake).
          * release: the job's body reaches it through its acquire load.
-         * The relaxed load first: no write while the slot is empty. */
-        uintptr_t v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
+         * First a CAS from the mark this thread last handed a job to: in a
+         * submit-get loop the same spinner holds the slot again, and one
+         * CAS takes the line once, where a load and a CAS take it twice
+         * (shared, then exclusive: issue 10). A miss forgets the guess, so
+         * the next spawns take the relaxed load first as before: no write
+         * while the slot is empty. */
+        uintptr_t v = handoff_guess;
+        if (v != 0) {
+            if (atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
+                                                        memory_order_release, memory_order_relaxed))
+                return;
+            handoff_guess = 0;
+        } else {
+            v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
+        }
         if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
                                                                memory_order_release,
-                                                               memory_order_relaxed))
+                                                               memory_order_relaxed)) {
+            handoff_guess = v;
             return;
+        }
         if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
             /* the node's ring is full: hand it to one of its workers directly */
             unsigned k = atomic_fetch_add_explicit(&nq->rr, 1, memory_order_relaxed);

@@ -74,6 +74,8 @@ typedef struct hive__worker {
     hive__job_t        *handed;               /* a job taken from its node's hand-off slot,
                                                  run next (sched.c) */
     bool                held;                 /* it holds that slot (sched.c) */
+    bool                reserved;             /* it runs a job taken from the slot, which
+                                                 stays reserved for it (sched.c) */
     const void         *lone;                 /* the deque whose lone job it waits to steal */
     int64_t             lone_top;             /* ... that job's index (its top then) */
     uint64_t            lone_since;           /* ... when it first saw it there */
@@ -117,9 +119,10 @@ typedef struct hive__nodeq {
     unsigned        nworkers;
     unsigned       *workers;                  /* indices of this node's workers */
     HIVE_ALIGNED _Atomic unsigned rr;         /* round-robin cursor for overflow posts */
-    /* The node's hand-off slot (sched.c): 0, or an idle spinning worker
-     * (its index << 1 | 1) that takes a job stored here in place of that
-     * mark, or such a job. Its own line: the spinner reads it at every look. */
+    /* The node's hand-off slot (sched.c): 0, or an idle spinning worker's
+     * mark (it takes a job stored here in place of the mark), or such a
+     * job, or a worker's reservation while it runs the job it took from
+     * here. Its own line: the spinner reads it at every look. */
     HIVE_ALIGNED _Atomic uintptr_t handoff;
 } hive__nodeq_t;
 

@@ -617,6 +617,10 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 static bool release_count(struct hive *h, hive__obj_t *o)
 {
     int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    /* the last count writes the second line too (the retire link): both
+     * lines are fetched for writing at once, not one after the other */
+    if (n == 1)
+        hive__prefetchw(&o->tail);
     do {
         if (n <= 0)
             return false;
@@ -1351,6 +1355,12 @@ int hive_release(hive_t *h, hive_ref_t ref)
     if (unlikely(r != NULL))
         return r->release(r->ctx, ref);
     hive__rcu_lock();
+    /* the record's first line is fetched for writing (the count) before
+     * the key is read: a line another thread wrote last (a task's seal)
+     * comes over once, not shared for the read and then upgraded */
+    void *rec = ref.id ? hive__handles_rec(&h->store.table, ref.id) : NULL;
+    if (rec != NULL)
+        hive__prefetchw(rec);
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
     bool ok = o != NULL && !actor && release_count(h, o);

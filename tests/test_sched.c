@@ -157,6 +157,122 @@ static void test_stop_drops_a_handed_job(void **state)
     assert_int_equal(atomic_load(&wrong), 0);
 }
 
+/* A job a worker took from the hand-off slot stays there as its
+ * reservation while it runs (sched.c, HANDOFF_MARK): no other spinner
+ * marks the slot and no spawn stores a job over it - the next spawn goes
+ * to the ring and runs once the first ends - and the worker marks the slot
+ * again when it is idle. One worker spinning for good (a long idle spin),
+ * so that it holds the slot whenever it is idle. */
+/* Workers start asleep: one job wakes worker 0, which then spins idle
+ * (holding the slot) for as long as hive__idle_spin_ns says. */
+static void wake_to_spin(hive_t *h)
+{
+    static tjob_t wake;
+    static _Atomic int ran, dropped, wrong;
+    atomic_store(&ran, 0);
+    wake = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .wrong_worker = &wrong };
+    hive__sched_post(&h->sched, 0, &wake.job);
+    WAIT_UNTIL(atomic_load(&ran) == 1, 5000);
+}
+
+static void test_a_handed_job_reserves_the_slot(void **state)
+{
+    (void)state;
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
+    hive_t *h = start(1);
+    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    static tjob_t first, second;
+    _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
+    first = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
+                      .wrong_worker = &wrong };
+    second = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                       .wrong_worker = &wrong };
+    wake_to_spin(h);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);         /* worker 0's mark */
+    hive__sched_spawn(&h->sched, &first.job, 1, -1);
+    /* handed: the slot holds the job, taken or not (the take writes nothing) */
+    assert_true(atomic_load(slot) == (uintptr_t)&first.job);
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].jobs) >= 2, 5000);   /* the waking job + first */
+    assert_true(atomic_load(slot) == (uintptr_t)&first.job);
+    hive__sched_spawn(&h->sched, &second.job, 1, -1);           /* the ring, not the slot */
+    assert_true(atomic_load(slot) == (uintptr_t)&first.job);
+    assert_true(hive__ring_nonempty(&h->sched.nodes[0].ring[1]));
+    assert_int_equal(atomic_load(&ran), 0);
+    atomic_store(&gate, 1);
+    WAIT_UNTIL(atomic_load(&ran) == 2, 5000);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);         /* idle: marked again */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+    assert_int_equal(atomic_load(&dropped), 0);
+    assert_int_equal(atomic_load(&wrong), 0);
+}
+
+/* A stop while a job taken from the slot runs: the job ends (it sees the
+ * stop), its worker frees the slot on its way out, and a job queued behind
+ * it is dropped, not lost. */
+static void test_stop_while_a_handed_job_runs(void **state)
+{
+    (void)state;
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
+    hive_t *h = start(1);
+    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    static tjob_t first, second;
+    _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
+    first = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
+                      .wrong_worker = &wrong };
+    second = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
+                       .wrong_worker = &wrong };
+    wake_to_spin(h);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
+    hive__sched_spawn(&h->sched, &first.job, 1, -1);
+    WAIT_UNTIL(atomic_load(&h->sched.w[0].jobs) >= 2, 5000);
+    hive__sched_spawn(&h->sched, &second.job, 1, -1);
+    hive__sched_begin_stop(&h->sched);      /* the gated job ends on the stop */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_int_equal(atomic_load(&dropped), 1);
+    assert_int_equal(atomic_load(&wrong), 0);
+}
+
+/* A job taken from the slot that waits (helps) frees the slot for the
+ * other spinners, and the worker marks it again once it is idle. A task
+ * submitted from this thread (handed: the worker holds the slot) waits for
+ * an object only this thread seals. */
+static int wait_for_arg(hive_ctx_t *ctx)
+{
+    const void *p;
+    hive_ref_t r = *(const hive_ref_t *)hive_arg(ctx, 0, NULL);
+    return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL);
+}
+
+static void test_a_waiting_handed_job_frees_the_slot(void **state)
+{
+    (void)state;
+    uint64_t spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
+    hive_t *h = start(1);
+    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    void *data;
+    hive_ref_t obj, task;
+    assert_int_equal(hive_create(h, 8, &data, &obj), HIVE_OK);
+    wake_to_spin(h);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
+    assert_int_equal(hive_submit(h, wait_for_arg, &HIVE_VAL(obj), 1, NULL, &task), HIVE_OK);
+    /* it waits, helping: the slot is free (no other worker to mark it) */
+    WAIT_UNTIL(atomic_load(slot) == 0, 5000);
+    assert_int_equal(hive_seal(h, obj), HIVE_OK);
+    const void *p;
+    assert_int_equal(hive_get(h, task, 5000000000, &p, NULL), HIVE_OK);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
+    assert_int_equal(hive_release(h, task), HIVE_OK);
+    assert_int_equal(hive_release(h, obj), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+}
+
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -357,6 +473,9 @@ int main(void)
         cmocka_unit_test(test_wake_only_when_parked),
         cmocka_unit_test(test_shutdown_drops_queued_jobs),
         cmocka_unit_test(test_stop_drops_a_handed_job),
+        cmocka_unit_test(test_a_handed_job_reserves_the_slot),
+        cmocka_unit_test(test_a_waiting_handed_job_frees_the_slot),
+        cmocka_unit_test(test_stop_while_a_handed_job_runs),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
         cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
         cmocka_unit_test(test_spawn_wakes_a_parked_worker),
