@@ -98,7 +98,7 @@ static void check_engine(const char *dir, bool by_env)
 static void test_published_and_shown(void **state)
 {
     (void)state;
-    char dir[] = "test_top_XXXXXX";
+    char dir[] = "/tmp/test_top_XXXXXX";
     assert_non_null(mkdtemp(dir));
     setenv("HIVE_STATS_DIR", dir, 1);
     check_engine(dir, false);
@@ -122,7 +122,7 @@ static void capture(const char *name)
 static void test_live_screen_in_tmux(void **state)
 {
     (void)state;
-    char dir[] = "test_top_XXXXXX", name[64], cmd[512];
+    char dir[] = "/tmp/test_top_XXXXXX", name[64], cmd[512];
     assert_non_null(mkdtemp(dir));
     setenv("HIVE_STATS_DIR", dir, 1);
     hive_config_t cfg = { .workers = 2, .store_bytes = 16u << 20, .no_pin = 1,
@@ -222,7 +222,7 @@ static int json_checks(const char *path, const char *program)
 static void test_busiest_actor_replay_and_envpool(void **state)
 {
     (void)state;
-    char dir[] = "test_top_XXXXXX", path[512];
+    char dir[] = "/tmp/test_top_XXXXXX", path[512];
     assert_non_null(mkdtemp(dir));
     setenv("HIVE_STATS_DIR", dir, 1);
     /* a name a JSON writer must escape: quote, backslash, a control byte,
