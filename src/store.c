@@ -460,6 +460,25 @@ size_t hive__store_used(struct hive *h)
     return used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
 }
 
+bool hive__payload_inline_fast(struct hive *h, hive__obj_t *o, size_t size)
+{
+    unsigned ix = my_shard_ix();
+    if (unlikely(ix >= HIVE__SHARDS))
+        return false;
+    _Atomic size_t *r = &h->store.shards[ix].reserve;
+    size_t unit = hive__arena_inline_charge();
+    /* relaxed: as charge_inline (the CAS on this thread's own line decides
+     * against a full store taking the reserve back) */
+    size_t v = atomic_load_explicit(r, memory_order_relaxed);
+    if (unlikely(v < unit) ||
+        !atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return false;
+    o->data = o->tail.inl;
+    o->size = size;
+    return true;
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
@@ -566,6 +585,29 @@ static hive__obj_t *lookup(struct hive *h, uint64_t id)
     if (likely(k == hive__handles_key_of(id)))
         return rec;
     return k == hive__handles_key_priv(id) ? lookup_private(h, rec, k) : NULL;
+}
+
+/* The calling worker's own private record under id (store.h), or NULL:
+ * the fork-join case of get and release, a spawner reading its child's
+ * result. The id's slot decode and one look at the key and the owner, no
+ * layer between: the owner takes its own record as it is (lookup_private),
+ * and a record a promoter made public since fails the key test and goes
+ * the usual way. NULL also for id 0, another engine's or rank's id, and
+ * any thread that is not one of this engine's workers. */
+static inline hive__obj_t *own_private(struct hive *h, uint64_t id)
+{
+    hive__worker_t *w = hive__self;
+    if (w == NULL || w->sched != &h->sched || id == 0)
+        return NULL;
+    hive__obj_t *o = hive__handles_rec(&h->store.table, id);
+    /* acquire: as lookup's (pairs with publish_private's release). The
+     * owner and the id word are written before that release, and only by
+     * this thread while the key stays private (relaxed, plain) */
+    if (unlikely(o == NULL) ||
+        atomic_load_explicit(hive__handles_key(o), memory_order_acquire) != hive__handles_key_priv(id) ||
+        atomic_load_explicit(&o->owner, memory_order_relaxed) != w->index + 1 || o->id != id)
+        return NULL;
+    return o;
 }
 
 bool hive__store_issued(struct hive *h, uint64_t id)
@@ -1304,15 +1346,19 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     CHECK_ENGINE(h, "hive_get");
     if (unlikely(data == NULL))
         return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
-    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
-    if (unlikely(r != NULL))
-        return r->get(r->ctx, ref, timeout_ns, data, size);
-    hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
-    if (unlikely(o == NULL))
-        return HIVE_ENOENT;
-    if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
-        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
-                          (unsigned long long)ref.id, hive__kind_name(o->kind));
+    /* a worker's own private result (a blob): no find, no kind to check */
+    hive__obj_t *o = own_private(h, ref.id);
+    if (unlikely(o == NULL)) {
+        const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+        if (unlikely(r != NULL))
+            return r->get(r->ctx, ref, timeout_ns, data, size);
+        o = hive__obj_find(h, ref, "hive_get");
+        if (unlikely(o == NULL))
+            return HIVE_ENOENT;
+        if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
+            return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
+                              (unsigned long long)ref.id, hive__kind_name(o->kind));
+    }
     uint32_t st = hive__obj_state(o);
     if (likely(st != HIVE__PENDING))
         return get_result(o, st, data, size);
@@ -1347,11 +1393,20 @@ int hive_retain(hive_t *h, hive_ref_t ref)
 int hive_release(hive_t *h, hive_ref_t ref)
 {
     CHECK_ENGINE(h, "hive_release");
-    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
-    if (unlikely(r != NULL))
-        return r->release(r->ctx, ref);
     hive__rcu_lock();
-    hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
+    /* a worker's own private record (a blob): the count drop (and, for the
+     * last, the free into its cache) with no find; inside the read-side
+     * section all the same, so that the record cannot change lives between
+     * the key's look and the count's CAS (a count dropped twice by mistake) */
+    hive__obj_t *o = own_private(h, ref.id);
+    if (unlikely(o == NULL)) {
+        const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+        if (unlikely(r != NULL)) {
+            hive__rcu_unlock();
+            return r->release(r->ctx, ref);
+        }
+        o = ref.id ? lookup(h, ref.id) : NULL;
+    }
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
     bool ok = o != NULL && !actor && release_count(h, o);
     hive__rcu_unlock();

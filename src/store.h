@@ -157,6 +157,12 @@ struct hive;
 void *hive__payload_alloc(struct hive *h, struct hive__obj *o, uint8_t kind, size_t size,
                           unsigned node, int *err);
 void  hive__payload_free(struct hive *h, struct hive__obj *o);
+/* A blob's inline payload of size (1 .. HIVE__INLINE_MAX) bytes for o,
+ * which has none yet, charged from the calling thread's reserve alone:
+ * true with o->data and o->size set; false (nothing done, no sentence) if
+ * the reserve is empty or the thread has no shard of its own - then
+ * hive__payload_alloc. The fast path of a task's small result. */
+bool  hive__payload_inline_fast(struct hive *h, struct hive__obj *o, size_t size);
 
 /* Does o's payload live in its arena block (not inline, not absent)? */
 static inline bool hive__obj_in_arena(const hive__obj_t *o)

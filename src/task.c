@@ -636,6 +636,14 @@ void *hive_return_alloc(hive_ctx_t *ctx, size_t size)
 
 int hive_return(hive_ctx_t *ctx, const void *data, size_t size)
 {
+    /* a task's first small result (a fork-join's value): inline, charged
+     * from this thread's reserve, copied; everything else below */
+    hive__obj_t *r;
+    if (likely(ctx != NULL && (r = ctx->result) != NULL && data != NULL && size - 1 < HIVE__INLINE_MAX &&
+               r->data == NULL && hive__payload_inline_fast(ctx->h, r, size))) {
+        copy_arg(r->tail.inl, data, size);
+        return HIVE_OK;
+    }
     if (data == NULL && size != 0)
         return hive__fail(HIVE_EINVAL, "hive_return: data is NULL for %zu bytes", size);
     void *p;
