@@ -497,6 +497,34 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
     return true;
 }
 
+bool hive__sched_help_own(hive__worker_t *w)
+{
+    hive__sched_t *s = w->sched;
+    unsigned lane = hive__prio_lane(0);
+    /* Only the plain case, where find_job would come to w's own NORMAL
+     * deque first anyway: nothing handed or held, the inbox empty, no
+     * other lane ever used (relaxed, as find_queued's), stack to spare. */
+    if (w->held || w->handed != NULL ||
+        atomic_load_explicit(&s->lanes_used, memory_order_relaxed) != 1u << lane ||
+        !hive__mpsc_empty(&w->inbox) || stack_deep())
+        return false;
+    hive__job_t *job = hive__deque_take(w->deque[lane]);
+    if (job == NULL)
+        return false;
+    /* acquire: as hive__sched_help (a queued job never runs once stopping) */
+    if (unlikely(atomic_load_explicit(&s->stopping, memory_order_acquire))) {
+        job->fn(job, NULL);
+        return true;
+    }
+    w->depth++;
+    /* relaxed: a statistic only this worker writes */
+    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
+        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
+    run_job(w, job);
+    w->depth--;
+    return true;
+}
+
 /* The sleeping half of parking. starting: the worker's start-up job (see
  * start_parked): it counts itself in `started` once it is in nparked, and
  * then only a stop or a post to its own inbox can be work for it. */

@@ -201,5 +201,12 @@ void hive__sched_about_idle(hive__worker_t *w);
  * done(arg) tells when the wait is over: past a stack's depth the worker
  * runs on a spare thread until then (sched.c, "deep nesting"). */
 bool hive__sched_help(hive__worker_t *w, bool (*done)(void *arg), void *arg);
+/* hive__sched_help's fork-join case, for a wait inside a job: run the
+ * newest job of w's own deque (LIFO: the child just spawned, most often
+ * the one waited for), if the plain case holds - nothing handed to w,
+ * its inbox empty, only the NORMAL lane ever used, stack to spare; false
+ * otherwise or if the deque is empty (then hive__sched_help). The job
+ * find_job would have taken, without its search. */
+bool hive__sched_help_own(hive__worker_t *w);
 
 #endif

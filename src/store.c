@@ -658,6 +658,31 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
 {
+    hive__worker_t *w = hive__self;
+    /* The owner's last count on its private record (a fork-join parent
+     * releasing the result its child has finished and let go of): one
+     * CAS, the key's, instead of the count's and then the key's. The
+     * acquire load of 1 - our own count; the task's drop (acq_rel) is
+     * seen with every write it made before - and then a won CAS of the
+     * key to 0 mean nobody else can hold or take a count: anyone but the
+     * owner reaches the record only through a promotion, which moves the
+     * key off the private value first (then our CAS fails and the count
+     * drops below as usual), and fails once the key is 0. relaxed owner:
+     * as below. */
+    uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
+    if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
+        atomic_load_explicit(&o->refs, memory_order_acquire) == 1) {
+        uint32_t k = hive__handles_key_priv(o->id);
+        /* relaxed: as the CAS below (the count's acquire came first); the
+         * load first spares a promoted record's release a failing CAS */
+        if (atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) == k &&
+            atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&o->refs, 0, memory_order_relaxed);   /* ours alone now */
+            free_private(h, w, o);
+            return true;
+        }
+    }
     int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     do {
         if (n <= 0)
@@ -668,12 +693,10 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (n == 1) {
-        hive__worker_t *w = hive__self;
         /* relaxed owner: ours to read (the last count); the CAS decides
          * against promoters (relaxed: nothing is published by it, and a
          * promoter that loses reads nothing more of the record) */
         uint32_t k = hive__handles_key_priv(o->id);
-        uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
         if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
             atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
                                                     memory_order_relaxed)) {
@@ -1172,8 +1195,10 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return HIVE_OK;
         /* no deadline: help before any clock read (a fork-join get loops
-         * here once per job it runs); the clock only once there is no job */
-        if (helping && deadline == UINT64_MAX && h->store.help(h, obj_done, o))
+         * here once per job it runs); the clock only once there is no job.
+         * The worker's own newest job first, without the search (sched.h) */
+        if (helping && deadline == UINT64_MAX &&
+            (hive__sched_help_own(hive__self) || h->store.help(h, obj_done, o)))
             continue;
         uint64_t now = hive__now_ns();
         if (now >= deadline)
