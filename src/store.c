@@ -1476,8 +1476,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
-    for (size_t i = 0; i < n; i++)
-        if ((objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
+    for (size_t i = 0; i < n; i++)   /* a worker's own results without the find (own_private) */
+        if ((objs[i] = own_private(h, refs[i].id)) == NULL &&
+            (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
             goto out;
         }
@@ -1516,7 +1517,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
              * the refs after every single job would cost O(n) per job) */
             unsigned ran = 0;
             struct wait_set ws = { objs, n, num_ready };
-            while (ran < WAIT_HELP_BURST && s->help(h, wait_set_done, &ws))
+            while (ran < WAIT_HELP_BURST &&
+                   (hive__sched_help_own(w) || s->help(h, wait_set_done, &ws)))
                 ran++;
             if (ran != 0)
                 continue;
