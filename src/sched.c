@@ -761,6 +761,31 @@ static void wake_one(hive__sched_t *s, unsigned node)
     }
 }
 
+/* The spawner's half of the wake handshake after a push on its own deque
+ * (see the top): with asym, the release push and a signal fence, then
+ * nparked (acquire: a parker seen there is seen parked in wake_one); the
+ * parker's membarrier orders the pair. Else the seq_cst push is before
+ * this seq_cst load in the total order. */
+static inline void pushed_own(hive__sched_t *s, unsigned node)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire : memory_order_seq_cst) != 0)
+        wake_one(s, node);
+}
+
+bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane)
+{
+    hive__sched_t *s = w->sched;
+    /* relaxed: as hive__sched_spawn's */
+    if (unlikely(!(atomic_load_explicit(&s->lanes_used, memory_order_relaxed) & (1u << lane))))
+        atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
+    if (unlikely(!(s->asym ? hive__deque_push(w->deque[lane], job)
+                           : hive__deque_push_fenced(w->deque[lane], job))))
+        return false;
+    pushed_own(s, w->slot->node);
+    return true;
+}
+
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
     hive__worker_t *self = hive__self_in(s);
@@ -774,15 +799,7 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         bool pushed = s->asym ? hive__deque_push(self->deque[lane], job)
                               : hive__deque_push_fenced(self->deque[lane], job);
         if (likely(pushed)) {
-            /* the spawner's half of the handshake (see top): with asym,
-             * the release push and a signal fence, then nparked (acquire:
-             * a parker seen there is seen parked in wake_one); the
-             * parker's membarrier orders the pair. Else the seq_cst push is
-             * before this seq_cst load in the total order. */
-            atomic_signal_fence(memory_order_seq_cst);
-            if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire
-                                                          : memory_order_seq_cst) != 0)
-                wake_one(s, target);
+            pushed_own(s, target);
             return;
         }
     }

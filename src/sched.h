@@ -188,6 +188,12 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job);
  * worker's own deque; otherwise on the node's ring. */
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node);
 
+/* hive__sched_spawn from w itself, for w's own node: push job on w's own
+ * deque (lane) and wake a parked worker if there is one; false if the
+ * deque is full (then hive__sched_spawn puts it on the node's ring). A
+ * worker's spawn without the look at who is calling and where. */
+bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane);
+
 /* w's job is about to end (a task about to seal its result, at the top
  * of w's stack): if w has nothing queued of its own, it takes its node's
  * hand-off slot now rather than once it has looked everywhere, so that the

@@ -1387,6 +1387,16 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     uint32_t st = hive__obj_state(o);
     if (likely(st != HIVE__PENDING))
         return get_result(o, st, data, size);
+    /* a fork-join join: a worker waiting for good, not traced, runs its
+     * newest own jobs (the child itself, most often) until the result is
+     * in, before any of wait_state's set-up; then the general wait */
+    hive__worker_t *w = hive__self;
+    if (timeout_ns < 0 && w != NULL && w->sched == &h->sched && w->tring == NULL &&
+        h->store.help != NULL) {
+        while (hive__sched_help_own(w))
+            if ((st = hive__obj_state(o)) != HIVE__PENDING)
+                return get_result(o, st, data, size);
+    }
     sleeper_enter(h);
     int rc = wait_state(h, o, timeout_ns, "hive_get");
     if (rc == HIVE_OK)
