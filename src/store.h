@@ -306,7 +306,10 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o);
  * (no grace period, no shared free stack: the next task result reuses the
  * line while it is in this core's cache, as a task library's own pool
  * would). Otherwise (promoted, or a last count dropped by another thread)
- * it goes the way of every record, through a grace period. */
+ * it goes the way of every record, through a grace period. The owner's
+ * get, release and wait take such a record straight from its slot (no
+ * find), and its last release - the count read as 1 - is the key's CAS
+ * alone (store.c, release_count). */
 #define HIVE__LOCAL_MAX 1024           /* free private records a worker keeps (128 KiB) */
 int  hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out);
 void hive__obj_publish_private(struct hive *h, hive__obj_t *o);
