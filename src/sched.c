@@ -535,6 +535,34 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
     return true;
 }
 
+bool hive__sched_help_own(hive__worker_t *w)
+{
+    hive__sched_t *s = w->sched;
+    unsigned lane = hive__prio_lane(0);
+    /* Only the plain case, where find_job would come to w's own NORMAL
+     * deque first anyway: nothing handed or held, the inbox empty, no
+     * other lane ever used (relaxed, as find_queued's), stack to spare. */
+    if (w->held || w->handed != NULL ||
+        atomic_load_explicit(&s->lanes_used, memory_order_relaxed) != 1u << lane ||
+        !hive__mpsc_empty(&w->inbox) || stack_deep())
+        return false;
+    hive__job_t *job = hive__deque_take(w->deque[lane]);
+    if (job == NULL)
+        return false;
+    /* acquire: as hive__sched_help (a queued job never runs once stopping) */
+    if (unlikely(atomic_load_explicit(&s->stopping, memory_order_acquire))) {
+        job->fn(job, NULL);
+        return true;
+    }
+    w->depth++;
+    /* relaxed: a statistic only this worker writes */
+    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
+        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
+    run_job(w, job);
+    w->depth--;
+    return true;
+}
+
 /* The sleeping half of parking. starting: the worker's start-up job (see
  * start_parked): it counts itself in `started` once it is in nparked, and
  * then only a stop or a post to its own inbox can be work for it. */
@@ -778,6 +806,31 @@ static void wake_one(hive__sched_t *s, unsigned node)
     }
 }
 
+/* The spawner's half of the wake handshake after a push on its own deque
+ * (see the top): with asym, the release push and a signal fence, then
+ * nparked (acquire: a parker seen there is seen parked in wake_one); the
+ * parker's membarrier orders the pair. Else the seq_cst push is before
+ * this seq_cst load in the total order. */
+static inline void pushed_own(hive__sched_t *s, unsigned node)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire : memory_order_seq_cst) != 0)
+        wake_one(s, node);
+}
+
+bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane)
+{
+    hive__sched_t *s = w->sched;
+    /* relaxed: as hive__sched_spawn's */
+    if (unlikely(!(atomic_load_explicit(&s->lanes_used, memory_order_relaxed) & (1u << lane))))
+        atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
+    if (unlikely(!(s->asym ? hive__deque_push(w->deque[lane], job)
+                           : hive__deque_push_fenced(w->deque[lane], job))))
+        return false;
+    pushed_own(s, w->slot->node);
+    return true;
+}
+
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
     hive__worker_t *self = hive__self_in(s);
@@ -791,15 +844,7 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
         bool pushed = s->asym ? hive__deque_push(self->deque[lane], job)
                               : hive__deque_push_fenced(self->deque[lane], job);
         if (likely(pushed)) {
-            /* the spawner's half of the handshake (see top): with asym,
-             * the release push and a signal fence, then nparked (acquire:
-             * a parker seen there is seen parked in wake_one); the
-             * parker's membarrier orders the pair. Else the seq_cst push is
-             * before this seq_cst load in the total order. */
-            atomic_signal_fence(memory_order_seq_cst);
-            if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire
-                                                          : memory_order_seq_cst) != 0)
-                wake_one(s, target);
+            pushed_own(s, target);
             return;
         }
     }

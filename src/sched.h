@@ -191,6 +191,12 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job);
  * worker's own deque; otherwise on the node's ring. */
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node);
 
+/* hive__sched_spawn from w itself, for w's own node: push job on w's own
+ * deque (lane) and wake a parked worker if there is one; false if the
+ * deque is full (then hive__sched_spawn puts it on the node's ring). A
+ * worker's spawn without the look at who is calling and where. */
+bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane);
+
 /* w's job is about to end (a task about to seal its result, at the top
  * of w's stack): if w has nothing queued of its own, it takes its node's
  * hand-off slot now rather than once it has looked everywhere, so that the
@@ -204,5 +210,12 @@ void hive__sched_about_idle(hive__worker_t *w);
  * done(arg) tells when the wait is over: past a stack's depth the worker
  * runs on a spare thread until then (sched.c, "deep nesting"). */
 bool hive__sched_help(hive__worker_t *w, bool (*done)(void *arg), void *arg);
+/* hive__sched_help's fork-join case, for a wait inside a job: run the
+ * newest job of w's own deque (LIFO: the child just spawned, most often
+ * the one waited for), if the plain case holds - nothing handed to w,
+ * its inbox empty, only the NORMAL lane ever used, stack to spare; false
+ * otherwise or if the deque is empty (then hive__sched_help). The job
+ * find_job would have taken, without its search. */
+bool hive__sched_help_own(hive__worker_t *w);
 
 #endif

@@ -460,6 +460,25 @@ size_t hive__store_used(struct hive *h)
     return used > res ? used - res : 0;   /* a moment's view may see a reserve before its charge */
 }
 
+bool hive__payload_inline_fast(struct hive *h, hive__obj_t *o, size_t size)
+{
+    unsigned ix = my_shard_ix();
+    if (unlikely(ix >= HIVE__SHARDS))
+        return false;
+    _Atomic size_t *r = &h->store.shards[ix].reserve;
+    size_t unit = hive__arena_inline_charge();
+    /* relaxed: as charge_inline (the CAS on this thread's own line decides
+     * against a full store taking the reserve back) */
+    size_t v = atomic_load_explicit(r, memory_order_relaxed);
+    if (unlikely(v < unit) ||
+        !atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return false;
+    o->data = o->tail.inl;
+    o->size = size;
+    return true;
+}
+
 static void *payload_try(struct hive *h, void *inl, size_t size, unsigned node, int *err)
 {
     if (inl != NULL)
@@ -568,6 +587,29 @@ static hive__obj_t *lookup(struct hive *h, uint64_t id)
     return k == hive__handles_key_priv(id) ? lookup_private(h, rec, k) : NULL;
 }
 
+/* The calling worker's own private record under id (store.h), or NULL:
+ * the fork-join case of get and release, a spawner reading its child's
+ * result. The id's slot decode and one look at the key and the owner, no
+ * layer between: the owner takes its own record as it is (lookup_private),
+ * and a record a promoter made public since fails the key test and goes
+ * the usual way. NULL also for id 0, another engine's or rank's id, and
+ * any thread that is not one of this engine's workers. */
+static inline hive__obj_t *own_private(struct hive *h, uint64_t id)
+{
+    hive__worker_t *w = hive__self;
+    if (w == NULL || w->sched != &h->sched || id == 0)
+        return NULL;
+    hive__obj_t *o = hive__handles_rec(&h->store.table, id);
+    /* acquire: as lookup's (pairs with publish_private's release). The
+     * owner and the id word are written before that release, and only by
+     * this thread while the key stays private (relaxed, plain) */
+    if (unlikely(o == NULL) ||
+        atomic_load_explicit(hive__handles_key(o), memory_order_acquire) != hive__handles_key_priv(id) ||
+        atomic_load_explicit(&o->owner, memory_order_relaxed) != w->index + 1 || o->id != id)
+        return NULL;
+    return o;
+}
+
 bool hive__store_issued(struct hive *h, uint64_t id)
 {
     return hive__handles_issued(&h->store.table, id);
@@ -616,6 +658,31 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 /* Drop one count. Returns false if there was none to drop. */
 static bool release_count(struct hive *h, hive__obj_t *o)
 {
+    hive__worker_t *w = hive__self;
+    /* The owner's last count on its private record (a fork-join parent
+     * releasing the result its child has finished and let go of): one
+     * CAS, the key's, instead of the count's and then the key's. The
+     * acquire load of 1 - our own count; the task's drop (acq_rel) is
+     * seen with every write it made before - and then a won CAS of the
+     * key to 0 mean nobody else can hold or take a count: anyone but the
+     * owner reaches the record only through a promotion, which moves the
+     * key off the private value first (then our CAS fails and the count
+     * drops below as usual), and fails once the key is 0. relaxed owner:
+     * as below. */
+    uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
+    if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
+        atomic_load_explicit(&o->refs, memory_order_acquire) == 1) {
+        uint32_t k = hive__handles_key_priv(o->id);
+        /* relaxed: as the CAS below (the count's acquire came first); the
+         * load first spares a promoted record's release a failing CAS */
+        if (atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) == k &&
+            atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&o->refs, 0, memory_order_relaxed);   /* ours alone now */
+            free_private(h, w, o);
+            return true;
+        }
+    }
     int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     /* the last count writes the second line too (the retire link): both
      * lines are fetched for writing at once, not one after the other */
@@ -630,12 +697,10 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (n == 1) {
-        hive__worker_t *w = hive__self;
         /* relaxed owner: ours to read (the last count); the CAS decides
          * against promoters (relaxed: nothing is published by it, and a
          * promoter that loses reads nothing more of the record) */
         uint32_t k = hive__handles_key_priv(o->id);
-        uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
         if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
             atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
                                                     memory_order_relaxed)) {
@@ -1134,8 +1199,10 @@ static int sleep_wait(struct hive *h, hive__obj_t *o, uint64_t deadline, int64_t
         if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
             return HIVE_OK;
         /* no deadline: help before any clock read (a fork-join get loops
-         * here once per job it runs); the clock only once there is no job */
-        if (helping && deadline == UINT64_MAX && h->store.help(h, obj_done, o))
+         * here once per job it runs); the clock only once there is no job.
+         * The worker's own newest job first, without the search (sched.h) */
+        if (helping && deadline == UINT64_MAX &&
+            (hive__sched_help_own(hive__self) || h->store.help(h, obj_done, o)))
             continue;
         uint64_t now = hive__now_ns();
         if (now >= deadline)
@@ -1308,18 +1375,32 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     CHECK_ENGINE(h, "hive_get");
     if (unlikely(data == NULL))
         return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
-    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
-    if (unlikely(r != NULL))
-        return r->get(r->ctx, ref, timeout_ns, data, size);
-    hive__obj_t *o = hive__obj_find(h, ref, "hive_get");
-    if (unlikely(o == NULL))
-        return HIVE_ENOENT;
-    if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
-        return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
-                          (unsigned long long)ref.id, hive__kind_name(o->kind));
+    /* a worker's own private result (a blob): no find, no kind to check */
+    hive__obj_t *o = own_private(h, ref.id);
+    if (unlikely(o == NULL)) {
+        const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+        if (unlikely(r != NULL))
+            return r->get(r->ctx, ref, timeout_ns, data, size);
+        o = hive__obj_find(h, ref, "hive_get");
+        if (unlikely(o == NULL))
+            return HIVE_ENOENT;
+        if (unlikely(o->kind != HIVE__BLOB && o->kind != HIVE__ARRAY))
+            return hive__fail(HIVE_ESTATE, "hive_get: object %llu is %s, which has no payload to get",
+                              (unsigned long long)ref.id, hive__kind_name(o->kind));
+    }
     uint32_t st = hive__obj_state(o);
     if (likely(st != HIVE__PENDING))
         return get_result(o, st, data, size);
+    /* a fork-join join: a worker waiting for good, not traced, runs its
+     * newest own jobs (the child itself, most often) until the result is
+     * in, before any of wait_state's set-up; then the general wait */
+    hive__worker_t *w = hive__self;
+    if (timeout_ns < 0 && w != NULL && w->sched == &h->sched && w->tring == NULL &&
+        h->store.help != NULL) {
+        while (hive__sched_help_own(w))
+            if ((st = hive__obj_state(o)) != HIVE__PENDING)
+                return get_result(o, st, data, size);
+    }
     sleeper_enter(h);
     int rc = wait_state(h, o, timeout_ns, "hive_get");
     if (rc == HIVE_OK)
@@ -1351,17 +1432,27 @@ int hive_retain(hive_t *h, hive_ref_t ref)
 int hive_release(hive_t *h, hive_ref_t ref)
 {
     CHECK_ENGINE(h, "hive_release");
-    const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
-    if (unlikely(r != NULL))
-        return r->release(r->ctx, ref);
     hive__rcu_lock();
-    /* the record's first line is fetched for writing (the count) before
-     * the key is read: a line another thread wrote last (a task's seal)
-     * comes over once, not shared for the read and then upgraded */
-    void *rec = ref.id ? hive__handles_rec(&h->store.table, ref.id) : NULL;
-    if (rec != NULL)
-        hive__prefetchw(rec);
-    hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
+    /* a worker's own private record (a blob): the count drop (and, for the
+     * last, the free into its cache) with no find; inside the read-side
+     * section all the same, so that the record cannot change lives between
+     * the key's look and the count's CAS (a count dropped twice by mistake) */
+    hive__obj_t *o = own_private(h, ref.id);
+    if (unlikely(o == NULL)) {
+        const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
+        if (unlikely(r != NULL)) {
+            hive__rcu_unlock();
+            return r->release(r->ctx, ref);
+        }
+        /* the record's first line is fetched for writing (the count)
+         * before the key is read: a line another thread wrote last (a
+         * task's seal) comes over once, not shared for the read and then
+         * upgraded */
+        void *rec = ref.id ? hive__handles_rec(&h->store.table, ref.id) : NULL;
+        if (rec != NULL)
+            hive__prefetchw(rec);
+        o = ref.id ? lookup(h, ref.id) : NULL;
+    }
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
     bool ok = o != NULL && !actor && release_count(h, o);
     hive__rcu_unlock();
@@ -1406,8 +1497,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
-    for (size_t i = 0; i < n; i++)
-        if ((objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
+    for (size_t i = 0; i < n; i++)   /* a worker's own results without the find (own_private) */
+        if ((objs[i] = own_private(h, refs[i].id)) == NULL &&
+            (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
             goto out;
         }
@@ -1446,7 +1538,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
              * the refs after every single job would cost O(n) per job) */
             unsigned ran = 0;
             struct wait_set ws = { objs, n, num_ready };
-            while (ran < WAIT_HELP_BURST && s->help(h, wait_set_done, &ws))
+            while (ran < WAIT_HELP_BURST &&
+                   (hive__sched_help_own(w) || s->help(h, wait_set_done, &ws)))
                 ran++;
             if (ran != 0)
                 continue;

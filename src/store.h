@@ -157,6 +157,12 @@ struct hive;
 void *hive__payload_alloc(struct hive *h, struct hive__obj *o, uint8_t kind, size_t size,
                           unsigned node, int *err);
 void  hive__payload_free(struct hive *h, struct hive__obj *o);
+/* A blob's inline payload of size (1 .. HIVE__INLINE_MAX) bytes for o,
+ * which has none yet, charged from the calling thread's reserve alone:
+ * true with o->data and o->size set; false (nothing done, no sentence) if
+ * the reserve is empty or the thread has no shard of its own - then
+ * hive__payload_alloc. The fast path of a task's small result. */
+bool  hive__payload_inline_fast(struct hive *h, struct hive__obj *o, size_t size);
 
 /* Does o's payload live in its arena block (not inline, not absent)? */
 static inline bool hive__obj_in_arena(const hive__obj_t *o)
@@ -300,7 +306,10 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o);
  * (no grace period, no shared free stack: the next task result reuses the
  * line while it is in this core's cache, as a task library's own pool
  * would). Otherwise (promoted, or a last count dropped by another thread)
- * it goes the way of every record, through a grace period. */
+ * it goes the way of every record, through a grace period. The owner's
+ * get, release and wait take such a record straight from its slot (no
+ * find), and its last release - the count read as 1 - is the key's CAS
+ * alone (store.c, release_count). */
 #define HIVE__LOCAL_MAX 1024           /* free private records a worker keeps (128 KiB) */
 int  hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out);
 void hive__obj_publish_private(struct hive *h, hive__obj_t *o);

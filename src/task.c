@@ -335,7 +335,7 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
      * queued job (small_job with w == NULL) */
     if (atomic_load_explicit(&h->sched.stopping, memory_order_acquire))
         small_unrun(h, r, HIVE_ESHUTDOWN);
-    else
+    else if (w == NULL || node >= 0 || !hive__sched_push_own(w, &q->job, lane))
         hive__sched_spawn(&h->sched, &q->job, lane, node);
     return HIVE_OK;
 }
@@ -436,8 +436,10 @@ static void run_claimed(struct hive_ctx *ctx, hive_fn fn, unsigned max_retries, 
         hive__trace_span(w->tring, HIVE__TEV_TASK, t0, r->id, name, (const void *)(uintptr_t)fn,
                          w->depth);
     /* before the seal: a client that submits its next task as soon as it
-     * sees this result finds w ready to be handed it (sched.h) */
-    hive__sched_about_idle(w);
+     * sees this result finds w ready to be handed it (sched.h); only a job
+     * at the top of w's stack, not holding the slot yet, can */
+    if (w->depth == 0 && !w->held)
+        hive__sched_about_idle(w);
     finish_result(ctx->h, r, rc == 0 ? HIVE_OK : HIVE_ETASK);
 }
 
@@ -636,6 +638,14 @@ void *hive_return_alloc(hive_ctx_t *ctx, size_t size)
 
 int hive_return(hive_ctx_t *ctx, const void *data, size_t size)
 {
+    /* a task's first small result (a fork-join's value): inline, charged
+     * from this thread's reserve, copied; everything else below */
+    hive__obj_t *r;
+    if (likely(ctx != NULL && (r = ctx->result) != NULL && data != NULL && size - 1 < HIVE__INLINE_MAX &&
+               r->data == NULL && hive__payload_inline_fast(ctx->h, r, size))) {
+        copy_arg(r->tail.inl, data, size);
+        return HIVE_OK;
+    }
     if (data == NULL && size != 0)
         return hive__fail(HIVE_EINVAL, "hive_return: data is NULL for %zu bytes", size);
     void *p;

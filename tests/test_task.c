@@ -1894,6 +1894,59 @@ static int priv_many(hive_ctx_t *ctx)
     return hive_return(ctx, &ok, sizeof ok);
 }
 
+/* A spawner's own fast paths and where they give way (store.c's
+ * own_private, sched.c's hive__sched_push_own and hive__sched_help_own):
+ * more children than the deque holds (the rest go to the node's ring),
+ * joined newest first; then the same with HIGH and LOW children beside
+ * the NORMAL ones (the help then searches every lane); and a second
+ * release of a child the owner freed is refused. Its result: the number
+ * of checks that failed. */
+#define OWN_KIDS 5000                          /* > HIVE_DEQUE_CAP (4096) */
+static int own_paths_task(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    static hive_ref_t r[OWN_KIDS];            /* one worker: one spawner at a time */
+    int mixed = *(const int *)hive_arg(ctx, 0, NULL);
+    uint32_t bad = 0;
+    int n = 0;
+    for (; n < OWN_KIDS; n++) {
+        uint64_t x = (uint64_t)n;
+        hive_opts_t o = { .priority = !mixed ? HIVE_PRIO_NORMAL : n % 3 == 0 ? HIVE_PRIO_HIGH
+                                      : n % 3 == 1 ? HIVE_PRIO_LOW : HIVE_PRIO_NORMAL };
+        if (hive_submit(h, ret8_task, &HIVE_VAL(x), 1, &o, &r[n]) != HIVE_OK)
+            break;
+    }
+    bad += n != OWN_KIDS;
+    for (int i = n - 1; i >= 0; i--) {        /* newest first: each is at the deque's bottom */
+        const void *p;
+        size_t size;
+        uint64_t v = 0;
+        if (hive_get(h, r[i], HIVE_FOREVER, &p, &size) != HIVE_OK || size != 8 ||
+            (memcpy(&v, p, 8), v != (uint64_t)i))
+            bad++;
+        bad += hive_release(h, r[i]) != HIVE_OK;
+        if (i % 1000 == 0)                    /* the owner's record is gone: refused */
+            bad += hive_release(h, r[i]) != HIVE_ENOENT;
+    }
+    return hive_return(ctx, &bad, sizeof bad);
+}
+
+static void test_own_paths_give_way(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    for (int mixed = 0; mixed < 2; mixed++) {
+        hive_ref_t r;
+        const void *p;
+        assert_int_equal(hive_submit(h, own_paths_task, &HIVE_VAL(mixed), 1, NULL, &r), HIVE_OK);
+        get_ok(h, r, &p, NULL);
+        assert_int_equal(*(const uint32_t *)p, 0);
+        hive_release(h, r);
+    }
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 static void test_private_results(void **state)
 {
     (void)state;
@@ -1999,6 +2052,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_private_results),
+        cmocka_unit_test(test_own_paths_give_way),
         cmocka_unit_test(test_small_task_queued_memory),
         cmocka_unit_test(test_small_task_args),
         cmocka_unit_test(test_worker_wait_is_not_a_sleeper),
