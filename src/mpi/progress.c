@@ -386,6 +386,147 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bo
     return HIVE_OK;
 }
 
+void hive__mpi_send(world_t *w, int dest, void *msg, size_t len, bool owned)
+{
+    send_request(w, dest, msg, len, owned);
+    /* as in hive__mpi_request: the caller counted its answer in nfut
+     * (seq_cst) before this seq_cst load; idle_wait stores 2 before it
+     * reads nfut */
+    hive__mpi_nudge(w);
+}
+
+/* ---------------------------------------------------------- futures */
+
+/* Give f's record the answer that is in the slot (FUT_DONE or FUT_FAILED,
+ * read after an acquire of st), unless someone did. */
+static void seal_bytes(world_t *w, hive__obj_t *o, const void *data, size_t size);
+
+static void fut_seal_rec(world_t *w, fut_t *f, hive__obj_t *r, uint32_t st)
+{
+    /* acq_rel: one of the answer's writer and the record's maker gives it */
+    if (atomic_exchange_explicit(&f->sealed, 1, memory_order_acq_rel))
+        return;
+    if (st == FUT_DONE)
+        seal_bytes(w, r, f->bytes, f->size);
+    else
+        hive__obj_fail(w->h, r, f->status);
+}
+
+hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f)
+{
+    /* acquire: the record's maker published it with its CAS */
+    hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_acquire);
+    if (r != NULL)
+        return r;
+    hive__obj_t *o;
+    if (hive__mpi_placeholder(w, &o) != HIVE_OK)
+        return NULL;
+    hive__obj_release(w->h, o);          /* one count, the slot's */
+    /* seq_cst: against the answer's writer, who stores st and then loads
+     * rec (on_fut_reply): either it sees our record, or we see its state */
+    if (!atomic_compare_exchange_strong_explicit(&f->rec, &r, o, memory_order_seq_cst, memory_order_acquire)) {
+        hive__obj_fail(w->h, o, HIVE_ESTATE);   /* another thread made one first */
+        hive__obj_release(w->h, o);
+        return r;
+    }
+    uint32_t st = atomic_load_explicit(&f->st, memory_order_seq_cst);
+    if (st == FUT_DONE || st == FUT_FAILED)
+        fut_seal_rec(w, f, o, st);
+    return o;
+}
+
+static void fut_free(world_t *w, fut_t *f)
+{
+    /* relaxed: the last hold's acq_rel ordered every other holder's use */
+    hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
+    if (r != NULL)
+        hive__obj_release(w->h, r);
+    /* release: everything above before the slot's next claimer (its CAS acquires) */
+    atomic_store_explicit(&f->key, 0, memory_order_release);
+}
+
+void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
+{
+    /* acq_rel: every holder's reads of the slot before the one that frees it */
+    if (atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel) == n)
+        fut_free(w, f);
+}
+
+/* Drain a payload that has nowhere to go (its parts are on their way). */
+static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_t x, bool own);
+static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
+{
+    for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
+        size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
+        void *scratch = malloc(len);
+        recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
+    }
+}
+
+static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr_t *hdr, const char *buf,
+                         size_t n, bool own);
+
+/* The answer to a record-free future's call. */
+static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
+                         bool own)
+{
+    fut_t *f = &w->futs[hdr->req & (HIVE__MPI_FUTS - 1)];
+    /* acquire: the claimer's fields (dest, actor, keep), published with key.
+     * relaxed st: only the answer's one taker writes it */
+    if (atomic_load_explicit(&f->key, memory_order_acquire) != hdr->req ||
+        atomic_load_explicit(&f->st, memory_order_relaxed) != FUT_PENDING)
+        return;                          /* nobody asked: ignore */
+    for (size_t i = 0; i < f->nkeep; i++)
+        hive_release(w->h, (hive_ref_t){ f->keep[i] });
+    free(f->keep);
+    f->keep = NULL;
+    f->nkeep = 0;
+    uint32_t st = FUT_DONE;
+    if (hdr->status != HIVE_OK) {
+        if (hdr->status == HIVE_EDEAD && f->actor != 0)
+            hive__mpi_forget_actor(w, f->actor);
+        f->status = hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL;
+        st = FUT_FAILED;
+    } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
+        if (n - sizeof *hdr < hdr->size) {
+            f->status = HIVE_EINVAL;
+            st = FUT_FAILED;
+        } else {
+            memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+            f->size = (uint32_t)hdr->size;
+        }
+    } else {                             /* too big for the slot: a record takes it */
+        hive__obj_t *r = hive__mpi_fut_rec(w, f);
+        if (r == NULL) {
+            if (hdr->size > HIVE__MPI_INLINE)
+                drain_payload(w, hdr->size, src, tag, own);
+            f->status = HIVE_ENOMEM;
+            st = FUT_FAILED;
+        } else {
+            atomic_store_explicit(&f->sealed, 1, memory_order_relaxed);   /* relaxed: st (REC)
+                                        tells the record's readers to wait on it instead */
+            atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* take_payload's;
+                                        relaxed: the slot's count keeps it */
+            /* release: readers of REC find the record (made before) */
+            atomic_store_explicit(&f->st, FUT_REC, memory_order_release);
+            pend_t tmp = { .kind = M_CALL, .obj = r };
+            take_payload(w, src, tag, &tmp, hdr, buf, n, own);
+            st = FUT_REC;
+        }
+    }
+    if (st != FUT_REC) {
+        /* seq_cst: the bytes and status before it (readers acquire), and
+         * against hive__mpi_fut_rec's CAS of rec (a Dekker pair) */
+        atomic_store_explicit(&f->st, st, memory_order_seq_cst);
+        hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_seq_cst);
+        if (r != NULL)
+            fut_seal_rec(w, f, r, st);
+    }
+    /* release: detach's phase step reads it (acquire) before the barrier */
+    atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_release);
+    hive__mpi_fut_drop(w, f, 1);         /* the answer's hold */
+}
+
 /* ---------------------------------------------------------- serving */
 
 /* Answer req with size bytes at data. hold: the record data belongs to,
@@ -506,13 +647,43 @@ static void serve_when_done(world_t *w, served_t *s)
     }
 }
 
+/* A record-free future of this rank asked for by another (its id passed
+ * on as a value, or as a call's argument): its record, with a count for
+ * the caller; NULL if no future holds that id. */
+static hive__obj_t *fut_served(world_t *w, uint64_t id)
+{
+    fut_t *f = hive__mpi_fut_find(w, id);
+    if (f == NULL)
+        return NULL;
+    uint32_t n = atomic_load_explicit(&f->holds, memory_order_relaxed);
+    do {
+        if (n < 2)
+            return NULL;                 /* released by its users */
+        /* relaxed: a count taken while another is held publishes nothing */
+    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, n + 2, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    hive__obj_t *r = hive__mpi_fut_rec(w, f);
+    if (r != NULL)
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's
+                                                    count keeps it meanwhile */
+    hive__mpi_fut_drop(w, f, 2);
+    return r;
+}
+
 static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
 {
-    hive__rcu_lock();
-    hive__obj_t *o = hive__obj_lookup(w->h, hdr->id);
-    bool payload = o != NULL && (o->kind == HIVE__BLOB || o->kind == HIVE__ARRAY);
-    bool ok = payload && hive__obj_retain_live(o);
-    hive__rcu_unlock();
+    hive__obj_t *o;
+    bool payload, ok;
+    if (hive__id_tag(hdr->id) == (uint32_t)w->rank + 1 && hive__id_future(hdr->id)) {
+        o = fut_served(w, hdr->id);
+        payload = ok = o != NULL;
+    } else {
+        hive__rcu_lock();
+        o = hive__obj_lookup(w->h, hdr->id);
+        payload = o != NULL && (o->kind == HIVE__BLOB || o->kind == HIVE__ARRAY);
+        ok = payload && hive__obj_retain_live(o);
+        hive__rcu_unlock();
+    }
     hive__mpi_count(&w->st_gets_served, 1);
     served_t *s = ok ? calloc(1, sizeof *s) : NULL;
     if (s == NULL) {
@@ -812,11 +983,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
         free(parts);
         hive__obj_fail(w->h, o, err);
         hive__obj_release(w->h, o);
-        for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
-            size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-            void *scratch = malloc(len);
-            recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
-        }
+        drain_payload(w, size, src, tag, own);
         return;
     }
     o->size = size;
@@ -830,6 +997,10 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
 
 static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n, bool own)
 {
+    if (hdr->req & HIVE__MPI_FUT_BIT) {
+        on_fut_reply(w, src, tag, hdr, buf, n, own);
+        return;
+    }
     pend_t *p = pend_take(w, src, hdr);
     if (p == NULL)
         return;                          /* nobody asked, or more answers to come */
@@ -1172,7 +1343,28 @@ static char *own_buffer(void)
  * own answer: every this many looks at it. */
 #define OWN_POLL_EVERY 4
 
+/* Is the answer drive waits for still to come: obj's, or f's? */
+static inline bool awaited(const hive__obj_t *obj, fut_t *f)
+{
+    /* acquire: the answer's bytes (the slot's, or the record's) come with it */
+    return f != NULL ? atomic_load_explicit(&f->st, memory_order_acquire) == FUT_PENDING
+                     : hive__obj_state(obj) == HIVE__PENDING;
+}
+
+static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int src, uint64_t req);
+
 void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req)
+{
+    drive(w, obj, NULL, budget_ns, src, req);
+}
+
+void hive__mpi_drive_fut(world_t *w, fut_t *f, int64_t budget_ns)
+{
+    /* relaxed: the slot's fields came with key's acquire (its finder's) */
+    drive(w, NULL, f, budget_ns, f->dest, atomic_load_explicit(&f->key, memory_order_relaxed));
+}
+
+static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int src, uint64_t req)
 {
     uint64_t t0 = hive__now_ns(), now = t0;
     bool was = serving;
@@ -1190,7 +1382,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
         MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->rcomm, &own);
     unsigned looks = 0;
     /* acquire: a stopped world (phase 3) is not polled any more */
-    while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
+    while (awaited(obj, f) && now - t0 < (uint64_t)budget_ns &&
            atomic_load_explicit(&w->phase, memory_order_acquire) != 3) {
         if (own != MPI_REQUEST_NULL) {
             int done = 0, count = 0;
@@ -1230,7 +1422,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
      * (out of budget) or other ranks' requests, which may go on (a caller
      * that only took its answers leaves it be: no wake-up per round trip) */
     if (atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed) == 1 &&
-        (hive__obj_state(obj) == HIVE__PENDING || served_here != served0)) {
+        (awaited(obj, f) || served_here != served0)) {
         atomic_store_explicit(&w->handoff, 1, memory_order_relaxed);   /* relaxed: the wake
                                                     orders it (seq_cst RMW) */
         hive__mpi_wake(w);
@@ -1301,7 +1493,9 @@ static bool step_detach(world_t *w)
     int phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
     if (phase == 1) {
         pthread_mutex_lock(&w->plock);
-        bool ours_in = w->npend == 0;
+        /* seq_cst: a caller counts its future's answer in nfut before it
+         * reads closing (remote_call); detach set closing before it asked */
+        bool ours_in = w->npend == 0 && atomic_load_explicit(&w->nfut, memory_order_seq_cst) == 0;
         if (ours_in)   /* release: requests made from now on see it under plock and are refused */
             atomic_store_explicit(&w->phase, 2, memory_order_release);
         pthread_mutex_unlock(&w->plock);
@@ -1342,6 +1536,7 @@ static void idle_wait(world_t *w, uint32_t kick, int64_t ns, bool deep)
         pthread_mutex_lock(&w->plock);
         asked = w->npend > 0;
         pthread_mutex_unlock(&w->plock);
+        asked |= atomic_load_explicit(&w->nfut, memory_order_seq_cst) > 0;   /* see hive__mpi_send */
     }
     if (!asked && atomic_load_explicit(&w->kick, memory_order_seq_cst) == kick) {
         hive__futex_wait(&w->kick, kick, ns);
@@ -1357,7 +1552,7 @@ static bool in_flight(world_t *w)
     size_t npend = w->npend;
     pthread_mutex_unlock(&w->plock);
     /* relaxed: a hint for how long to sleep; a wake comes with new work */
-    return npend > 0 || w->nreqs > 0 || atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0;
+    return npend > 0 || atomic_load_explicit(&w->nfut, memory_order_relaxed) > 0 || w->nreqs > 0 || atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0;
 }
 
 void *hive__mpi_progress(void *arg)
