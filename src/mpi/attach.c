@@ -435,7 +435,7 @@ static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
     } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, add > 0 ? n + 2 : n - 2,
                                                     memory_order_acq_rel, memory_order_relaxed));
     if (add < 0 && n == 2)
-        hive__mpi_fut_drop(w, f, 0);     /* the last hold: free it */
+        hive__mpi_fut_free(w, f);        /* the last hold was ours */
     return HIVE_OK;
 }
 
@@ -1051,7 +1051,7 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
                                .cell_local = LD(st_cell_local),
                                .recv_progress = LD(st_recv_progress),
-                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle),
+                               .recv_waiting = LD(st_recv_waiting) + LD(st_recv_own), .recv_idle = LD(st_recv_idle),
                                .calls_in_place = LD(st_in_place) };
 #undef LD
     return HIVE_OK;

@@ -435,7 +435,7 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f)
     return o;
 }
 
-static void fut_free(world_t *w, fut_t *f)
+void hive__mpi_fut_free(world_t *w, fut_t *f)
 {
     /* relaxed: the last hold's acq_rel ordered every other holder's use */
     hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
@@ -449,7 +449,7 @@ void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
 {
     /* acq_rel: every holder's reads of the slot before the one that frees it */
     if (atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel) == n)
-        fut_free(w, f);
+        hive__mpi_fut_free(w, f);
 }
 
 /* Drain a payload that has nowhere to go (its parts are on their way). */
@@ -812,11 +812,11 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     x->a = a;
     x->hdr = *hdr;
     x->src = src;
-    /* relaxed: as serve_when_done's; run_in_place's release decrement is
-     * what detach waits for */
-    atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
-    hive__mpi_count(&w->st_calls_served, 1);   /* a gate may count on it */
-    hive__mpi_count(&w->st_in_place, 1);
+    /* relaxed: only this worker writes it (the poll claim); run_in_place's
+     * release store is what detach waits for */
+    atomic_store_explicit(&w->in_place, 1, memory_order_relaxed);
+    hive__mpi_count_locked(&w->st_calls_served);   /* a gate may count on it */
+    hive__mpi_count_locked(&w->st_in_place);
     return true;
 }
 
@@ -838,13 +838,11 @@ static void run_in_place(world_t *w, here_t *x)
     res.kind = HIVE__BLOB;
     /* The method is user code on a worker, as in a job: not serving (a
      * lookup inside it asks every rank), and not counted among the
-     * pollers (relaxed: a hint), so that the progress thread receives
-     * meanwhile if the method takes long */
+     * pollers (in_place), so that the progress thread receives meanwhile
+     * if the method takes long */
     bool was = serving;
     serving = false;
-    atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed);
     int rc = hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res);
-    atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
     serving = was;
     if (rc == 0)
         send_bytes(w, x->src, x->hdr.req, res.data ? res.data : (const void *)"", res.size, 0, 0, NULL);
@@ -852,9 +850,9 @@ static void run_in_place(world_t *w, here_t *x)
         reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
     hive__payload_free(w->h, &res);
     x->a = NULL;
-    /* release: the answer's sends (handed over first) before the count
+    /* release: the answer's sends (handed over first) before the flag
      * that lets detach finish (step_detach's acquire) */
-    atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
+    atomic_store_explicit(&w->in_place, 0, memory_order_release);
 }
 
 static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
@@ -887,7 +885,7 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     hive__rcu_unlock();
     s->src = src;
     s->req = hdr->req;
-    hive__mpi_count(&w->st_calls_served, 1);   /* after the push: a gate may count on it */
+    hive__mpi_count_locked(&w->st_calls_served);   /* after the push: a gate may count on it */
     serve_when_done(w, s);
 }
 
@@ -1214,7 +1212,7 @@ static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
         return false;
     w->cq[0] = w->cq[1];
     w->ncq--;
-    hive__mpi_count(ctr, 1);
+    hive__mpi_count_locked(ctr);
     MPI_Get_count(&st, MPI_BYTE, &count);
     handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (size_t)count,
            own);
@@ -1230,7 +1228,7 @@ static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
  * Counted in ctr first, as take_request's. */
 static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _Atomic uint64_t *ctr)
 {
-    hive__mpi_count(ctr, 1);
+    hive__mpi_count_locked(ctr);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
@@ -1389,7 +1387,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
             MPI_Status st;
             MPI_Test(&own, &done, &st);
             if (done) {                  /* own is MPI_REQUEST_NULL now */
-                hive__mpi_count(&w->st_recv_waiting, 1);
+                hive__mpi_count(&w->st_recv_own, 1);   /* no poll_lock here */
                 MPI_Get_count(&st, MPI_BYTE, &count);
                 handle(w, src, tag, buf, (size_t)count, true);
                 continue;
@@ -1412,7 +1410,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
         MPI_Wait(&own, &st);
         MPI_Test_cancelled(&st, &cancelled);
         if (!cancelled) {
-            hive__mpi_count(&w->st_recv_waiting, 1);
+            hive__mpi_count(&w->st_recv_own, 1);
             MPI_Get_count(&st, MPI_BYTE, &count);
             handle(w, src, tag, buf, (size_t)count, true);
         }
@@ -1513,7 +1511,8 @@ static bool step_detach(world_t *w)
     if (phase == 4) {
         /* acquire: pairs with on_served_ready's release; its sends were
          * handed over before, so take_handed below sees them */
-        size_t serving = atomic_load_explicit(&w->nserving, memory_order_acquire);
+        size_t serving = atomic_load_explicit(&w->nserving, memory_order_acquire) +
+                         (size_t)atomic_load_explicit(&w->in_place, memory_order_acquire);
         take_handed(w);
         test_xfers(w);
         if (serving == 0 && w->nreqs == 0)
@@ -1552,7 +1551,9 @@ static bool in_flight(world_t *w)
     size_t npend = w->npend;
     pthread_mutex_unlock(&w->plock);
     /* relaxed: a hint for how long to sleep; a wake comes with new work */
-    return npend > 0 || atomic_load_explicit(&w->nfut, memory_order_relaxed) > 0 || w->nreqs > 0 || atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0;
+    return npend > 0 || atomic_load_explicit(&w->nfut, memory_order_relaxed) > 0 || w->nreqs > 0 ||
+           atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&w->in_place, memory_order_relaxed) != 0;
 }
 
 void *hive__mpi_progress(void *arg)
@@ -1569,7 +1570,8 @@ void *hive__mpi_progress(void *arg)
         take_ready(w);
         /* relaxed, both: hints. Another thread polls (a caller driving its
          * answer, an idle worker): leave the receiving to it */
-        bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) > 0;
+        bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) -
+                      atomic_load_explicit(&w->in_place, memory_order_relaxed) > 0;
         if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
         uint64_t served0 = served_here;

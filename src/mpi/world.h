@@ -291,6 +291,12 @@ typedef struct world {
     size_t        npend;
     _Atomic int   phase;     /* 0 run, 1 detach asked, 2 in the barrier, 4 barrier done, 3 stop */
     _Atomic size_t nserving; /* served records not yet answered */
+    /* 1 while the idle worker runs a call in place, from its claim (under
+     * poll_lock) to its answer sent: one at a time (the core's poll claim),
+     * so a store, not a count. The progress thread polls meanwhile (it
+     * does not count this worker among the pollers), and detach waits for
+     * it as for nserving. */
+    _Atomic int   in_place;
     fut_t        *futs;      /* HIVE__MPI_FUTS slots: record-free futures of calls */
     _Atomic size_t nfut;     /* slots whose answer is not in (detach waits for 0) */
 
@@ -308,7 +314,7 @@ typedef struct world {
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
-                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place;
+                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place, st_recv_own;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -327,6 +333,12 @@ void  hive__mpi_wake(world_t *w);
 void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
 bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
+/* A statistic whose every writer holds poll_lock: a load and a store (no
+ * locked instruction); relaxed, as hive__mpi_count's */
+static inline void hive__mpi_count_locked(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
 static inline int hive__mpi_reply_tag(const world_t *w, uint64_t req)
 {
@@ -371,8 +383,10 @@ void  hive__mpi_drive_fut(world_t *w, fut_t *f, int64_t budget_ns);
 /* progress.c: f's record, made if it has none (a count held by the slot;
  * NULL: out of memory, the failure set) */
 hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
-/* progress.c: drop a hold (2: a user's count, 1: the answer's); the last frees the slot */
+/* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
+ * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
 void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
+void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);
  * its release (local refs kept) and free. */
