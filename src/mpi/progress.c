@@ -1338,8 +1338,11 @@ static char *own_buffer(void)
 }
 
 /* Polls for other ranks' requests while a receive is posted for one's
- * own answer: every this many looks at it. */
-#define OWN_POLL_EVERY 4
+ * own answer: every this many looks at it. A poll (a test of the request
+ * receive, a probe of rcomm) takes a few times as long as a look, and an
+ * answer that lands during one waits for its end: at 16, a waiter spends
+ * ~1/6 of its time there (at 4, half). */
+#define OWN_POLL_EVERY 16
 
 /* Is the answer drive waits for still to come: obj's, or f's? */
 static inline bool awaited(const hive__obj_t *obj, fut_t *f)

@@ -72,6 +72,13 @@
  *    whichever thread takes them. An answer taken by its own posted receive is
  *    handled by its waiter outside poll_lock: nothing waits on the order
  *    of answers (a subscribed cell acquire first takes in what arrived).
+ *  - A remote call's future is no store record but a slot of w->futs
+ *    (fut_t below), claimed by a CAS and indexed by the request's
+ *    sequence number, which the answer carries: the answer's taker writes
+ *    it there, hive_get reads it there (driving it first, on a receive
+ *    posted for it), hive_release frees the slot. The pending table
+ *    (plock) is left to gets, lookups, kills and cells. A record is made
+ *    for a future only where the core needs one.
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
  *    order they were made (an M_BIG envelope takes its request's place:
