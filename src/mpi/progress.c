@@ -141,13 +141,30 @@ static void hand_over(world_t *w, MPI_Request r, xfer_t x)
     hive__mpi_wake(w);
 }
 
-/* Send buf (any thread); x says what to do once it is out. */
+/* How long a sender tests a message of up to HIVE__MPI_CTRL_CAP bytes
+ * that did not go at once before it hands it to the progress thread. */
+#define SEND_SPIN_NS 20000
+
+/* Send buf (any thread); x says what to do once it is out. A message above
+ * the transport's eager limit (4 KiB with Open MPI's shared memory) waits
+ * for its receiver's answer (rendezvous), which a receiver that polls -
+ * a waiter with its receive posted, an idle worker - gives within
+ * microseconds: one up to HIVE__MPI_CTRL_CAP is tested on for up to
+ * SEND_SPIN_NS first, as a hand-over costs a wake-up of the progress
+ * thread (a 4 KiB call's round trip had two). Larger ones (payload parts)
+ * are handed over at once. */
 static void send_msg(world_t *w, MPI_Comm comm, const void *buf, size_t len, int dest, int tag, xfer_t x)
 {
     MPI_Request r;
     int done = 0;
     MPI_Isend(buf, (int)len, MPI_BYTE, dest, tag, comm, &r);
     MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done && len <= HIVE__MPI_CTRL_CAP) {
+        uint64_t t0 = hive__now_ns();
+        do
+            MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        while (!done && hive__now_ns() - t0 < SEND_SPIN_NS);
+    }
     if (done)
         finish_xfer(w, &x);
     else
