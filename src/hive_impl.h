@@ -39,13 +39,15 @@ struct hive {
 };
 
 /* The scale-out hook if id belongs to another engine of an attached
- * world, else NULL: one load and a predictable branch when not attached. */
+ * world, or is one of this engine's ids with generation 0 (never a
+ * record's: the layer's record-free futures, remote.h), else NULL: one
+ * load and a predictable branch when not attached. */
 static inline const hive__remote_ops_t *hive__remote_of(struct hive *h, uint64_t id)
 {
     /* acquire: pairs with hive__remote_set's release, so the table's
      * fields are visible; unattached engines read NULL and stop here */
     const hive__remote_ops_t *r = atomic_load_explicit(&h->remote, memory_order_acquire);
-    if (likely(r == NULL) || id == 0 || hive__id_tag(id) == h->store.table.tag)
+    if (likely(r == NULL) || id == 0 || (hive__id_tag(id) == h->store.table.tag && !hive__id_future(id)))
         return NULL;
     return r;
 }

@@ -86,4 +86,15 @@ static inline uint32_t hive__id_tag(uint64_t id)
     return (uint32_t)(id >> 30) & 0xfffu;
 }
 
+/* An id of the engine's own tag with generation 0 and bit 63 clear, which
+ * no record ever has (handles.h: generations start at 1): an attached
+ * layer's future of a remote call that has no store record (src/mpi/).
+ * The core sends such ids to the layer's table as it does other ranks'
+ * (hive__remote_of); the layer makes a record for one where the core
+ * needs it (localize). */
+static inline bool hive__id_future(uint64_t id)
+{
+    return (id >> 42) == 0;
+}
+
 #endif

@@ -65,7 +65,10 @@
  * requests (HIVE_ESHUTDOWN), waits for the answers to its own, and keeps
  * serving the others until every rank has got its answers; then the
  * progress thread stops. hive_shutdown of an attached engine is refused
- * with HIVE_ESTATE. A rank that dies kills the job (Open MPI's default
+ * with HIVE_ESTATE. The futures of remote calls the program has not
+ * released by then are released by detach (their answers are in): like
+ * every remote id, they name nothing afterwards (HIVE_ENOENT). A rank
+ * that dies kills the job (Open MPI's default
  * error handler, MPI_ERRORS_ARE_FATAL, is kept): no caller hangs on a dead
  * rank. See docs/scale-out.md.
  */

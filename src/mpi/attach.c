@@ -57,8 +57,10 @@ int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
 
 static int refuse_closing(world_t *w, const char *fn)
 {
-    /* acquire: pairs with detach's store; a request made after it is refused */
-    if (atomic_load_explicit(&w->closing, memory_order_acquire))
+    /* seq_cst: pairs with detach's exchange; a request made after it is
+     * refused, and a call that counted its future in nfut before this
+     * load is seen by detach (remote_call) */
+    if (atomic_load_explicit(&w->closing, memory_order_seq_cst))
         return hive__fail(HIVE_ESHUTDOWN, "%s: rank %d is detaching from its MPI world", fn, w->rank);
     return HIVE_OK;
 }
@@ -99,8 +101,10 @@ static int encode_args(const hive_arg_t *args, size_t nargs, size_t *len)
     return HIVE_OK;
 }
 
-/* Write the arguments after the header; local refs are retained into keep. */
-static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *msg, pend_t *p)
+/* Write the arguments after the header; local refs are retained into
+ * keep (*nkeep of them). */
+static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *msg, uint64_t *keep,
+                      size_t *nkeep)
 {
     char *at = msg + sizeof(wire_hdr_t);
     for (size_t i = 0; i < nargs; i++) {
@@ -115,7 +119,7 @@ static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *ms
             int rc = hive_retain(w->h, args[i].ref);   /* kept alive until the callee has it */
             if (rc != HIVE_OK)
                 return rc;
-            p->keep[p->nkeep++] = a.ref;
+            keep[(*nkeep)++] = a.ref;
         } else if (owner(w, a.ref) < 0)
             return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, ref %llu, belongs to no rank "
                               "of this world", i, (unsigned long long)a.ref);
@@ -132,16 +136,95 @@ typedef struct last_call {
 } last_call_t;
 static __thread last_call_t last_call;
 
+/* A call whose future is a slot (world.h: fut_t), not a store record:
+ * nothing is allocated for a small call without ref arguments. Its nfut
+ * count is taken. HIVE__MPI_NO_SLOT: the slot is held by an older future
+ * (more than HIVE__MPI_FUTS calls ago, not released): take the record path. */
+#define HIVE__MPI_NO_SLOT 1
+static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, const hive_arg_t *args,
+                    size_t nargs, const hive_opts_t *opts, hive_ref_t *result)
+{
+    int rc;
+    if (nargs > 0 && args == NULL)
+        rc = hive__fail(HIVE_EINVAL, "hive_call: args is NULL with nargs = %zu", nargs);
+    size_t len = 0;
+    if ((nargs > 0 && args == NULL) || (rc = encode_args(args, nargs, &len)) != HIVE_OK) {
+        atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: never sent */
+        return rc;
+    }
+    /* relaxed: only uniqueness matters */
+    uint64_t seq = atomic_fetch_add_explicit(&w->next_req, 1, memory_order_relaxed) + 1;
+    fut_t *f = &w->futs[seq & (HIVE__MPI_FUTS - 1)];
+    uint64_t free_key = 0;
+    /* acquire: the last user's frees of the slot (fut_free's release) before our writes */
+    if (!atomic_compare_exchange_strong_explicit(&f->key, &free_key, HIVE__MPI_FUT_CLAIM,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return HIVE__MPI_NO_SLOT;
+    bool refs = false;                   /* local ref arguments to keep until the reply */
+    for (size_t i = 0; i < nargs && !refs; i++)
+        refs = args[i].ref.id != 0;
+    /* a small call is built on the stack and goes out with MPI_Send from
+     * there (no allocation for it); zeroed: no stray bytes in the padding */
+    uint64_t small[HIVE__MPI_SMALL / 8];
+    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    /* relaxed, all: the slot is ours (CLAIM) until key's release below */
+    atomic_store_explicit(&f->holds, 3, memory_order_relaxed);   /* the caller's count, the answer */
+    atomic_store_explicit(&f->st, FUT_PENDING, memory_order_relaxed);
+    atomic_store_explicit(&f->rec, NULL, memory_order_relaxed);
+    atomic_store_explicit(&f->sealed, 0, memory_order_relaxed);
+    f->dest = dest;
+    f->actor = actor.id;
+    f->nkeep = 0;
+    f->keep = refs && msg != NULL ? calloc(nargs, sizeof *f->keep) : NULL;
+    if (msg == NULL || (refs && f->keep == NULL)) {
+        rc = hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a remote call of %zu bytes", len);
+        goto fail;
+    }
+    if ((rc = write_args(w, args, nargs, msg, f->keep, &f->nkeep)) != HIVE_OK)
+        goto fail;
+    wire_hdr_t hdr = { .type = M_CALL, .req = seq | HIVE__MPI_FUT_BIT, .id = actor.id, .method = method,
+                       .nargs = (uint32_t)nargs, .prio = opts ? opts->priority : 0,
+                       .has_prio = opts != NULL, .size = len - sizeof hdr };
+    memcpy(msg, &hdr, sizeof hdr);
+    result->id = (uint64_t)(w->rank + 1) << 30 | (seq & ((1ull << 30) - 1));
+    hive__mpi_count(&w->st_calls_sent, 1);
+    /* release: the fields above before any finder's acquire of key */
+    atomic_store_explicit(&f->key, hdr.req, memory_order_release);
+    hive__mpi_send(w, dest, msg, len, msg != (char *)small);
+    return HIVE_OK;
+fail:
+    if (msg != (char *)small)
+        free(msg);
+    for (size_t i = 0; i < f->nkeep; i++)
+        hive_release(w->h, (hive_ref_t){ f->keep[i] });
+    free(f->keep);
+    f->keep = NULL;
+    f->nkeep = 0;
+    atomic_store_explicit(&f->key, 0, memory_order_release);   /* release: as fut_free's */
+    atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: never sent */
+    return rc;
+}
+
 static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hive_arg_t *args,
                        size_t nargs, const hive_opts_t *opts, hive_ref_t *result)
 {
     world_t *w = ctx;
     int dest = owner(w, actor.id), rc;
-    if (dest < 0)
+    if (dest < 0 || dest == w->rank)     /* this rank's ids come here only as futures */
         return hive__fail(HIVE_ENOENT, "hive_call: actor %llu belongs to no rank of this world "
                           "(%d ranks)", (unsigned long long)actor.id, w->size);
-    if ((rc = refuse_closing(w, "hive_call")) != HIVE_OK)
+    /* seq_cst: counted before refuse_closing's load, so that a detach
+     * that this call does not see waits for its answer (step_detach) */
+    atomic_fetch_add_explicit(&w->nfut, 1, memory_order_seq_cst);
+    if ((rc = refuse_closing(w, "hive_call")) != HIVE_OK) {
+        atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: never sent */
         return rc;
+    }
+    rc = fut_call(w, dest, actor, method, args, nargs, opts, result);
+    if (rc != HIVE__MPI_NO_SLOT)
+        return rc;
+    atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: the record path
+                                                    counts its request in npend */
     if (nargs > 0 && args == NULL)
         return hive__fail(HIVE_EINVAL, "hive_call: args is NULL with nargs = %zu", nargs);
     size_t len = 0;
@@ -166,7 +249,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
         goto fail;
     }
     p->actor = actor.id;
-    if ((rc = write_args(w, args, nargs, msg, p)) != HIVE_OK)
+    if ((rc = write_args(w, args, nargs, msg, p->keep, &p->nkeep)) != HIVE_OK)
         goto fail;
     memcpy(msg, &hdr, sizeof hdr);
     result->id = fut->id;
@@ -267,10 +350,64 @@ static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds,
     return HIVE_OK;
 }
 
+/* A record-free future's slot, if its user holds it (HIVE_ENOENT set otherwise). */
+static fut_t *fut_held(world_t *w, uint64_t id, const char *fn)
+{
+    fut_t *f = hive__mpi_fut_find(w, id);
+    /* relaxed: a hint against a released id; the user's own count keeps it */
+    if (f == NULL || atomic_load_explicit(&f->holds, memory_order_relaxed) < 2) {
+        hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
+                   (unsigned long long)id);
+        return NULL;
+    }
+    return f;
+}
+
+/* hive_get of a record-free future: drive its answer, then read it from
+ * the slot; one too big for the slot, or not in within the drive's
+ * budget, is waited for through its record (the core's wait). */
+static int fut_get(world_t *w, uint64_t id, int64_t timeout_ns, const void **data, size_t *size)
+{
+    fut_t *f = fut_held(w, id, "hive_get");
+    if (f == NULL)
+        return HIVE_ENOENT;
+    /* acquire: the answer's bytes and status, written before st */
+    uint32_t st = atomic_load_explicit(&f->st, memory_order_acquire);
+    int64_t left = timeout_ns;
+    /* a user thread drives its answer; a worker waits through the record
+     * (the core's wait helps with other jobs meanwhile, as for any record) */
+    if (st == FUT_PENDING && timeout_ns != 0 && hive__self == NULL) {
+        uint64_t t0 = timeout_ns > 0 ? hive__now_ns() : 0;
+        hive__mpi_drive_fut(w, f, timeout_ns > 0 && timeout_ns < DRIVE_NS ? timeout_ns : DRIVE_NS);
+        st = atomic_load_explicit(&f->st, memory_order_acquire);   /* acquire: as above */
+        if (timeout_ns > 0) {
+            int64_t spent = (int64_t)(hive__now_ns() - t0);
+            left = spent < timeout_ns ? timeout_ns - spent : 0;
+        }
+    }
+    if (st == FUT_DONE) {
+        *data = f->bytes;
+        if (size)
+            *size = f->size;
+        return HIVE_OK;
+    }
+    if (st == FUT_FAILED)
+        return hive__fail(f->status, "hive_get: the call %llu to actor %llu on rank %d failed: %s",
+                          (unsigned long long)id, (unsigned long long)f->actor, f->dest,
+                          hive_strerror(f->status));
+    hive__obj_t *r = hive__mpi_fut_rec(w, f);   /* FUT_REC, or not in yet */
+    if (r == NULL)
+        return hive__fail(HIVE_ENOMEM, "hive_get: cannot make a record for call %llu",
+                          (unsigned long long)id);
+    return hive_get(w->h, (hive_ref_t){ r->id }, left, data, size);
+}
+
 static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void **data, size_t *size)
 {
     world_t *w = ctx;
     int dest = owner(w, ref.id), rc;
+    if (dest == w->rank)                 /* this rank's ids come here only as futures */
+        return fut_get(w, ref.id, timeout_ns, data, size);
     if (dest < 0)
         return hive__fail(HIVE_ENOENT, "hive_get: object %llu belongs to no rank of this world "
                           "(%d ranks)", (unsigned long long)ref.id, w->size);
@@ -285,9 +422,28 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     return rc;
 }
 
+/* Take (+2) or drop (-2) a user's count on a record-free future. */
+static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
+{
+    fut_t *f = hive__mpi_fut_find(w, id);
+    uint32_t n = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
+    do {
+        if (n < 2)
+            return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)",
+                              fn, (unsigned long long)id);
+        /* acq_rel: as hive__mpi_fut_drop's (the last user's reads before the free) */
+    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, add > 0 ? n + 2 : n - 2,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    if (add < 0 && n == 2)
+        hive__mpi_fut_free(w, f);        /* the last hold was ours */
+    return HIVE_OK;
+}
+
 static int remote_release(void *ctx, hive_ref_t ref)
 {
     world_t *w = ctx;
+    if (owner(w, ref.id) == w->rank)     /* this rank's ids come here only as futures */
+        return fut_count(w, ref.id, -1, "hive_release");
     pthread_mutex_lock(&w->clock);
     cached_t **pp = bucket(w, ref.id), *c;
     while ((c = *pp) != NULL && c->rid != ref.id)
@@ -312,6 +468,14 @@ static hive__obj_t *remote_localize(void *ctx, hive_ref_t ref)
 {
     world_t *w = ctx;
     int dest = owner(w, ref.id);
+    if (dest == w->rank) {               /* a record-free future: its record */
+        fut_t *f = fut_held(w, ref.id, "hive mpi");
+        hive__obj_t *r = f != NULL ? hive__mpi_fut_rec(w, f) : NULL;
+        if (f != NULL && r == NULL)
+            hive__fail(HIVE_ENOMEM, "hive mpi: cannot make a record for call %llu",
+                       (unsigned long long)ref.id);
+        return r;
+    }
     if (dest < 0) {
         hive__fail(HIVE_ENOENT, "object %llu belongs to no rank of this world (%d ranks)",
                    (unsigned long long)ref.id, w->size);
@@ -329,6 +493,8 @@ static int remote_retain(void *ctx, hive_ref_t ref)
 {
     world_t *w = ctx;
     int dest = owner(w, ref.id), rc;
+    if (dest == w->rank)                 /* this rank's ids come here only as futures */
+        return fut_count(w, ref.id, 1, "hive_retain");
     if (dest < 0)
         return hive__fail(HIVE_ENOENT, "hive_retain: object %llu belongs to no rank of this world "
                           "(%d ranks)", (unsigned long long)ref.id, w->size);
@@ -339,6 +505,20 @@ static int remote_retain(void *ctx, hive_ref_t ref)
         return rc;
     hive__obj_release(w->h, o);          /* the cache's count keeps the record */
     return HIVE_OK;
+}
+
+/* Futures the program did not release: their records go (their answers
+ * are all in: detach waited for them). */
+static void drop_futs(world_t *w)
+{
+    for (size_t i = 0; i < HIVE__MPI_FUTS; i++) {
+        fut_t *f = &w->futs[i];
+        /* relaxed: every thread that used the world is done with it */
+        hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
+        if (atomic_load_explicit(&f->key, memory_order_relaxed) != 0 && r != NULL)
+            hive__obj_release(w->h, r);
+    }
+    free(w->futs);
 }
 
 static void drop_cache(world_t *w)
@@ -438,7 +618,7 @@ static void mark_pushed(world_t *w, uint64_t cell)
 static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64_t *seq, bool subscribe)
 {
     int dest = owner(w, cell.id), rc;
-    if (dest < 0)
+    if (dest < 0 || dest == w->rank)     /* this rank's ids come here only as futures */
         return hive__fail(HIVE_ENOENT, "hive_cell_acquire: cell %llu belongs to no rank of this world",
                           (unsigned long long)cell.id);
     if ((rc = refuse_closing(w, "hive_cell_acquire")) != HIVE_OK)
@@ -540,7 +720,7 @@ static int remote_cell_publish(void *ctx, hive_ref_t cell, hive_ref_t version)
 {
     world_t *w = ctx;
     int dest = owner(w, cell.id), rc;
-    if (dest < 0)
+    if (dest < 0 || dest == w->rank)     /* this rank's ids come here only as futures */
         return hive__fail(HIVE_ENOENT, "hive_cell_publish: cell %llu belongs to no rank of this world",
                           (unsigned long long)cell.id);
     if ((rc = refuse_closing(w, "hive_cell_publish")) != HIVE_OK)
@@ -622,7 +802,7 @@ static int remote_kill(void *ctx, hive_actor_t actor)
 {
     world_t *w = ctx;
     int dest = owner(w, actor.id), rc;
-    if (dest < 0)
+    if (dest < 0 || dest == w->rank)     /* this rank's ids come here only as futures */
         return hive__fail(HIVE_ENOENT, "hive_actor_kill: actor %llu belongs to no rank of this world",
                           (unsigned long long)actor.id);
     if ((rc = refuse_closing(w, "hive_actor_kill")) != HIVE_OK)
@@ -748,10 +928,13 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
     w->cbuf = malloc(2 * (size_t)HIVE__MPI_CTRL_CAP);
+    w->futs = calloc(HIVE__MPI_FUTS, sizeof *w->futs);
     int rc = w->size > 4095 ? hive__fail(HIVE_EINVAL, "hive_mpi_attach: %d ranks, at most 4095 "
                                          "(ids carry the rank in 12 bits)", w->size)
-             : w->cbuf == NULL ? hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the request "
-                                            "buffers (2 x %u bytes)", HIVE__MPI_CTRL_CAP)
+             : w->cbuf == NULL || w->futs == NULL
+                 ? hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the request buffers (2 x %u "
+                              "bytes) and future slots (%u x %zu bytes)", HIVE__MPI_CTRL_CAP,
+                              HIVE__MPI_FUTS, sizeof(fut_t))
                                : hive__store_retag(h, (uint32_t)w->rank + 1);
     int all = rc;                        /* every rank agrees, or none attaches */
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, w->comm);
@@ -760,6 +943,7 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
         MPI_Comm_free(&w->dcomm);
         MPI_Comm_free(&w->rcomm);
         free(w->cbuf);
+        free(w->futs);
         free(w);
         return rc != HIVE_OK ? rc : hive__fail(all, "hive_mpi_attach: another rank could not attach "
                                                "(%s)", hive_strerror(all));
@@ -783,6 +967,7 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
         MPI_Comm_free(&w->dcomm);
         MPI_Comm_free(&w->rcomm);
         free(w->cbuf);
+        free(w->futs);
         free(w);
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot start the progress thread");
     }
@@ -798,7 +983,8 @@ int hive_mpi_detach(hive_t *h)
         return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is not attached");
     /* release: pairs with refuse_closing's acquire; the exchange lets one
      * detach through */
-    if (atomic_exchange_explicit(&w->closing, 1, memory_order_release) != 0)
+    /* seq_cst: pairs with refuse_closing (see remote_call) */
+    if (atomic_exchange_explicit(&w->closing, 1, memory_order_seq_cst) != 0)
         return hive__fail(HIVE_ESTATE, "hive_mpi_detach: the engine is detaching already");
     pthread_mutex_lock(&w->qlock);
     w->detach_asked = true;
@@ -808,6 +994,7 @@ int hive_mpi_detach(hive_t *h)
     hive__remote_set(h, NULL);           /* waits for an idle worker or a waiter polling */
     hive__mpi_drain(w);
     drop_cache(w);
+    drop_futs(w);
     drop_cells(w);
     drop_names(w);
     MPI_Comm_free(&w->comm);
@@ -864,7 +1051,7 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
                                .cell_local = LD(st_cell_local),
                                .recv_progress = LD(st_recv_progress),
-                               .recv_waiting = LD(st_recv_waiting), .recv_idle = LD(st_recv_idle),
+                               .recv_waiting = LD(st_recv_waiting) + LD(st_recv_own), .recv_idle = LD(st_recv_idle),
                                .calls_in_place = LD(st_in_place) };
 #undef LD
     return HIVE_OK;

@@ -141,13 +141,30 @@ static void hand_over(world_t *w, MPI_Request r, xfer_t x)
     hive__mpi_wake(w);
 }
 
-/* Send buf (any thread); x says what to do once it is out. */
+/* How long a sender tests a message of up to HIVE__MPI_CTRL_CAP bytes
+ * that did not go at once before it hands it to the progress thread. */
+#define SEND_SPIN_NS 20000
+
+/* Send buf (any thread); x says what to do once it is out. A message above
+ * the transport's eager limit (4 KiB with Open MPI's shared memory) waits
+ * for its receiver's answer (rendezvous), which a receiver that polls -
+ * a waiter with its receive posted, an idle worker - gives within
+ * microseconds: one up to HIVE__MPI_CTRL_CAP is tested on for up to
+ * SEND_SPIN_NS first, as a hand-over costs a wake-up of the progress
+ * thread (a 4 KiB call's round trip had two). Larger ones (payload parts)
+ * are handed over at once. */
 static void send_msg(world_t *w, MPI_Comm comm, const void *buf, size_t len, int dest, int tag, xfer_t x)
 {
     MPI_Request r;
     int done = 0;
     MPI_Isend(buf, (int)len, MPI_BYTE, dest, tag, comm, &r);
     MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done && len <= HIVE__MPI_CTRL_CAP) {
+        uint64_t t0 = hive__now_ns();
+        do
+            MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        while (!done && hive__now_ns() - t0 < SEND_SPIN_NS);
+    }
     if (done)
         finish_xfer(w, &x);
     else
@@ -386,6 +403,147 @@ int hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, bo
     return HIVE_OK;
 }
 
+void hive__mpi_send(world_t *w, int dest, void *msg, size_t len, bool owned)
+{
+    send_request(w, dest, msg, len, owned);
+    /* as in hive__mpi_request: the caller counted its answer in nfut
+     * (seq_cst) before this seq_cst load; idle_wait stores 2 before it
+     * reads nfut */
+    hive__mpi_nudge(w);
+}
+
+/* ---------------------------------------------------------- futures */
+
+/* Give f's record the answer that is in the slot (FUT_DONE or FUT_FAILED,
+ * read after an acquire of st), unless someone did. */
+static void seal_bytes(world_t *w, hive__obj_t *o, const void *data, size_t size);
+
+static void fut_seal_rec(world_t *w, fut_t *f, hive__obj_t *r, uint32_t st)
+{
+    /* acq_rel: one of the answer's writer and the record's maker gives it */
+    if (atomic_exchange_explicit(&f->sealed, 1, memory_order_acq_rel))
+        return;
+    if (st == FUT_DONE)
+        seal_bytes(w, r, f->bytes, f->size);
+    else
+        hive__obj_fail(w->h, r, f->status);
+}
+
+hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f)
+{
+    /* acquire: the record's maker published it with its CAS */
+    hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_acquire);
+    if (r != NULL)
+        return r;
+    hive__obj_t *o;
+    if (hive__mpi_placeholder(w, &o) != HIVE_OK)
+        return NULL;
+    hive__obj_release(w->h, o);          /* one count, the slot's */
+    /* seq_cst: against the answer's writer, who stores st and then loads
+     * rec (on_fut_reply): either it sees our record, or we see its state */
+    if (!atomic_compare_exchange_strong_explicit(&f->rec, &r, o, memory_order_seq_cst, memory_order_acquire)) {
+        hive__obj_fail(w->h, o, HIVE_ESTATE);   /* another thread made one first */
+        hive__obj_release(w->h, o);
+        return r;
+    }
+    uint32_t st = atomic_load_explicit(&f->st, memory_order_seq_cst);
+    if (st == FUT_DONE || st == FUT_FAILED)
+        fut_seal_rec(w, f, o, st);
+    return o;
+}
+
+void hive__mpi_fut_free(world_t *w, fut_t *f)
+{
+    /* relaxed: the last hold's acq_rel ordered every other holder's use */
+    hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
+    if (r != NULL)
+        hive__obj_release(w->h, r);
+    /* release: everything above before the slot's next claimer (its CAS acquires) */
+    atomic_store_explicit(&f->key, 0, memory_order_release);
+}
+
+void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
+{
+    /* acq_rel: every holder's reads of the slot before the one that frees it */
+    if (atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel) == n)
+        hive__mpi_fut_free(w, f);
+}
+
+/* Drain a payload that has nowhere to go (its parts are on their way). */
+static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_t x, bool own);
+static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
+{
+    for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
+        size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
+        void *scratch = malloc(len);
+        recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
+    }
+}
+
+static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr_t *hdr, const char *buf,
+                         size_t n, bool own);
+
+/* The answer to a record-free future's call. */
+static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
+                         bool own)
+{
+    fut_t *f = &w->futs[hdr->req & (HIVE__MPI_FUTS - 1)];
+    /* acquire: the claimer's fields (dest, actor, keep), published with key.
+     * relaxed st: only the answer's one taker writes it */
+    if (atomic_load_explicit(&f->key, memory_order_acquire) != hdr->req ||
+        atomic_load_explicit(&f->st, memory_order_relaxed) != FUT_PENDING)
+        return;                          /* nobody asked: ignore */
+    for (size_t i = 0; i < f->nkeep; i++)
+        hive_release(w->h, (hive_ref_t){ f->keep[i] });
+    free(f->keep);
+    f->keep = NULL;
+    f->nkeep = 0;
+    uint32_t st = FUT_DONE;
+    if (hdr->status != HIVE_OK) {
+        if (hdr->status == HIVE_EDEAD && f->actor != 0)
+            hive__mpi_forget_actor(w, f->actor);
+        f->status = hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL;
+        st = FUT_FAILED;
+    } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
+        if (n - sizeof *hdr < hdr->size) {
+            f->status = HIVE_EINVAL;
+            st = FUT_FAILED;
+        } else {
+            memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+            f->size = (uint32_t)hdr->size;
+        }
+    } else {                             /* too big for the slot: a record takes it */
+        hive__obj_t *r = hive__mpi_fut_rec(w, f);
+        if (r == NULL) {
+            if (hdr->size > HIVE__MPI_INLINE)
+                drain_payload(w, hdr->size, src, tag, own);
+            f->status = HIVE_ENOMEM;
+            st = FUT_FAILED;
+        } else {
+            atomic_store_explicit(&f->sealed, 1, memory_order_relaxed);   /* relaxed: st (REC)
+                                        tells the record's readers to wait on it instead */
+            atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* take_payload's;
+                                        relaxed: the slot's count keeps it */
+            /* release: readers of REC find the record (made before) */
+            atomic_store_explicit(&f->st, FUT_REC, memory_order_release);
+            pend_t tmp = { .kind = M_CALL, .obj = r };
+            take_payload(w, src, tag, &tmp, hdr, buf, n, own);
+            st = FUT_REC;
+        }
+    }
+    if (st != FUT_REC) {
+        /* seq_cst: the bytes and status before it (readers acquire), and
+         * against hive__mpi_fut_rec's CAS of rec (a Dekker pair) */
+        atomic_store_explicit(&f->st, st, memory_order_seq_cst);
+        hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_seq_cst);
+        if (r != NULL)
+            fut_seal_rec(w, f, r, st);
+    }
+    /* release: detach's phase step reads it (acquire) before the barrier */
+    atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_release);
+    hive__mpi_fut_drop(w, f, 1);         /* the answer's hold */
+}
+
 /* ---------------------------------------------------------- serving */
 
 /* Answer req with size bytes at data. hold: the record data belongs to,
@@ -506,13 +664,43 @@ static void serve_when_done(world_t *w, served_t *s)
     }
 }
 
+/* A record-free future of this rank asked for by another (its id passed
+ * on as a value, or as a call's argument): its record, with a count for
+ * the caller; NULL if no future holds that id. */
+static hive__obj_t *fut_served(world_t *w, uint64_t id)
+{
+    fut_t *f = hive__mpi_fut_find(w, id);
+    if (f == NULL)
+        return NULL;
+    uint32_t n = atomic_load_explicit(&f->holds, memory_order_relaxed);
+    do {
+        if (n < 2)
+            return NULL;                 /* released by its users */
+        /* relaxed: a count taken while another is held publishes nothing */
+    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, n + 2, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    hive__obj_t *r = hive__mpi_fut_rec(w, f);
+    if (r != NULL)
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's
+                                                    count keeps it meanwhile */
+    hive__mpi_fut_drop(w, f, 2);
+    return r;
+}
+
 static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
 {
-    hive__rcu_lock();
-    hive__obj_t *o = hive__obj_lookup(w->h, hdr->id);
-    bool payload = o != NULL && (o->kind == HIVE__BLOB || o->kind == HIVE__ARRAY);
-    bool ok = payload && hive__obj_retain_live(o);
-    hive__rcu_unlock();
+    hive__obj_t *o;
+    bool payload, ok;
+    if (hive__id_tag(hdr->id) == (uint32_t)w->rank + 1 && hive__id_future(hdr->id)) {
+        o = fut_served(w, hdr->id);
+        payload = ok = o != NULL;
+    } else {
+        hive__rcu_lock();
+        o = hive__obj_lookup(w->h, hdr->id);
+        payload = o != NULL && (o->kind == HIVE__BLOB || o->kind == HIVE__ARRAY);
+        ok = payload && hive__obj_retain_live(o);
+        hive__rcu_unlock();
+    }
     hive__mpi_count(&w->st_gets_served, 1);
     served_t *s = ok ? calloc(1, sizeof *s) : NULL;
     if (s == NULL) {
@@ -641,11 +829,11 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     x->a = a;
     x->hdr = *hdr;
     x->src = src;
-    /* relaxed: as serve_when_done's; run_in_place's release decrement is
-     * what detach waits for */
-    atomic_fetch_add_explicit(&w->nserving, 1, memory_order_relaxed);
-    hive__mpi_count(&w->st_calls_served, 1);   /* a gate may count on it */
-    hive__mpi_count(&w->st_in_place, 1);
+    /* relaxed: only this worker writes it (the poll claim); run_in_place's
+     * release store is what detach waits for */
+    atomic_store_explicit(&w->in_place, 1, memory_order_relaxed);
+    hive__mpi_count_locked(&w->st_calls_served);   /* a gate may count on it */
+    hive__mpi_count_locked(&w->st_in_place);
     return true;
 }
 
@@ -667,13 +855,11 @@ static void run_in_place(world_t *w, here_t *x)
     res.kind = HIVE__BLOB;
     /* The method is user code on a worker, as in a job: not serving (a
      * lookup inside it asks every rank), and not counted among the
-     * pollers (relaxed: a hint), so that the progress thread receives
-     * meanwhile if the method takes long */
+     * pollers (in_place), so that the progress thread receives meanwhile
+     * if the method takes long */
     bool was = serving;
     serving = false;
-    atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed);
     int rc = hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res);
-    atomic_fetch_add_explicit(&w->pollers, 1, memory_order_relaxed);
     serving = was;
     if (rc == 0)
         send_bytes(w, x->src, x->hdr.req, res.data ? res.data : (const void *)"", res.size, 0, 0, NULL);
@@ -681,9 +867,9 @@ static void run_in_place(world_t *w, here_t *x)
         reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
     hive__payload_free(w->h, &res);
     x->a = NULL;
-    /* release: the answer's sends (handed over first) before the count
+    /* release: the answer's sends (handed over first) before the flag
      * that lets detach finish (step_detach's acquire) */
-    atomic_fetch_sub_explicit(&w->nserving, 1, memory_order_release);
+    atomic_store_explicit(&w->in_place, 0, memory_order_release);
 }
 
 static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
@@ -716,7 +902,7 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     hive__rcu_unlock();
     s->src = src;
     s->req = hdr->req;
-    hive__mpi_count(&w->st_calls_served, 1);   /* after the push: a gate may count on it */
+    hive__mpi_count_locked(&w->st_calls_served);   /* after the push: a gate may count on it */
     serve_when_done(w, s);
 }
 
@@ -812,11 +998,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
         free(parts);
         hive__obj_fail(w->h, o, err);
         hive__obj_release(w->h, o);
-        for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
-            size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-            void *scratch = malloc(len);
-            recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
-        }
+        drain_payload(w, size, src, tag, own);
         return;
     }
     o->size = size;
@@ -830,6 +1012,10 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
 
 static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n, bool own)
 {
+    if (hdr->req & HIVE__MPI_FUT_BIT) {
+        on_fut_reply(w, src, tag, hdr, buf, n, own);
+        return;
+    }
     pend_t *p = pend_take(w, src, hdr);
     if (p == NULL)
         return;                          /* nobody asked, or more answers to come */
@@ -1043,7 +1229,7 @@ static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
         return false;
     w->cq[0] = w->cq[1];
     w->ncq--;
-    hive__mpi_count(ctr, 1);
+    hive__mpi_count_locked(ctr);
     MPI_Get_count(&st, MPI_BYTE, &count);
     handle(w, st.MPI_SOURCE, HIVE__MPI_TAG_CTRL, w->cbuf + (size_t)i * HIVE__MPI_CTRL_CAP, (size_t)count,
            own);
@@ -1059,7 +1245,7 @@ static bool take_request(world_t *w, bool own, _Atomic uint64_t *ctr)
  * Counted in ctr first, as take_request's. */
 static void take_matched(world_t *w, MPI_Message *m, MPI_Status *st, bool own, _Atomic uint64_t *ctr)
 {
-    hive__mpi_count(ctr, 1);
+    hive__mpi_count_locked(ctr);
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
     uint64_t stack[512];                 /* 4 KiB, 8-aligned */
@@ -1169,10 +1355,34 @@ static char *own_buffer(void)
 }
 
 /* Polls for other ranks' requests while a receive is posted for one's
- * own answer: every this many looks at it. */
-#define OWN_POLL_EVERY 4
+ * own answer: every this many looks at it. A poll (a test of the request
+ * receive, a probe of rcomm) takes a few times as long as a look, and an
+ * answer that lands during one waits for its end: at 16, a waiter spends
+ * ~1/6 of its time there (at 4, half). */
+#define OWN_POLL_EVERY 16
+
+/* Is the answer drive waits for still to come: obj's, or f's? */
+static inline bool awaited(const hive__obj_t *obj, fut_t *f)
+{
+    /* acquire: the answer's bytes (the slot's, or the record's) come with it */
+    return f != NULL ? atomic_load_explicit(&f->st, memory_order_acquire) == FUT_PENDING
+                     : hive__obj_state(obj) == HIVE__PENDING;
+}
+
+static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int src, uint64_t req);
 
 void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req)
+{
+    drive(w, obj, NULL, budget_ns, src, req);
+}
+
+void hive__mpi_drive_fut(world_t *w, fut_t *f, int64_t budget_ns)
+{
+    /* relaxed: the slot's fields came with key's acquire (its finder's) */
+    drive(w, NULL, f, budget_ns, f->dest, atomic_load_explicit(&f->key, memory_order_relaxed));
+}
+
+static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int src, uint64_t req)
 {
     uint64_t t0 = hive__now_ns(), now = t0;
     bool was = serving;
@@ -1190,14 +1400,14 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
         MPI_Irecv(buf, (int)OWN_BUF, MPI_BYTE, src, tag, w->rcomm, &own);
     unsigned looks = 0;
     /* acquire: a stopped world (phase 3) is not polled any more */
-    while (hive__obj_state(obj) == HIVE__PENDING && now - t0 < (uint64_t)budget_ns &&
+    while (awaited(obj, f) && now - t0 < (uint64_t)budget_ns &&
            atomic_load_explicit(&w->phase, memory_order_acquire) != 3) {
         if (own != MPI_REQUEST_NULL) {
             int done = 0, count = 0;
             MPI_Status st;
             MPI_Test(&own, &done, &st);
             if (done) {                  /* own is MPI_REQUEST_NULL now */
-                hive__mpi_count(&w->st_recv_waiting, 1);
+                hive__mpi_count(&w->st_recv_own, 1);   /* no poll_lock here */
                 MPI_Get_count(&st, MPI_BYTE, &count);
                 handle(w, src, tag, buf, (size_t)count, true);
                 continue;
@@ -1220,7 +1430,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
         MPI_Wait(&own, &st);
         MPI_Test_cancelled(&st, &cancelled);
         if (!cancelled) {
-            hive__mpi_count(&w->st_recv_waiting, 1);
+            hive__mpi_count(&w->st_recv_own, 1);
             MPI_Get_count(&st, MPI_BYTE, &count);
             handle(w, src, tag, buf, (size_t)count, true);
         }
@@ -1230,7 +1440,7 @@ void hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, u
      * (out of budget) or other ranks' requests, which may go on (a caller
      * that only took its answers leaves it be: no wake-up per round trip) */
     if (atomic_fetch_sub_explicit(&w->pollers, 1, memory_order_relaxed) == 1 &&
-        (hive__obj_state(obj) == HIVE__PENDING || served_here != served0)) {
+        (awaited(obj, f) || served_here != served0)) {
         atomic_store_explicit(&w->handoff, 1, memory_order_relaxed);   /* relaxed: the wake
                                                     orders it (seq_cst RMW) */
         hive__mpi_wake(w);
@@ -1301,7 +1511,9 @@ static bool step_detach(world_t *w)
     int phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
     if (phase == 1) {
         pthread_mutex_lock(&w->plock);
-        bool ours_in = w->npend == 0;
+        /* seq_cst: a caller counts its future's answer in nfut before it
+         * reads closing (remote_call); detach set closing before it asked */
+        bool ours_in = w->npend == 0 && atomic_load_explicit(&w->nfut, memory_order_seq_cst) == 0;
         if (ours_in)   /* release: requests made from now on see it under plock and are refused */
             atomic_store_explicit(&w->phase, 2, memory_order_release);
         pthread_mutex_unlock(&w->plock);
@@ -1319,7 +1531,8 @@ static bool step_detach(world_t *w)
     if (phase == 4) {
         /* acquire: pairs with on_served_ready's release; its sends were
          * handed over before, so take_handed below sees them */
-        size_t serving = atomic_load_explicit(&w->nserving, memory_order_acquire);
+        size_t serving = atomic_load_explicit(&w->nserving, memory_order_acquire) +
+                         (size_t)atomic_load_explicit(&w->in_place, memory_order_acquire);
         take_handed(w);
         test_xfers(w);
         if (serving == 0 && w->nreqs == 0)
@@ -1342,6 +1555,7 @@ static void idle_wait(world_t *w, uint32_t kick, int64_t ns, bool deep)
         pthread_mutex_lock(&w->plock);
         asked = w->npend > 0;
         pthread_mutex_unlock(&w->plock);
+        asked |= atomic_load_explicit(&w->nfut, memory_order_seq_cst) > 0;   /* see hive__mpi_send */
     }
     if (!asked && atomic_load_explicit(&w->kick, memory_order_seq_cst) == kick) {
         hive__futex_wait(&w->kick, kick, ns);
@@ -1357,7 +1571,9 @@ static bool in_flight(world_t *w)
     size_t npend = w->npend;
     pthread_mutex_unlock(&w->plock);
     /* relaxed: a hint for how long to sleep; a wake comes with new work */
-    return npend > 0 || w->nreqs > 0 || atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0;
+    return npend > 0 || atomic_load_explicit(&w->nfut, memory_order_relaxed) > 0 || w->nreqs > 0 ||
+           atomic_load_explicit(&w->nserving, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&w->in_place, memory_order_relaxed) != 0;
 }
 
 void *hive__mpi_progress(void *arg)
@@ -1374,7 +1590,8 @@ void *hive__mpi_progress(void *arg)
         take_ready(w);
         /* relaxed, both: hints. Another thread polls (a caller driving its
          * answer, an idle worker): leave the receiving to it */
-        bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) > 0;
+        bool others = atomic_load_explicit(&w->pollers, memory_order_relaxed) -
+                      atomic_load_explicit(&w->in_place, memory_order_relaxed) > 0;
         if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
         uint64_t served0 = served_here;

@@ -72,6 +72,13 @@
  *    whichever thread takes them. An answer taken by its own posted receive is
  *    handled by its waiter outside poll_lock: nothing waits on the order
  *    of answers (a subscribed cell acquire first takes in what arrived).
+ *  - A remote call's future is no store record but a slot of w->futs
+ *    (fut_t below), claimed by a CAS and indexed by the request's
+ *    sequence number, which the answer carries: the answer's taker writes
+ *    it there, hive_get reads it there (driving it first, on a receive
+ *    posted for it), hive_release frees the slot. The pending table
+ *    (plock) is left to gets, lookups, kills and cells. A record is made
+ *    for a future only where the core needs one.
  *  - Ordering: a thread's sends to one rank on one tag do not overtake each
  *    other (MPI), so a caller's calls reach the callee's actor queues in the
  *    order they were made (an M_BIG envelope takes its request's place:
@@ -151,6 +158,41 @@ typedef struct pend {
     size_t        nkeep;
     struct cell_answer *cell;   /* M_CELL: the seq and whether it changed */
 } pend_t;
+
+/* A remote call's future without a store record: a slot of w->futs,
+ * found from its id (this rank's tag, generation 0, the request's
+ * sequence number in the low 30 bits: hive__id_future) and from its
+ * answer (the request id, which carries HIVE__MPI_FUT_BIT; slot = the
+ * sequence number modulo HIVE__MPI_FUTS). The caller claims a free slot
+ * with a CAS on key and publishes it with a release store of the request
+ * id before it sends the call; whoever takes the answer writes it into the
+ * slot and releases it through st; hive_get of the id reads it from there.
+ * A record is made for it only where the core needs one (localize: a
+ * task's argument, hive_wait, ...), or for an answer above
+ * HIVE__MPI_FUT_INLINE bytes (state FUT_REC: the record has it). A call
+ * whose slot is still held by an older future takes the record path. */
+#define HIVE__MPI_FUTS       4096u
+#define HIVE__MPI_FUT_BIT    (1ull << 63)     /* in a request id: its answer goes to a slot */
+#define HIVE__MPI_FUT_INLINE 48u
+#define HIVE__MPI_FUT_CLAIM  1ull             /* key while its claimer fills the slot */
+enum { FUT_PENDING, FUT_DONE, FUT_FAILED, FUT_REC };
+
+typedef struct fut {
+    _Atomic uint64_t key;    /* the request id using the slot (with FUT_BIT); 0 free; FUT_CLAIM */
+    /* 2 per user count (hive_retain adds one), plus 1 while the answer is
+     * not in: whoever takes it to 0 frees the slot */
+    _Atomic uint32_t holds;
+    _Atomic uint32_t st;     /* FUT_*: release by the answer's writer, acquire by readers */
+    _Atomic(hive__obj_t *) rec;   /* the record made for it (a count held by the slot), or NULL */
+    _Atomic int   sealed;    /* rec has been given the answer (claimed by exchange) */
+    int32_t       status;    /* FUT_FAILED: the code */
+    uint32_t      size;      /* FUT_DONE: bytes in `bytes` */
+    int           dest;      /* the callee's rank */
+    uint64_t      actor;
+    uint64_t     *keep;      /* local refs retained until the answer (malloc'd) */
+    size_t        nkeep;
+    _Alignas(16) unsigned char bytes[HIVE__MPI_FUT_INLINE];
+} fut_t;
 
 /* What a cell request learns besides the payload (written before the seal). */
 typedef struct cell_answer {
@@ -256,6 +298,14 @@ typedef struct world {
     size_t        npend;
     _Atomic int   phase;     /* 0 run, 1 detach asked, 2 in the barrier, 4 barrier done, 3 stop */
     _Atomic size_t nserving; /* served records not yet answered */
+    /* 1 while the idle worker runs a call in place, from its claim (under
+     * poll_lock) to its answer sent: one at a time (the core's poll claim),
+     * so a store, not a count. The progress thread polls meanwhile (it
+     * does not count this worker among the pollers), and detach waits for
+     * it as for nserving. */
+    _Atomic int   in_place;
+    fut_t        *futs;      /* HIVE__MPI_FUTS slots: record-free futures of calls */
+    _Atomic size_t nfut;     /* slots whose answer is not in (detach waits for 0) */
 
     /* progress thread only */
     MPI_Request  *reqs;
@@ -271,7 +321,7 @@ typedef struct world {
 
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
-                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place;
+                     st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place, st_recv_own;
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -290,6 +340,12 @@ void  hive__mpi_wake(world_t *w);
 void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
 bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
+/* A statistic whose every writer holds poll_lock: a load and a store (no
+ * locked instruction); relaxed, as hive__mpi_count's */
+static inline void hive__mpi_count_locked(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
 static inline int hive__mpi_reply_tag(const world_t *w, uint64_t req)
 {
@@ -301,6 +357,17 @@ static inline int hive__mpi_body_tag(const world_t *w, uint64_t req)
 {
     return HIVE__MPI_TAG_REPLY0 + (int)(w->tag_mask + 1 + (req & w->tag_mask));
 }
+/* The slot of a record-free future id (this rank's tag, generation 0)
+ * if a future with that id holds it; acquire: the claimer's fields. */
+static inline fut_t *hive__mpi_fut_find(world_t *w, uint64_t id)
+{
+    fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
+    uint64_t k = atomic_load_explicit(&f->key, memory_order_acquire);
+    return (k & HIVE__MPI_FUT_BIT) && ((k ^ id) & ((1ull << 30) - 1)) == 0 ? f : NULL;
+}
+/* progress.c: send a request that has no pending record (a record-free
+ * future's call: its slot is published already) */
+void  hive__mpi_send(world_t *w, int dest, void *msg, size_t len, bool owned);
 /* progress.c: make and start the request receive (attach, before any
  * thread polls); cancel and free it (detach, after the last poll) */
 void  hive__mpi_open_ctrl(world_t *w);
@@ -318,6 +385,15 @@ int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, 
  * buffer of this thread: no probe, no unexpected-message copy), probing
  * for other ranks' requests only every few looks. */
 void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
+/* The same for a record-free future: until f's answer is in. */
+void  hive__mpi_drive_fut(world_t *w, fut_t *f, int64_t budget_ns);
+/* progress.c: f's record, made if it has none (a count held by the slot;
+ * NULL: out of memory, the failure set) */
+hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
+/* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
+ * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
+void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
+void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);
  * its release (local refs kept) and free. */

@@ -1207,23 +1207,94 @@ static void test_replay_fed_from_ranks(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A remote call's future is a slot of the caller's layer, not a store
+ * record (docs/scale-out.md): it is this rank's id, hive_retain and
+ * hive_release count it, a get after the last release and a second release
+ * find nothing, it is no actor and no cell; it works as a ref argument of
+ * another call (a local one on 2 ranks, a third rank's on 4: fetched from
+ * here) and as a plain value that another rank gets; and more calls in
+ * flight than there are slots take store records. */
+static void test_call_futures(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    int next = (rank + 1) % size;
+    hive_ref_t r, x, v;
+    const int *who;
+    assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_mpi_owner(h, r.id), rank);
+    assert_int_equal(hive_retain(h, r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, next);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    size_t n = 0;
+    assert_int_equal(hive_get(h, r, 0, (const void **)&who, &n), HIVE_OK);   /* held still */
+    assert_int_equal(n, sizeof(int));
+    assert_int_equal(hive_call(h, (hive_actor_t){ r.id }, RANK, NULL, 0, NULL, &x), HIVE_ENOENT);
+    assert_int_equal(hive_actor_kill(h, (hive_actor_t){ r.id }), HIVE_ENOENT);
+    assert_int_equal(hive_cell_acquire(h, r, &v, NULL), HIVE_ENOENT);
+    /* a ref argument */
+    const uint64_t *sum;
+    assert_int_equal(hive_call(h, all[(rank + 2) % size], SUM, &HIVE_REF(r), 1, NULL, &x), HIVE_OK);
+    assert_int_equal(hive_get(h, x, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+    assert_int_equal(sum[0], (uint64_t)next);    /* the int's bytes: next < 256 */
+    assert_int_equal(sum[1], sizeof(int));
+    assert_int_equal(hive_release(h, x), HIVE_OK);
+    /* a value: each rank gets the next rank's future */
+    uint64_t ids[64];
+    MPI_Allgather(&r.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    hive_ref_t theirs = { ids[next] };
+    assert_int_equal(hive_get(h, theirs, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, (next + 1) % size);
+    assert_int_equal(hive_release(h, theirs), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);                 /* the owners keep theirs until all got them */
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_ENOENT);
+    assert_int_equal(hive_retain(h, r), HIVE_ENOENT);
+    assert_int_equal(hive_get(h, r, 0, (const void **)&who, NULL), HIVE_ENOENT);
+    /* more in flight than slots (4096) */
+    enum { MANY = 5000 };
+    hive_ref_t *many = malloc(MANY * sizeof *many);
+    assert_non_null(many);
+    for (int i = 0; i < MANY; i++)
+        assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &many[i]), HIVE_OK);
+    assert_int_equal(hive_mpi_owner(h, many[MANY - 1].id), rank);
+    for (int i = 0; i < MANY; i++) {
+        assert_int_equal(hive_get(h, many[i], HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+        assert_int_equal(*who, next);
+        assert_int_equal(hive_release(h, many[i]), HIVE_OK);
+    }
+    free(many);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Detach is collective; afterwards a remote handle names nothing: calls
- * return HIVE_ENOENT at once instead of hanging. Then attach again. */
+ * return HIVE_ENOENT at once instead of hanging, and so do the futures of
+ * remote calls the program had not released (detach waited for their
+ * answers, then released them). Then attach again. */
 static void test_detach_then_remote_fails(void **state)
 {
     (void)state;
     hive_actor_t all[64];
     actor_everywhere(all, NULL);
-    /* some calls in flight while the ranks detach: each is answered */
+    /* some calls in flight while the ranks detach, beside some taken first
+     * (one of those made into a record: a wait needs one) */
     hive_ref_t r[16];
     for (int i = 0; i < 16; i++)
         assert_int_equal(hive_call(h, all[(rank + 1) % size], RANK, NULL, 0, NULL, &r[i]), HIVE_OK);
+    unsigned char ready[1];
+    assert_int_equal(hive_wait(h, r, 1, 1, HIVE_FOREVER, ready), 1);
+    for (int i = 0; i < 8; i++) {
+        const int *who;
+        assert_int_equal(hive_get(h, r[i], HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+        assert_int_equal(*who, (rank + 1) % size);
+    }
     assert_int_equal(hive_mpi_detach(h), HIVE_OK);
     for (int i = 0; i < 16; i++) {
-        const int *who;
-        assert_int_equal(hive_get(h, r[i], 0, (const void **)&who, NULL), HIVE_OK);
-        assert_int_equal(*who, (rank + 1) % size);
-        hive_release(h, r[i]);
+        const void *p;
+        assert_int_equal(hive_get(h, r[i], 0, &p, NULL), HIVE_ENOENT);
+        assert_int_equal(hive_release(h, r[i]), HIVE_ENOENT);
     }
     hive_ref_t x;
     assert_int_equal(hive_call(h, all[(rank + 1) % size], RANK, NULL, 0, NULL, &x), HIVE_ENOENT);
@@ -1283,6 +1354,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cell_pushed),
         cmocka_unit_test(test_cell_publish_across_ranks),
         cmocka_unit_test(test_replay_fed_from_ranks),
+        cmocka_unit_test(test_call_futures),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
