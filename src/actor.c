@@ -1221,6 +1221,42 @@ static void call_job(hive__job_t *job, hive__worker_t *w)
 
 /* A turn job of lane `lane` (job is &tail_of(a)->token[lane]: the
  * actor's handle record holds it, and the handle points to the actor). */
+/* A token dropped at shutdown (its job run with no worker) that took
+ * RUNNING: it is the mailboxes' only consumer, and fails what is queued
+ * instead of running it. Then it gives RUNNING up with the turn's end
+ * handshake (release_turn) and, for mail pushed meanwhile (the pusher saw
+ * RUNNING and kicked nobody), takes the actor again and fails that too,
+ * rather than kick: a job dropped at shutdown may queue no new one
+ * (hive__sched_stop's sweep may have passed that queue already).
+ *
+ * A drop that finds RUNNING held leaves the mail to the holder: a turn
+ * running on another worker (which stops at its next look at the stop
+ * flag and kicks for what is left: that token is dropped here later), or
+ * a dead actor's, kept for good (its late mail fails when the last
+ * reference goes: unref). Failing the mail there too, as this once did,
+ * made two consumers of one mailbox while a turn still ran. */
+static void drop_turn(hive__actor_t *a)
+{
+    for (;;) {
+        fail_queued(a, HIVE_ESHUTDOWN);
+        unsigned unfinished = lanes_unfinished(a);
+        /* seq_cst RMW, then seq_cst reads of the heads: release_turn's half
+         * of the pusher/turn handshake */
+        atomic_fetch_and_explicit(&a->sched, ~(RUNNING | WOKE), memory_order_seq_cst);
+        if (mail_pending(a, unfinished) < 0)
+            return;
+        /* seq_cst: as token_run's take; a pusher mid-push makes us look
+         * again until its link is written */
+        uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed);
+        do {
+            if (s & RUNNING)
+                return;                  /* taken: the mail is the new holder's */
+        } while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, s | RUNNING, memory_order_seq_cst,
+                                                        memory_order_relaxed));
+        hive__cpu_relax();
+    }
+}
+
 static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
 {
     atail_t *tl = (atail_t *)(void *)((char *)(job - lane) - offsetof(atail_t, token));
@@ -1232,19 +1268,13 @@ static void token_run(hive__job_t *job, unsigned lane, hive__worker_t *w)
     uint32_t s = atomic_load_explicit(&a->sched, memory_order_relaxed), ns;
     do {
         ns = s & ~TOKEN(lane);
-        if (w != NULL && !(s & RUNNING))
+        if (!(s & RUNNING))
             ns = (ns | RUNNING) & ~WOKE; /* the turn about to run looks at everything */
     } while (!atomic_compare_exchange_weak_explicit(&a->sched, &s, ns, memory_order_seq_cst,
                                                     memory_order_relaxed));
     if (w == NULL) {
-        /* dropped at shutdown: no worker runs any more, we are the only
-         * consumer. RUNNING set now means retired or given up for good
-         * (nothing holds it at shutdown otherwise): held is empty, and
-         * after retire its bytes are the RCU head, so only the mail */
-        if (s & RUNNING)
-            fail_mail(a, HIVE_ESHUTDOWN);
-        else
-            fail_queued(a, HIVE_ESHUTDOWN);
+        if (!(s & RUNNING))
+            drop_turn(a);
     } else if (!(s & RUNNING)) {
         if (!tl->conc)
             turn(a, w);
