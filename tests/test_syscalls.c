@@ -342,10 +342,136 @@ static void test_hot_paths_make_no_system_call(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------------------------ on a worker
+ *
+ * The same proof for the paths a task takes on its worker: fork-join
+ * submits (a worker's small task goes to its own deque), hive_wait and
+ * hive_get of its own children (the join runs them in place), their
+ * release, put/get/release through the worker's store shard, and an actor
+ * call and its get. One worker, so that nothing is stolen and the join
+ * never sleeps: what is measured is the path, not the scheduler's parking
+ * (whose membarrier is a system call by design: sched.c).
+ *
+ * A driver task installs the filter on its worker's thread. A filter stays
+ * for good, and a worker that went back to its loop would make system
+ * calls (parking, and at shutdown its thread's exit), so in the filtered
+ * build the driver ends by sleeping on a futex, and the engine is left to
+ * the process's exit instead of hive_shutdown. */
+#define JOIN_FAN 4
+
+struct wrun {
+    hive_actor_t    actor;
+    int             filter_rc;
+    _Atomic int     done;
+    const char     *failed;
+};
+
+static struct wrun wr;
+
+#undef CHECK
+#define CHECK(cond, what) do { if (!(cond)) { wr.failed = (what); return; } } while (0)
+
+static void worker_round(hive_t *h, uint64_t i)
+{
+    hive_ref_t t[JOIN_FAN], a, c;
+    const void *p;
+    size_t n;
+    for (int k = 0; k < JOIN_FAN; k++) {
+        uint64_t v = i + (uint64_t)k;
+        hive_arg_t arg = HIVE_VAL(v);
+        CHECK(hive_submit(h, add_one, &arg, 1, NULL, &t[k]) == HIVE_OK, "worker submit");
+    }
+    CHECK(hive_wait(h, t, 2, 2, HIVE_FOREVER, NULL) == 2, "worker wait");
+    for (int k = 0; k < JOIN_FAN; k++) {
+        CHECK(hive_get(h, t[k], HIVE_FOREVER, &p, &n) == HIVE_OK && n == sizeof i &&
+              *(const uint64_t *)p == i + (uint64_t)k + 1, "worker get of a child");
+        CHECK(hive_release(h, t[k]) == HIVE_OK, "worker release of a child");
+    }
+    CHECK(hive_put(h, &i, sizeof i, &a) == HIVE_OK, "worker put");
+    CHECK(hive_get(h, a, 0, &p, &n) == HIVE_OK && n == sizeof i, "worker get");
+    CHECK(hive_release(h, a) == HIVE_OK, "worker release");
+    CHECK(hive_call(h, wr.actor, 0, NULL, 0, NULL, &c) == HIVE_OK, "worker call");
+    CHECK(hive_get(h, c, HIVE_FOREVER, &p, NULL) == HIVE_OK, "worker call result");
+    CHECK(hive_release(h, c) == HIVE_OK, "worker release of a call result");
+    wr.failed = NULL;
+}
+
+static int worker_driver(hive_ctx_t *ctx)
+{
+    hive_t *h = hive_engine(ctx);
+    uint64_t i = 0, stable_since = 0;
+    size_t mapped = hive__pool_mapped_bytes();
+    for (; i < 50 * ROUNDS && i - stable_since < ROUNDS && wr.failed == NULL; i++) {
+        worker_round(h, i);
+        if (hive__pool_mapped_bytes() != mapped) {
+            mapped = hive__pool_mapped_bytes();
+            stable_since = i;
+        }
+    }
+    for (size_t sz = HIVE_POOL_MIN; sz <= HIVE_POOL_MAX && wr.failed == NULL; sz <<= 1)
+        if (hive__pool_reserve(sz, (size_t)4 << 20) != 0)
+            wr.failed = "reserve pool headroom";
+    if (wr.failed != NULL) {
+        atomic_store(&wr.done, 1);
+        return 0;
+    }
+    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSYS, &sa, NULL);
+    sigset_t sys;
+    sigemptyset(&sys);
+    sigaddset(&sys, SIGSYS);
+    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
+    wr.filter_rc = FILTERED ? install_filter() : 0;
+    COUNT_MALLOCS(true);
+    for (uint64_t k = 0; k < ROUNDS && wr.failed == NULL && wr.filter_rc == 0; k++)
+        worker_round(h, i + k);
+    COUNT_MALLOCS(false);
+    atomic_store(&wr.done, 1);
+    if (FILTERED && wr.filter_rc == 0) {
+        static _Atomic uint32_t never;
+        for (;;)
+            syscall(SYS_futex, &never, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
+    return 0;
+}
+
+static void test_worker_paths_make_no_system_call(void **state)
+{
+    (void)state;
+    atomic_store(&trapped, 0);
+    hive_t *h = test_engine(64 * MiB, 1, NULL);
+    assert_int_equal(hive_actor_new(h, &counter, NULL, 0, NULL, &wr.actor), HIVE_OK);
+    hive_ref_t d;
+    assert_int_equal(hive_submit(h, worker_driver, NULL, 0, NULL, &d), HIVE_OK);
+    WAIT_UNTIL(atomic_load(&wr.done), 120000);
+    assert_int_equal(wr.filter_rc, 0);
+    int n = atomic_load(&trapped);
+    if (n != 0) {
+        char list[256] = "";
+        for (int i = 0; i < n && i < 16; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), " %ld", atomic_load(&trapped_nr[i]));
+        fail_msg("%d system calls other than futex on a worker's hot paths; numbers:%s", n, list);
+    }
+    if (MALLOCS() != 0)
+        fail_msg("%d calls to malloc (or calloc, realloc, an aligned allocator) on a worker's hot paths",
+                 MALLOCS());
+    if (wr.failed != NULL)
+        fail_msg("%s failed: %s", wr.failed, hive_last_error());
+    if (!FILTERED) {                    /* the driver returned: a clean end */
+        const void *p;
+        assert_int_equal(hive_get(h, d, HIVE_FOREVER, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, d), HIVE_OK);
+        assert_int_equal(hive_shutdown(h), HIVE_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hot_paths_make_no_system_call),
+        /* last: in the filtered build its engine is left to the exit */
+        cmocka_unit_test(test_worker_paths_make_no_system_call),
     };
     return cmocka_run_group_tests_name("syscalls", tests, NULL, NULL);
 }
