@@ -99,7 +99,12 @@
  * step, large enough that its one fetch_add is ~1% of it */
 #define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
-#define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
+/* a slice job with nothing left stands this long, watching its slice,
+ * before it ends (see stand); it looks at the clock and for other jobs
+ * every STAND_LOOK spins */
+#define STAND_NS   20000u
+#define STAND_LOOK 64u
+#define COST_EVERY 32u                    /* batches (sends) between two measures of a step's cost */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -641,7 +646,49 @@ static bool any_pending(hive_envpool_t *p, unsigned me)
     return false;
 }
 
-/* A slice's job: serve its ring and steal, until nothing is left; then
+/* Work for slice s itself: ids in its ring, or chunks of a sync batch
+ * left in its cursor. Loads only: what a standing job watches. */
+static bool own_pending(slice_t *s)
+{
+    return ring_nonempty(s) || sync_pending(s);
+}
+
+/* A slice job with nothing left stands: it stays queued (so the owner's
+ * next step or send posts nothing - no inbox push, no wake, no job start,
+ * no shell count: about five lines crossing cores, ~1 us on a 2-vCPU VM,
+ * which at 1 us a step was a quarter of a 4-env batch) and watches its
+ * own slice's lines (the cursor and tail the owner stores once per batch;
+ * not every slice's, so that its reads do not pull the owner's own cursor
+ * away at every claim; the others' only every STAND_LOOK spins) for
+ * STAND_NS. True when work came: serve again.
+ * False when it ran out, the engine stops or the pool is being freed
+ * (free waits for `running`, which this job holds: it must not stand
+ * long). Every STAND_LOOK spins it runs one other job the worker finds
+ * (hive__sched_help), so a standing job holds no other work back. */
+static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
+{
+    uint64_t end = hive__now_ns() + STAND_NS;
+    for (unsigned i = 1;; i++) {
+        if (own_pending(s))
+            return true;
+        if (i % STAND_LOOK == 0) {
+            /* the others' slices too, now and then: a caller that is not
+             * a worker leaves a busy worker's envs to whoever is free */
+            if (any_pending(p, (unsigned)(s - p->slices)))
+                return true;
+            /* seq_cst: dead is free's store of the pair in slice_job */
+            if (stopping(p) || atomic_load_explicit(&s->shell->dead, memory_order_seq_cst) ||
+                hive__now_ns() >= end)
+                return false;
+            if (hive__sched_help(w, NULL, NULL))
+                end = hive__now_ns() + STAND_NS;   /* it was busy: a fresh stand */
+        }
+        hive__cpu_relax();
+    }
+}
+
+/* A slice's job: serve its ring and steal, until nothing is left; stand a
+ * while (see stand); then
  * mark itself idle and re-check its ring (the post_slice pair). w == NULL:
  * the engine stopped before it ran; it only ends (the envs in its ring are
  * dropped by the waiter or by free). */
@@ -661,6 +708,8 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
             size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
+            if (!lost && stand(p, s, w))
+                continue;
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
              * re-check sees its push (or its sync batch) */
@@ -732,12 +781,20 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 
 /* The owner's estimate of one step's cost, from the envs it stepped
  * itself: ns for k envs. An average that follows changes within a few
- * batches (owner-only field: `inside` orders owners). */
+ * batches (owner-only field: `inside` orders owners). A sample is wall
+ * time, so a preemption inside it (a loaded machine) would make a 40 ns
+ * CartPole step look like microseconds and send the next hundreds of
+ * batches through the rings - and keep `ringed` above zero, so even the
+ * inline sends paid RMWs. So a sample counts as twice the estimate at
+ * most: a real rise is still followed (by 1/8 a sample), a preemption
+ * moves it by 1/8. */
 static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
 {
     if (k == 0)
         return;
     double x = (double)ns / (double)k;
+    if (p->step_ns > 0 && x > 2 * p->step_ns)
+        x = 2 * p->step_ns;
     p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
     hint_cost(p, (uint64_t)p->step_ns);
 }
@@ -1164,6 +1221,17 @@ size_t hive_envpool_batch_size(const hive_envpool_t *p)
     return p ? p->bsize : 0;
 }
 
+/* *out = *b, by libc's memcpy: a batch is four array views, ~680 bytes,
+ * and a struct copy that size is a rep movsq (its start-up alone is as
+ * long as a CartPole step; recv and step return one per call). The size
+ * is hidden from the compiler so that it calls the vector copy. */
+static void give_batch(hive_envpool_batch_t *out, const hive_envpool_batch_t *b)
+{
+    size_t size = sizeof *out;
+    __asm__("" : "+r"(size));
+    memcpy(out, b, size);
+}
+
 /* ------------------------------------------------------------ sync */
 
 static int check_actions(hive_envpool_t *p, const hive_array_t *a, size_t n, const char *fn)
@@ -1241,7 +1309,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
     count_steps(p, p->n);
-    *out = p->sync;
+    give_batch(out, &p->sync);
     return HIVE_OK;
 }
 
@@ -1429,6 +1497,6 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));
     count_steps(p, p->bsize);
-    *out = bl->b;
+    give_batch(out, &bl->b);
     return leave(p, HIVE_OK);
 }
