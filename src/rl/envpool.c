@@ -169,6 +169,7 @@ struct hive_envpool {
     hive_env_class_t      cls;
     size_t                n, bsize;      /* num_envs, batch_size */
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
+    size_t                act_item;      /* bytes of one action element */
     uint64_t              seed;
     env_t                *env;
     shell_t              *shell;         /* the slices' block (see the top) */
@@ -184,7 +185,9 @@ struct hive_envpool {
     uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
-    uint64_t              recv_pos;      /* owner: blocks taken so far */
+    size_t                recv_blk;      /* owner: the block recv takes next (blocks taken
+                                            so far mod nblocks, kept, not divided: a
+                                            division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
     /* owner: envs sent through the rings and not yet received. While it
      * is 0 nobody but the owner can touch claim or a block's filled: every
@@ -708,7 +711,10 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
             size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
-            if (!lost && stand(p, s, w))
+            /* only a job the worker runs at its top stands: one run
+             * nested in a wait (the owner's recv helping with its own
+             * slice's job, a task's get) would hold that wait back */
+            if (!lost && w->depth == 0 && stand(p, s, w))
                 continue;
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
@@ -907,7 +913,7 @@ static bool sync_done(void *arg)
 static bool block_ready(void *arg)
 {
     hive_envpool_t *p = arg;
-    block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
+    block_t *bl = &p->blocks[p->recv_blk];
     /* seq_cst: acquires the rows (see publish) and pairs with signal */
     return atomic_load_explicit(&bl->filled, memory_order_seq_cst) == p->bsize;
 }
@@ -1147,6 +1153,7 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     p->bsize = opts->batch_size ? opts->batch_size : opts->num_envs;
     p->obs_bytes = obs;
     p->act_bytes = act;
+    p->act_item = hive_dtype_size(cls->act_dtype);
     p->state_bytes = cls->state_size;
     p->block_bytes = blk ? blk : 64;
     p->seed = opts->seed;
@@ -1243,7 +1250,7 @@ static int check_actions(hive_envpool_t *p, const hive_array_t *a, size_t n, con
     for (int i = 0; ok && i < p->cls.act_ndim; i++)
         ok = a->shape[1 + i] == p->cls.act_shape[i];
     /* C-contiguous: each stride is the bytes of the dimensions after it */
-    int64_t want = (int64_t)hive_dtype_size(p->cls.act_dtype);
+    int64_t want = (int64_t)p->act_item;
     for (int i = a->ndim - 1; ok && i >= 0; i--) {
         ok = a->shape[i] <= 1 || a->strides[i] == want;
         want *= a->shape[i];
@@ -1337,6 +1344,8 @@ int hive_envpool_step(hive_envpool_t *p, const hive_array_t *actions, hive_envpo
 
 /* ------------------------------------------------------------ async */
 
+/* Check a send's ids (in the pool, idle, named once) and mark them busy,
+ * their kind a step; on a failure nothing stays marked. */
 static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     int rc = HIVE_OK;
@@ -1359,6 +1368,7 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
         }
         e->busy = true;                  /* tentatively; mark: "this send" */
         e->mark = true;
+        e->kind = KIND_STEP;             /* idle: no stepper reads it now */
     }
     for (size_t j = 0; j < i; j++) {
         p->env[ids[j]].mark = false;
@@ -1421,8 +1431,6 @@ int hive_envpool_send(hive_envpool_t *p, const hive_array_t *actions, const int3
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_send: the engine is shutting down"));
     if ((rc = check_ids(p, env_ids, n)) != HIVE_OK)
         return leave(p, rc);
-    for (size_t k = 0; k < n; k++)
-        p->env[env_ids[k]].kind = KIND_STEP;
     send_ids(p, env_ids, n, n ? actions->data : NULL);
     return leave(p, HIVE_OK);
 }
@@ -1470,7 +1478,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
             post_slices(p, UINT32_MAX, true);
     }
     /* claims of what the block still lacks at most: re-check between */
-    block_t *want = &p->blocks[p->recv_pos % p->nblocks];
+    block_t *want = &p->blocks[p->recv_blk];
     /* relaxed: a hint for the claim size only */
     size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
     if (lack > MAX_CLAIM)
@@ -1478,11 +1486,11 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
         return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                    "%lld ns", p->bsize, (long long)timeout_ns));
-    block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
+    block_t *bl = want;
     /* relaxed: no writer touches this block again before our next recv
      * (see the top), and that comes after sends that publish it */
     atomic_store_explicit(&bl->filled, 0, memory_order_relaxed);
-    p->recv_pos++;
+    p->recv_blk = p->recv_blk + 1 == p->nblocks ? 0 : p->recv_blk + 1;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
     for (size_t i = 0; i < p->bsize; i++) {
