@@ -15,7 +15,9 @@
  * is not already queued or running, and the post wakes the worker only if
  * it is parked). A slice job serves its own slice, then steals from the
  * slices of its node, then of other nodes, and ends when it finds nothing
- * in any. The pool's owner takes part too: a sync step serves the caller's
+ * in any - after it stands a while (stand: STAND_NS watching its own
+ * slice, still marked queued, so the owner's next batch posts nothing; not
+ * when it runs nested in a wait). The pool's owner takes part too: a sync step serves the caller's
  * own slice inline (as the pthread program's thread 0 steps its slice) and
  * then helps the others; a waiting recv serves and steals the same way. So
  * a batch never waits for a worker that is late or preempted: whoever is
