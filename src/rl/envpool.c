@@ -1467,27 +1467,31 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESTATE, "hive_envpool_recv: only %zu results are on their "
                                    "way, fewer than batch_size %zu: it would wait forever",
                                    p->inflight, p->bsize));
-    uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
-    if (timeout_ns == 0)
-        deadline = 1;                    /* already passed: poll */
-    /* ids a worker caller left unposted (all_inline) are not stepped by
-     * anyone else: a caller that is not a worker posts them now */
-    if (self_slice(p) == UINT32_MAX) {
-        bool pending = false;
-        for (unsigned i = 0; i < p->nslices && !pending; i++)
-            pending = ring_nonempty(&p->slices[i]);
-        if (pending)
-            post_slices(p, UINT32_MAX, true);
-    }
-    /* claims of what the block still lacks at most: re-check between */
     block_t *want = &p->blocks[p->recv_blk];
-    /* relaxed: a hint for the claim size only */
-    size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
-    if (lack > MAX_CLAIM)
-        lack = MAX_CLAIM;
-    if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
-        return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
-                                   "%lld ns", p->bsize, (long long)timeout_ns));
+    /* a block that is done (stepped at send) needs no clock, no look at
+     * the rings and no wait: the common case of cheap envs */
+    if (!block_ready(p)) {
+        uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
+        if (timeout_ns == 0)
+            deadline = 1;                    /* already passed: poll */
+        /* ids a worker caller left unposted (all_inline) are not stepped by
+         * anyone else: a caller that is not a worker posts them now */
+        if (self_slice(p) == UINT32_MAX) {
+            bool pending = false;
+            for (unsigned i = 0; i < p->nslices && !pending; i++)
+                pending = ring_nonempty(&p->slices[i]);
+            if (pending)
+                post_slices(p, UINT32_MAX, true);
+        }
+        /* claims of what the block still lacks at most: re-check between
+         * (relaxed: a hint for the claim size only) */
+        size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+        if (lack > MAX_CLAIM)
+            lack = MAX_CLAIM;
+        if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
+            return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
+                                       "%lld ns", p->bsize, (long long)timeout_ns));
+    }
     block_t *bl = want;
     /* relaxed: no writer touches this block again before our next recv
      * (see the top), and that comes after sends that publish it */
