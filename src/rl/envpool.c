@@ -17,13 +17,13 @@
  * slices of its node, then of other nodes, and ends when it finds nothing
  * in any - after it stands a while (stand: STAND_NS watching its own
  * slice, still marked queued, so the owner's next batch posts nothing; not
- * when it runs nested in a wait). The pool's owner takes part too: a sync step serves the caller's
- * own slice inline (as the pthread program's thread 0 steps its slice) and
- * then helps the others; a waiting recv serves and steals the same way. So
- * a batch never waits for a worker that is late or preempted: whoever is
- * free takes its envs, and the owner alone finishes any batch. The envs of
- * one worker stay on that worker while it keeps up, so their state stays
- * in its cache.
+ * when it runs nested in a wait). The pool's owner takes part too: a sync
+ * step serves the caller's own slice inline (as the pthread program's
+ * thread 0 steps its slice) and then helps the others; a waiting recv
+ * serves and steals the same way. So a batch never waits for a worker that
+ * is late or preempted: whoever is free takes its envs, and the owner
+ * alone finishes any batch. The envs of one worker stay on that worker
+ * while it keeps up, so their state stays in its cache.
  *
  * Claims read the ids first and then CAS the head past them: a CAS that
  * succeeds proves the ids were still unclaimed, and they cannot have been
@@ -693,8 +693,8 @@ static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
 }
 
 /* A slice's job: serve its ring and steal, until nothing is left; stand a
- * while (see stand); then
- * mark itself idle and re-check its ring (the post_slice pair). w == NULL:
+ * while (see stand); then mark itself idle and re-check its ring (the
+ * post_slice pair). w == NULL:
  * the engine stopped before it ran; it only ends (the envs in its ring are
  * dropped by the waiter or by free). */
 static void slice_job(hive__job_t *job, hive__worker_t *w)
@@ -1473,7 +1473,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     if (!block_ready(p)) {
         uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
         if (timeout_ns == 0)
-            deadline = 1;                    /* already passed: poll */
+            deadline = 1;                /* already passed: poll */
         /* ids a worker caller left unposted (all_inline) are not stepped by
          * anyone else: a caller that is not a worker posts them now */
         if (self_slice(p) == UINT32_MAX) {
