@@ -169,6 +169,10 @@ typedef struct block {                   /* one async batch */
 struct hive_envpool {
     hive_t               *h;
     hive_env_class_t      cls;
+    /* the slice of the worker the owner last called from (UINT32_MAX: a
+     * user thread); slice jobs read it (see slice_job). relaxed both
+     * ways: a hint; stored only when it changes, so the line stays shared */
+    _Atomic uint32_t      owner_slice;
     size_t                n, bsize;      /* num_envs, batch_size */
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
     size_t                act_item;      /* bytes of one action element */
@@ -715,8 +719,15 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
              * nested in a wait (the owner's recv helping with its own
-             * slice's job, a task's get) would hold that wait back */
-            if (!lost && w->depth == 0 && stand(p, s, w))
+             * slice's job, a task's get) would hold that wait back. And
+             * not the job of the owner's own worker: the owner serves
+             * that slice itself when it calls, and a job standing there
+             * would only take the core from the owner's next turn (a
+             * sampler actor whose pool's envs are all on its worker).
+             * relaxed: a hint (see owner_slice) */
+            if (!lost && w->depth == 0 &&
+                me != atomic_load_explicit(&p->owner_slice, memory_order_relaxed) &&
+                stand(p, s, w))
                 continue;
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
@@ -830,6 +841,13 @@ static unsigned self_slice(hive_envpool_t *p)
 {
     hive__worker_t *w = hive__self_in(&p->h->sched);
     return w != NULL && w->index < p->nslices ? w->index : UINT32_MAX;
+}
+
+/* The owner calls from slice me now (see owner_slice). */
+static void note_owner(hive_envpool_t *p, unsigned me)
+{
+    if (atomic_load_explicit(&p->owner_slice, memory_order_relaxed) != me)
+        atomic_store_explicit(&p->owner_slice, me, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -1156,6 +1174,7 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     p->obs_bytes = obs;
     p->act_bytes = act;
     p->act_item = hive_dtype_size(cls->act_dtype);
+    atomic_init(&p->owner_slice, UINT32_MAX);
     p->state_bytes = cls->state_size;
     p->block_bytes = blk ? blk : 64;
     p->seed = opts->seed;
@@ -1276,6 +1295,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     p->sync_kind = kind;
     p->sync_acts = acts;
     unsigned me = self_slice(p);
+    note_owner(p, me);
     /* the owner's cost estimate is refreshed every COST_EVERY batches (two
      * clock reads cost as much as a CartPole step) */
     bool timed = me != UINT32_MAX && (p->step_ns == 0 || p->nsync++ % COST_EVERY == 0);
@@ -1391,6 +1411,7 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
     unsigned me = self_slice(p);
+    note_owner(p, me);
     /* the pool's whole outstanding work, not this send's alone: at 1 us a
      * step, batches of 2 of 4 envs would otherwise sit at the threshold
      * and be stepped by the caller alone (half the machine) */
