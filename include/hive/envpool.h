@@ -16,7 +16,8 @@
  * worker's slice and posts the same way. A job that runs out of work
  * stands about 20 us watching its slice before it ends (running other
  * jobs its worker finds meanwhile), so a stream of batches posts nothing
- * (not on the calling worker, which steps its own slice itself). A worker with nothing of its own
+ * (not on the calling worker, which steps its own slice itself, and only
+ * while a step costs under 4 us). A worker with nothing of its own
  * takes chunks or queued envs of its node's other workers, then of other
  * nodes. The calling thread
  * takes part when it is one of the engine's workers (a task or actor
