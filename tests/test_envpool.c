@@ -1,6 +1,7 @@
 /* test_envpool.c - the environment pool (include/hive/envpool.h): sync
  * and async batches, auto-reset, determinism across topologies, states on
- * their nodes, use from inside a task, and every documented refusal. */
+ * their nodes, use from inside a task, slice jobs that stand between
+ * batches holding no other work back, and every documented refusal. */
 #include "testutil.h"
 
 #include <sched.h>
@@ -441,6 +442,44 @@ static void test_busy_home_worker(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A slice job with nothing left stands a while watching its slice (still
+ * queued, so the next batch posts nothing); it must hold no other work
+ * back: tasks submitted between batches, while the jobs stand, are run by
+ * a standing worker (it looks for other jobs as it stands) and return
+ * their results, and every batch still comes back whole. */
+static int twice_task(hive_ctx_t *ctx)
+{
+    const int64_t *x = hive_arg(ctx, 0, NULL);
+    int64_t y = *x * 2;
+    return hive_return(ctx, &y, sizeof y);
+}
+static void test_standing_jobs_hold_nothing_back(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:2 pu:1", 0);
+    hive_env_synthetic_config_t cfg = { .cost_ns = 2000, .episode_len = 1000 };
+    hive_envpool_t *p = new_pool(h, &hive_env_synthetic, 8, 8, &cfg);
+    int32_t act[8] = { 0 };
+    hive_array_t a = actions_of(act, 8);
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_reset(p, &b), HIVE_OK);
+    for (int64_t r = 0; r < 60; r++) {
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+        assert_int_equal(b.n, 8);
+        hive_ref_t t;
+        assert_int_equal(hive_submit(h, twice_task, &HIVE_VAL(r), 1, NULL, &t), HIVE_OK);
+        const void *v;
+        assert_int_equal(hive_get(h, t, HIVE_FOREVER, &v, NULL), HIVE_OK);
+        assert_int_equal(*(const int64_t *)v, 2 * r);
+        assert_int_equal(hive_release(h, t), HIVE_OK);
+    }
+    hive_envpool_info_t info[4];
+    assert_int_equal(hive_envpool_list(h, info, 4, sizeof info[0]), 1);
+    assert_int_equal(info[0].steps, 8 + 60 * 8);
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);   /* while its jobs may stand */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_states_on_nodes),
         cmocka_unit_test(test_busy_home_worker),
         cmocka_unit_test(test_inside_a_task),
+        cmocka_unit_test(test_standing_jobs_hold_nothing_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,11 @@
  * sync step cuts each worker's share into chunks of about 1 us of work
  * (one claim each, no atomic per environment) and posts each worker a job
  * (waking it only if it is parked); a send queues each env on its home
- * worker's slice and posts the same way. A worker with nothing of its own
+ * worker's slice and posts the same way. A job that runs out of work
+ * stands about 20 us watching its slice before it ends (running other
+ * jobs its worker finds meanwhile), so a stream of batches posts nothing
+ * (not on the calling worker, which steps its own slice itself, and only
+ * while a step costs under 4 us). A worker with nothing of its own
  * takes chunks or queued envs of its node's other workers, then of other
  * nodes. The calling thread
  * takes part when it is one of the engine's workers (a task or actor

@@ -15,13 +15,15 @@
  * is not already queued or running, and the post wakes the worker only if
  * it is parked). A slice job serves its own slice, then steals from the
  * slices of its node, then of other nodes, and ends when it finds nothing
- * in any. The pool's owner takes part too: a sync step serves the caller's
- * own slice inline (as the pthread program's thread 0 steps its slice) and
- * then helps the others; a waiting recv serves and steals the same way. So
- * a batch never waits for a worker that is late or preempted: whoever is
- * free takes its envs, and the owner alone finishes any batch. The envs of
- * one worker stay on that worker while it keeps up, so their state stays
- * in its cache.
+ * in any - after it stands a while (stand: STAND_NS watching its own
+ * slice, still marked queued, so the owner's next batch posts nothing; not
+ * when it runs nested in a wait). The pool's owner takes part too: a sync
+ * step serves the caller's own slice inline (as the pthread program's
+ * thread 0 steps its slice) and then helps the others; a waiting recv
+ * serves and steals the same way. So a batch never waits for a worker that
+ * is late or preempted: whoever is free takes its envs, and the owner
+ * alone finishes any batch. The envs of one worker stay on that worker
+ * while it keeps up, so their state stays in its cache.
  *
  * Claims read the ids first and then CAS the head past them: a CAS that
  * succeeds proves the ids were still unclaimed, and they cannot have been
@@ -99,7 +101,13 @@
  * step, large enough that its one fetch_add is ~1% of it */
 #define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
-#define COST_EVERY 8u                     /* sync: batches between two measures of a step's cost */
+/* a slice job with nothing left stands this long, watching its slice,
+ * before it ends (see stand); it looks at the clock and for other jobs
+ * every STAND_LOOK spins */
+#define STAND_NS   20000u
+#define STAND_LOOK 64u
+#define STAND_COST_NS 4000u               /* ... only while a step costs less than this */
+#define COST_EVERY 32u                    /* batches (sends) between two measures of a step's cost */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -162,8 +170,13 @@ typedef struct block {                   /* one async batch */
 struct hive_envpool {
     hive_t               *h;
     hive_env_class_t      cls;
+    /* the slice of the worker the owner last called from (UINT32_MAX: a
+     * user thread); slice jobs read it (see slice_job). relaxed both
+     * ways: a hint; stored only when it changes, so the line stays shared */
+    _Atomic uint32_t      owner_slice;
     size_t                n, bsize;      /* num_envs, batch_size */
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
+    size_t                act_item;      /* bytes of one action element */
     uint64_t              seed;
     env_t                *env;
     shell_t              *shell;         /* the slices' block (see the top) */
@@ -179,7 +192,9 @@ struct hive_envpool {
     uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
-    uint64_t              recv_pos;      /* owner: blocks taken so far */
+    size_t                recv_blk;      /* owner: the block recv takes next (blocks taken
+                                            so far mod nblocks, kept, not divided: a
+                                            division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
     /* owner: envs sent through the rings and not yet received. While it
      * is 0 nobody but the owner can touch claim or a block's filled: every
@@ -641,8 +656,50 @@ static bool any_pending(hive_envpool_t *p, unsigned me)
     return false;
 }
 
-/* A slice's job: serve its ring and steal, until nothing is left; then
- * mark itself idle and re-check its ring (the post_slice pair). w == NULL:
+/* Work for slice s itself: ids in its ring, or chunks of a sync batch
+ * left in its cursor. Loads only: what a standing job watches. */
+static bool own_pending(slice_t *s)
+{
+    return ring_nonempty(s) || sync_pending(s);
+}
+
+/* A slice job with nothing left stands: it stays queued (so the owner's
+ * next step or send posts nothing - no inbox push, no wake, no job start,
+ * no shell count: about five lines crossing cores, ~1 us on a 2-vCPU VM,
+ * which at 1 us a step was a quarter of a 4-env batch) and watches its
+ * own slice's lines (the cursor and tail the owner stores once per batch;
+ * not every slice's, so that its reads do not pull the owner's own cursor
+ * away at every claim; the others' only every STAND_LOOK spins) for
+ * STAND_NS. True when work came: serve again.
+ * False when it ran out, the engine stops or the pool is being freed
+ * (free waits for `running`, which this job holds: it must not stand
+ * long). Every STAND_LOOK spins it runs one other job the worker finds
+ * (hive__sched_help), so a standing job holds no other work back. */
+static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
+{
+    uint64_t end = hive__now_ns() + STAND_NS;
+    for (unsigned i = 1;; i++) {
+        if (own_pending(s))
+            return true;
+        if (i % STAND_LOOK == 0) {
+            /* the others' slices too, now and then: a caller that is not
+             * a worker leaves a busy worker's envs to whoever is free */
+            if (any_pending(p, (unsigned)(s - p->slices)))
+                return true;
+            /* seq_cst: dead is free's store of the pair in slice_job */
+            if (stopping(p) || atomic_load_explicit(&s->shell->dead, memory_order_seq_cst) ||
+                hive__now_ns() >= end)
+                return false;
+            if (hive__sched_help(w, NULL, NULL))
+                end = hive__now_ns() + STAND_NS;   /* it was busy: a fresh stand */
+        }
+        hive__cpu_relax();
+    }
+}
+
+/* A slice's job: serve its ring and steal, until nothing is left; stand a
+ * while (see stand); then mark itself idle and re-check its ring (the
+ * post_slice pair). w == NULL:
  * the engine stopped before it ran; it only ends (the envs in its ring are
  * dropped by the waiter or by free). */
 static void slice_job(hive__job_t *job, hive__worker_t *w)
@@ -661,6 +718,23 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
             size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
+            /* only a job the worker runs at its top stands: one run
+             * nested in a wait (the owner's recv helping with its own
+             * slice's job, a task's get) would hold that wait back. And
+             * not the job of the owner's own worker: the owner serves
+             * that slice itself when it calls, and a job standing there
+             * would only take the core from the owner's next turn (a
+             * sampler actor whose pool's envs are all on its worker).
+             * relaxed: a hint (see owner_slice). And only while steps
+             * are cheap (the cost hint under STAND_COST_NS, relaxed: a
+             * hint): the hand-off a stand saves (~1 us) matters against 1
+             * us steps, not against batches of 10 us ones, whose rows
+             * keep the behaviour they had */
+            uint32_t cost = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+            if (!lost && w->depth == 0 && cost != 0 && cost < STAND_COST_NS &&
+                me != atomic_load_explicit(&p->owner_slice, memory_order_relaxed) &&
+                stand(p, s, w))
+                continue;
             /* seq_cst: the job's half of the pair in post_slices: either
              * the owner's read of queued sees 0 and posts again, or our
              * re-check sees its push (or its sync batch) */
@@ -732,12 +806,20 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 
 /* The owner's estimate of one step's cost, from the envs it stepped
  * itself: ns for k envs. An average that follows changes within a few
- * batches (owner-only field: `inside` orders owners). */
+ * batches (owner-only field: `inside` orders owners). A sample is wall
+ * time, so a preemption inside it (a loaded machine) would make a 40 ns
+ * CartPole step look like microseconds and send the next hundreds of
+ * batches through the rings - and keep `ringed` above zero, so even the
+ * inline sends paid RMWs. So a sample counts as twice the estimate at
+ * most: a real rise is still followed (by 1/8 a sample), a preemption
+ * moves it by 1/8. */
 static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
 {
     if (k == 0)
         return;
     double x = (double)ns / (double)k;
+    if (p->step_ns > 0 && x > 2 * p->step_ns)
+        x = 2 * p->step_ns;
     p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
     hint_cost(p, (uint64_t)p->step_ns);
 }
@@ -765,6 +847,13 @@ static unsigned self_slice(hive_envpool_t *p)
 {
     hive__worker_t *w = hive__self_in(&p->h->sched);
     return w != NULL && w->index < p->nslices ? w->index : UINT32_MAX;
+}
+
+/* The owner calls from slice me now (see owner_slice). */
+static void note_owner(hive_envpool_t *p, unsigned me)
+{
+    if (atomic_load_explicit(&p->owner_slice, memory_order_relaxed) != me)
+        atomic_store_explicit(&p->owner_slice, me, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -850,7 +939,7 @@ static bool sync_done(void *arg)
 static bool block_ready(void *arg)
 {
     hive_envpool_t *p = arg;
-    block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
+    block_t *bl = &p->blocks[p->recv_blk];
     /* seq_cst: acquires the rows (see publish) and pairs with signal */
     return atomic_load_explicit(&bl->filled, memory_order_seq_cst) == p->bsize;
 }
@@ -1090,6 +1179,8 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     p->bsize = opts->batch_size ? opts->batch_size : opts->num_envs;
     p->obs_bytes = obs;
     p->act_bytes = act;
+    p->act_item = hive_dtype_size(cls->act_dtype);
+    atomic_init(&p->owner_slice, UINT32_MAX);
     p->state_bytes = cls->state_size;
     p->block_bytes = blk ? blk : 64;
     p->seed = opts->seed;
@@ -1164,6 +1255,17 @@ size_t hive_envpool_batch_size(const hive_envpool_t *p)
     return p ? p->bsize : 0;
 }
 
+/* *out = *b, by libc's memcpy: a batch is four array views, ~680 bytes,
+ * and a struct copy that size is a rep movsq (its start-up alone is as
+ * long as a CartPole step; recv and step return one per call). The size
+ * is hidden from the compiler so that it calls the vector copy. */
+static void give_batch(hive_envpool_batch_t *out, const hive_envpool_batch_t *b)
+{
+    size_t size = sizeof *out;
+    __asm__("" : "+r"(size));
+    memcpy(out, b, size);
+}
+
 /* ------------------------------------------------------------ sync */
 
 static int check_actions(hive_envpool_t *p, const hive_array_t *a, size_t n, const char *fn)
@@ -1175,7 +1277,7 @@ static int check_actions(hive_envpool_t *p, const hive_array_t *a, size_t n, con
     for (int i = 0; ok && i < p->cls.act_ndim; i++)
         ok = a->shape[1 + i] == p->cls.act_shape[i];
     /* C-contiguous: each stride is the bytes of the dimensions after it */
-    int64_t want = (int64_t)hive_dtype_size(p->cls.act_dtype);
+    int64_t want = (int64_t)p->act_item;
     for (int i = a->ndim - 1; ok && i >= 0; i--) {
         ok = a->shape[i] <= 1 || a->strides[i] == want;
         want *= a->shape[i];
@@ -1199,6 +1301,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     p->sync_kind = kind;
     p->sync_acts = acts;
     unsigned me = self_slice(p);
+    note_owner(p, me);
     /* the owner's cost estimate is refreshed every COST_EVERY batches (two
      * clock reads cost as much as a CartPole step) */
     bool timed = me != UINT32_MAX && (p->step_ns == 0 || p->nsync++ % COST_EVERY == 0);
@@ -1241,7 +1344,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
     count_steps(p, p->n);
-    *out = p->sync;
+    give_batch(out, &p->sync);
     return HIVE_OK;
 }
 
@@ -1269,6 +1372,8 @@ int hive_envpool_step(hive_envpool_t *p, const hive_array_t *actions, hive_envpo
 
 /* ------------------------------------------------------------ async */
 
+/* Check a send's ids (in the pool, idle, named once) and mark them busy,
+ * their kind a step; on a failure nothing stays marked. */
 static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     int rc = HIVE_OK;
@@ -1291,6 +1396,7 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
         }
         e->busy = true;                  /* tentatively; mark: "this send" */
         e->mark = true;
+        e->kind = KIND_STEP;             /* idle: no stepper reads it now */
     }
     for (size_t j = 0; j < i; j++) {
         p->env[ids[j]].mark = false;
@@ -1311,6 +1417,7 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
     unsigned me = self_slice(p);
+    note_owner(p, me);
     /* the pool's whole outstanding work, not this send's alone: at 1 us a
      * step, batches of 2 of 4 envs would otherwise sit at the threshold
      * and be stepped by the caller alone (half the machine) */
@@ -1353,8 +1460,6 @@ int hive_envpool_send(hive_envpool_t *p, const hive_array_t *actions, const int3
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_send: the engine is shutting down"));
     if ((rc = check_ids(p, env_ids, n)) != HIVE_OK)
         return leave(p, rc);
-    for (size_t k = 0; k < n; k++)
-        p->env[env_ids[k]].kind = KIND_STEP;
     send_ids(p, env_ids, n, n ? actions->data : NULL);
     return leave(p, HIVE_OK);
 }
@@ -1389,32 +1494,36 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESTATE, "hive_envpool_recv: only %zu results are on their "
                                    "way, fewer than batch_size %zu: it would wait forever",
                                    p->inflight, p->bsize));
-    uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
-    if (timeout_ns == 0)
-        deadline = 1;                    /* already passed: poll */
-    /* ids a worker caller left unposted (all_inline) are not stepped by
-     * anyone else: a caller that is not a worker posts them now */
-    if (self_slice(p) == UINT32_MAX) {
-        bool pending = false;
-        for (unsigned i = 0; i < p->nslices && !pending; i++)
-            pending = ring_nonempty(&p->slices[i]);
-        if (pending)
-            post_slices(p, UINT32_MAX, true);
+    block_t *want = &p->blocks[p->recv_blk];
+    /* a block that is done (stepped at send) needs no clock, no look at
+     * the rings and no wait: the common case of cheap envs */
+    if (!block_ready(p)) {
+        uint64_t deadline = timeout_ns < 0 ? 0 : hive__now_ns() + (uint64_t)timeout_ns;
+        if (timeout_ns == 0)
+            deadline = 1;                /* already passed: poll */
+        /* ids a worker caller left unposted (all_inline) are not stepped by
+         * anyone else: a caller that is not a worker posts them now */
+        if (self_slice(p) == UINT32_MAX) {
+            bool pending = false;
+            for (unsigned i = 0; i < p->nslices && !pending; i++)
+                pending = ring_nonempty(&p->slices[i]);
+            if (pending)
+                post_slices(p, UINT32_MAX, true);
+        }
+        /* claims of what the block still lacks at most: re-check between
+         * (relaxed: a hint for the claim size only) */
+        size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+        if (lack > MAX_CLAIM)
+            lack = MAX_CLAIM;
+        if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
+            return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
+                                       "%lld ns", p->bsize, (long long)timeout_ns));
     }
-    /* claims of what the block still lacks at most: re-check between */
-    block_t *want = &p->blocks[p->recv_pos % p->nblocks];
-    /* relaxed: a hint for the claim size only */
-    size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
-    if (lack > MAX_CLAIM)
-        lack = MAX_CLAIM;
-    if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
-        return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
-                                   "%lld ns", p->bsize, (long long)timeout_ns));
-    block_t *bl = &p->blocks[p->recv_pos % p->nblocks];
+    block_t *bl = want;
     /* relaxed: no writer touches this block again before our next recv
      * (see the top), and that comes after sends that publish it */
     atomic_store_explicit(&bl->filled, 0, memory_order_relaxed);
-    p->recv_pos++;
+    p->recv_blk = p->recv_blk + 1 == p->nblocks ? 0 : p->recv_blk + 1;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
     for (size_t i = 0; i < p->bsize; i++) {
@@ -1429,6 +1538,6 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));
     count_steps(p, p->bsize);
-    *out = bl->b;
+    give_batch(out, &bl->b);
     return leave(p, HIVE_OK);
 }

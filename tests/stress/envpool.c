@@ -17,7 +17,8 @@
  * calling worker steps a whole batch alone, and the echo runs (each batch
  * sent straight back from a task, the cost flipping between cheap and
  * dear) go from sends stepped at once to sends through the rings and
- * back, with both kinds in flight together.
+ * back, with both kinds in flight together. Two runs pause at random
+ * (up to ~2x the 20 us a slice job stands) before their sends.
  */
 #include "testutil.h"
 
@@ -28,6 +29,11 @@ typedef struct counter { int64_t id, life; } counter_t;
 /* a step's cost unit: 0 makes steps cheap (stepped inline); the echo runs
  * change it while workers step (relaxed: any value read is a valid cost) */
 static _Atomic uint64_t spin_ns = 300;
+/* 0, or the longest pause (ns, drawn at random) before each send of
+ * drive(): pauses around the 20 us a slice job stands with nothing to do
+ * make sends land while a job stands, as its stand runs out and after it
+ * ended (the post-or-see pair at its end) */
+static uint64_t pause_max_ns;
 
 static int ctr_init(void *s, const void *config, unsigned id)
 {
@@ -117,6 +123,10 @@ static void drive(hive_t *h, size_t n, size_t batch, int rounds)
             for (size_t i = 0; i < n; i++)
                 check_row(&b, i, busy, life, want_reward);
             continue;
+        }
+        if (pause_max_ns) {
+            struct timespec ts = { 0, (long)(next_rand() % pause_max_ns) };
+            nanosleep(&ts, NULL);
         }
         /* send to a random subset of the idle envs */
         int32_t ids[MAXN], act[MAXN];
@@ -281,6 +291,10 @@ static void test_envpool_stress(void **state)
     run("pack:2 numa:1 core:2 pu:1", 64, 7, rounds);
     run("pack:4 numa:1 core:1 pu:1", 33, 1, rounds);
     run("pack:2 numa:1 core:1 pu:1", 40, 40, rounds / 4);
+    pause_max_ns = 45000;                /* sends before, during and after jobs stand */
+    run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds / 4);
+    run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds / 4);
+    pause_max_ns = 0;
     atomic_store(&spin_ns, 0);           /* cheap steps: the inline path */
     run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
     run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds);
