@@ -389,6 +389,54 @@ static void test_inside_a_task(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* The owner's estimate of a step's cost follows a real rise within two
+ * samples: its first sample is the reset's (a synthetic reset does no
+ * work), then steps cost 20 us. A sample far above the estimate is held
+ * back until the next one agrees (a preempted sample is one alone); the
+ * estimate once crawled up by 1/8 of twice itself a sample, and stepped
+ * such batches on one core for thousands of batches. */
+double hive__envpool_step_estimate(const hive_envpool_t *p);
+enum { RISE_COST_NS = 20000, RISE_STEPS = 100 };
+static int rise_task(hive_ctx_t *ctx)
+{
+    hive_env_synthetic_config_t cfg = { .cost_ns = RISE_COST_NS, .episode_len = 1000 };
+    hive_envpool_opts_t o = { .num_envs = 2, .seed = 7, .config = &cfg };
+    hive_envpool_t *p = NULL;
+    double est[2] = { -1, -1 };
+    if (hive_envpool_new(hive_engine(ctx), &hive_env_synthetic, &o, &p) != HIVE_OK)
+        return hive_return(ctx, est, sizeof est);
+    hive_envpool_batch_t b;
+    int32_t act[2] = { 0 };
+    hive_array_t a = actions_of(act, 2);
+    int rc = hive_envpool_reset(p, &b);
+    est[0] = hive__envpool_step_estimate(p);
+    for (int s = 0; s < RISE_STEPS && rc == HIVE_OK; s++)
+        rc = hive_envpool_step(p, &a, &b);
+    est[1] = rc == HIVE_OK ? hive__envpool_step_estimate(p) : -1;
+    hive_envpool_free(p);
+    return hive_return(ctx, est, sizeof est);
+}
+
+static void test_cost_estimate_follows_a_rise(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, rise_task, NULL, 0, NULL, &r), HIVE_OK);
+    const double *est;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&est, NULL), HIVE_OK);
+    /* the reset's sample: far below a step's cost (else the test shows
+     * nothing about a rise) */
+    assert_true(est[0] >= 0 && est[0] < RISE_COST_NS / 4);
+    /* a step's cost within a factor of two (a slow or sanitized run spins
+     * the same calibrated count, so a step is never cheaper) */
+    if (!(est[1] >= RISE_COST_NS / 2))
+        fail_msg("estimate %.0f ns after %d steps of %d ns (reset's %.0f ns)", est[1], RISE_STEPS,
+                 RISE_COST_NS, est[0]);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 /* A worker busy for long (a long actor method) holds back neither the
  * envs homed on it nor hive_envpool_free: the other worker steals them
  * (a user thread's send posts every worker's job), and free does not wait
@@ -492,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_busy_home_worker),
         cmocka_unit_test(test_inside_a_task),
         cmocka_unit_test(test_standing_jobs_hold_nothing_back),
+        cmocka_unit_test(test_cost_estimate_follows_a_rise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,6 +188,7 @@ struct hive_envpool {
     const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
     int                   sync_kind;
     double                step_ns;       /* owner: a step's cost as the owner measured it */
+    double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
     uint32_t              sync_chunk;    /* envs per chunk of the sync batch under way */
     uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
@@ -810,18 +811,39 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
  * time, so a preemption inside it (a loaded machine) would make a 40 ns
  * CartPole step look like microseconds and send the next hundreds of
  * batches through the rings - and keep `ringed` above zero, so even the
- * inline sends paid RMWs. So a sample counts as twice the estimate at
- * most: a real rise is still followed (by 1/8 a sample), a preemption
- * moves it by 1/8. */
+ * inline sends paid RMWs. So a sample above twice the estimate is
+ * believed only when the next one agrees (a preemption seldom hits two
+ * samples COST_EVERY batches apart), and then it is the estimate: a real
+ * rise - 100 us steps measured first by a cheap reset - is followed two
+ * samples later, not by 1/8 of twice the estimate a sample (clamping each
+ * sample to twice the estimate crawled up from a reset's cost for
+ * thousands of batches, with 100 us batches stepped on one core). */
 static void note_cost(hive_envpool_t *p, uint64_t ns, size_t k)
 {
     if (k == 0)
         return;
     double x = (double)ns / (double)k;
-    if (p->step_ns > 0 && x > 2 * p->step_ns)
-        x = 2 * p->step_ns;
+    if (p->step_ns > 0 && x > 2 * p->step_ns) {
+        if (p->cost_high == 0) {         /* the first: held back */
+            p->cost_high = x;
+            return;
+        }
+        p->step_ns = x < p->cost_high ? x : p->cost_high;   /* two agree: the lesser */
+        p->cost_high = 0;
+        hint_cost(p, (uint64_t)p->step_ns);
+        return;
+    }
+    p->cost_high = 0;
     p->step_ns = p->step_ns > 0 ? p->step_ns * 0.875 + x * 0.125 : x;
     hint_cost(p, (uint64_t)p->step_ns);
+}
+
+/* For tests: the owner's estimate of a step's cost (note_cost), in ns; 0
+ * until the owner has timed a batch. */
+double hive__envpool_step_estimate(const hive_envpool_t *p);
+double hive__envpool_step_estimate(const hive_envpool_t *p)
+{
+    return p->step_ns;
 }
 
 /* Whether k envs are cheaper to step on the calling worker alone than to
