@@ -509,6 +509,24 @@ static bool hand_to_spare(hive__worker_t *w, bool (*done)(void *), void *arg)
     return true;
 }
 
+/* Run job nested in the job w is in (a help). Once the engine stops, a
+ * queued job never runs: it is dropped here (its owner fails it with
+ * HIVE_ESHUTDOWN), which also ends a wait for it. */
+static void help_run(hive__worker_t *w, hive__job_t *job)
+{
+    /* acquire: pairs with hive__sched_begin_stop's store */
+    if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire)) {
+        job->fn(job, NULL);
+        return;
+    }
+    w->depth++;
+    /* relaxed: a statistic only this worker writes */
+    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
+        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
+    run_job(w, job);
+    w->depth--;
+}
+
 bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
 {
     /* a job from the slot waits: the slot is free for another spinner
@@ -520,18 +538,7 @@ bool hive__sched_help(hive__worker_t *w, bool (*done)(void *), void *arg)
     hive__job_t *job = find_job(w);
     if (job == NULL)
         return false;
-    /* stopping: a queued job never runs; drop it here (its owner fails it
-     * with HIVE_ESHUTDOWN), which also ends a wait for it */
-    if (atomic_load_explicit(&w->sched->stopping, memory_order_acquire)) {
-        job->fn(job, NULL);
-        return true;
-    }
-    w->depth++;
-    /* relaxed: a statistic only this worker writes */
-    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
-        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
-    run_job(w, job);
-    w->depth--;
+    help_run(w, job);
     return true;
 }
 
@@ -549,17 +556,10 @@ bool hive__sched_help_own(hive__worker_t *w)
     hive__job_t *job = hive__deque_take(w->deque[lane]);
     if (job == NULL)
         return false;
-    /* acquire: as hive__sched_help (a queued job never runs once stopping) */
-    if (unlikely(atomic_load_explicit(&s->stopping, memory_order_acquire))) {
-        job->fn(job, NULL);
-        return true;
-    }
-    w->depth++;
-    /* relaxed: a statistic only this worker writes */
-    if (w->depth > atomic_load_explicit(&w->help_max, memory_order_relaxed))
-        atomic_store_explicit(&w->help_max, w->depth, memory_order_relaxed);
-    run_job(w, job);
-    w->depth--;
+    /* as hive__sched_help: a job from the slot that waits frees it */
+    if (unlikely(w->reserved))
+        handoff_unreserve(w, false);
+    help_run(w, job);
     return true;
 }
 

@@ -154,6 +154,20 @@ static int install_filter(void)
     return (int)syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
+/* SIGSYS to on_sigsys, and (the filtered build) the filter on the calling
+ * thread: 0, or install_filter's failure */
+static int filter_this_thread(void)
+{
+    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSYS, &sa, NULL);
+    sigset_t sys;
+    sigemptyset(&sys);
+    sigaddset(&sys, SIGSYS);
+    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
+    return FILTERED ? install_filter() : 0;
+}
+
 static int add_one(hive_ctx_t *ctx)
 {
     uint64_t v;
@@ -275,14 +289,7 @@ static void *filtered_thread(void *arg)
         atomic_store(&r->done, 1);
         return NULL;
     }
-    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSYS, &sa, NULL);
-    sigset_t sys;
-    sigemptyset(&sys);
-    sigaddset(&sys, SIGSYS);
-    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
-    r->filter_rc = FILTERED ? install_filter() : 0;
+    r->filter_rc = filter_this_thread();
     COUNT_MALLOCS(true);
     for (uint64_t k = 0; k < ROUNDS && r->failed == NULL && r->filter_rc == 0; k++)
         round_of_everything(r, i + k);
@@ -415,14 +422,7 @@ static int worker_driver(hive_ctx_t *ctx)
         atomic_store(&wr.done, 1);
         return 0;
     }
-    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSYS, &sa, NULL);
-    sigset_t sys;
-    sigemptyset(&sys);
-    sigaddset(&sys, SIGSYS);
-    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
-    wr.filter_rc = FILTERED ? install_filter() : 0;
+    wr.filter_rc = filter_this_thread();
     COUNT_MALLOCS(true);
     for (uint64_t k = 0; k < ROUNDS && wr.failed == NULL && wr.filter_rc == 0; k++)
         worker_round(h, i + k);
