@@ -83,7 +83,11 @@ static void row_ratio(const char *name, double hive, double raw, const char *uni
         return;
     if (ratio < 0)
         ratio = raw > 0 ? (strstr(unit, "us") ? raw / hive : hive / raw) : 0;
-    printf("%-34s hive %12.2f %-6s  raw MPI %12.2f %-6s  ratio %.2f\n", name, hive, unit, raw, unit, ratio);
+    if (raw <= 0)                        /* a row with no raw MPI peer (async calls) */
+        printf("%-34s hive %12.2f %-6s  (no raw MPI peer)\n", name, hive, unit);
+    else
+        printf("%-34s hive %12.2f %-6s  raw MPI %12.2f %-6s  ratio %.2f\n", name, hive, unit, raw, unit,
+               ratio);
     if (json)
         fprintf(json, "{\"name\": \"%s\", \"hive\": %.3f, \"mpi\": %.3f, \"unit\": \"%s\", \"ratio\": %.3f}\n",
                 name, hive, raw, unit, ratio);
