@@ -390,18 +390,27 @@ static bool any_retired(struct hive *h);
 /* Charge an inline payload of size bytes: from the calling thread's
  * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
  * they fit; else one charge, exactly, with the sentence if it does not. */
+/* One inline charge from the calling thread's reserve in shard ix; false
+ * if the reserve is short (or a full store took it back meanwhile). */
+static inline bool take_reserved(struct hive *h, unsigned ix)
+{
+    _Atomic size_t *r = &h->store.shards[ix].reserve;
+    size_t unit = hive__arena_inline_charge();
+    /* relaxed: a counter; the CAS (on this thread's own line) decides
+     * against a full store taking the reserve back */
+    size_t v = atomic_load_explicit(r, memory_order_relaxed);
+    return likely(v >= unit) &&
+           atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
 static bool charge_inline(struct hive *h, size_t size, int *err)
 {
     unsigned ix = my_shard_ix();
     if (likely(ix < HIVE__SHARDS)) {
         _Atomic size_t *r = &h->store.shards[ix].reserve;
         size_t unit = hive__arena_inline_charge();
-        /* relaxed: a counter; the CAS (on this thread's own line) decides
-         * against a full store taking the reserve back */
-        size_t v = atomic_load_explicit(r, memory_order_relaxed);
-        if (likely(v >= unit) &&
-            atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
-                                                    memory_order_relaxed))
+        if (take_reserved(h, ix))
             return true;
         if (hive__arena_reserve(&h->arena, unit * HIVE__RESERVE_BATCH)) {
             atomic_fetch_add_explicit(r, unit * (HIVE__RESERVE_BATCH - 1), memory_order_relaxed);
@@ -463,16 +472,7 @@ size_t hive__store_used(struct hive *h)
 bool hive__payload_inline_fast(struct hive *h, hive__obj_t *o, size_t size)
 {
     unsigned ix = my_shard_ix();
-    if (unlikely(ix >= HIVE__SHARDS))
-        return false;
-    _Atomic size_t *r = &h->store.shards[ix].reserve;
-    size_t unit = hive__arena_inline_charge();
-    /* relaxed: as charge_inline (the CAS on this thread's own line decides
-     * against a full store taking the reserve back) */
-    size_t v = atomic_load_explicit(r, memory_order_relaxed);
-    if (unlikely(v < unit) ||
-        !atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
-                                                 memory_order_relaxed))
+    if (unlikely(ix >= HIVE__SHARDS) || !take_reserved(h, ix))
         return false;
     o->data = o->tail.inl;
     o->size = size;
@@ -659,6 +659,10 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 static bool release_count(struct hive *h, hive__obj_t *o)
 {
     hive__worker_t *w = hive__self;
+    /* relaxed owner: written before the record was published to us (an
+     * acquire on the way here), and only by its owner while private */
+    uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
+    bool mine = owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1;
     /* The owner's last count on its private record (a fork-join parent
      * releasing the result its child has finished and let go of): one
      * CAS, the key's, instead of the count's and then the key's. The
@@ -667,11 +671,8 @@ static bool release_count(struct hive *h, hive__obj_t *o)
      * key to 0 mean nobody else can hold or take a count: anyone but the
      * owner reaches the record only through a promotion, which moves the
      * key off the private value first (then our CAS fails and the count
-     * drops below as usual), and fails once the key is 0. relaxed owner:
-     * as below. */
-    uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
-    if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
-        atomic_load_explicit(&o->refs, memory_order_acquire) == 1) {
+     * drops below as usual), and fails once the key is 0. */
+    if (mine && atomic_load_explicit(&o->refs, memory_order_acquire) == 1) {
         uint32_t k = hive__handles_key_priv(o->id);
         /* relaxed: as the CAS below (the count's acquire came first); the
          * load first spares a promoted record's release a failing CAS */
@@ -701,7 +702,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
          * against promoters (relaxed: nothing is published by it, and a
          * promoter that loses reads nothing more of the record) */
         uint32_t k = hive__handles_key_priv(o->id);
-        if (owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1 &&
+        if (mine &&
             atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
                                                     memory_order_relaxed)) {
             free_private(h, w, o);

@@ -175,21 +175,38 @@ static void wake_to_spin(hive_t *h)
     WAIT_UNTIL(atomic_load(&ran) == 1, 5000);
 }
 
+/* One worker (start(1)) spinning idle for a minute, holding node 0's
+ * hand-off slot (its mark seen); *spin: the idle spin to put back after
+ * the shutdown. */
+static hive_t *spinning_worker(uint64_t *spin)
+{
+    *spin = atomic_load(&hive__idle_spin_ns);
+    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
+    hive_t *h = start(1);
+    wake_to_spin(h);
+    WAIT_UNTIL(atomic_load(&h->sched.nodes[0].handoff) == (uintptr_t)1, 5000);   /* worker 0's mark */
+    return h;
+}
+
+/* A first job held at gate and a second one, both counting into the same
+ * counters. */
+static void gated_pair(tjob_t *first, tjob_t *second, _Atomic int *ran, _Atomic int *dropped,
+                       _Atomic int *wrong, _Atomic int *gate)
+{
+    *first = (tjob_t){ .job.fn = tjob_fn, .ran = ran, .dropped = dropped, .gate = gate,
+                       .wrong_worker = wrong };
+    *second = (tjob_t){ .job.fn = tjob_fn, .ran = ran, .dropped = dropped, .wrong_worker = wrong };
+}
+
 static void test_a_handed_job_reserves_the_slot(void **state)
 {
     (void)state;
-    uint64_t spin = atomic_load(&hive__idle_spin_ns);
-    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
-    hive_t *h = start(1);
+    uint64_t spin;
+    hive_t *h = spinning_worker(&spin);
     _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
     static tjob_t first, second;
     _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
-    first = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
-                      .wrong_worker = &wrong };
-    second = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
-                       .wrong_worker = &wrong };
-    wake_to_spin(h);
-    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);         /* worker 0's mark */
+    gated_pair(&first, &second, &ran, &dropped, &wrong, &gate);
     hive__sched_spawn(&h->sched, &first.job, 1, -1);
     /* handed: the slot holds the job, taken or not (the take writes nothing) */
     assert_true(atomic_load(slot) == (uintptr_t)&first.job);
@@ -214,18 +231,11 @@ static void test_a_handed_job_reserves_the_slot(void **state)
 static void test_stop_while_a_handed_job_runs(void **state)
 {
     (void)state;
-    uint64_t spin = atomic_load(&hive__idle_spin_ns);
-    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
-    hive_t *h = start(1);
-    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    uint64_t spin;
+    hive_t *h = spinning_worker(&spin);
     static tjob_t first, second;
     _Atomic int ran = 0, dropped = 0, wrong = 0, gate = 0;
-    first = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped, .gate = &gate,
-                      .wrong_worker = &wrong };
-    second = (tjob_t){ .job.fn = tjob_fn, .ran = &ran, .dropped = &dropped,
-                       .wrong_worker = &wrong };
-    wake_to_spin(h);
-    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
+    gated_pair(&first, &second, &ran, &dropped, &wrong, &gate);
     hive__sched_spawn(&h->sched, &first.job, 1, -1);
     WAIT_UNTIL(atomic_load(&h->sched.w[0].jobs) >= 2, 5000);
     hive__sched_spawn(&h->sched, &second.job, 1, -1);
@@ -251,15 +261,12 @@ static int wait_for_arg(hive_ctx_t *ctx)
 static void test_a_waiting_handed_job_frees_the_slot(void **state)
 {
     (void)state;
-    uint64_t spin = atomic_load(&hive__idle_spin_ns);
-    atomic_store(&hive__idle_spin_ns, (uint64_t)60 * 1000000000u);
-    hive_t *h = start(1);
+    uint64_t spin;
+    hive_t *h = spinning_worker(&spin);
     _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
     void *data;
     hive_ref_t obj, task;
     assert_int_equal(hive_create(h, 8, &data, &obj), HIVE_OK);
-    wake_to_spin(h);
-    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);
     assert_int_equal(hive_submit(h, wait_for_arg, &HIVE_VAL(obj), 1, NULL, &task), HIVE_OK);
     /* it waits, helping: the slot is free (no other worker to mark it) */
     WAIT_UNTIL(atomic_load(slot) == 0, 5000);
