@@ -249,7 +249,9 @@ int hive_release(hive_t *h, hive_ref_t ref);
 /* hive_wait - wait until at least num_ready of the n refs are ready (sealed
  * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
  * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0.
- * HIVE_EINVAL if n is so large that a table of n pointers overflows a size. */
+ * HIVE_EINVAL if n is so large that a table of n pointers overflows a size,
+ * HIVE_ENOENT for a ref that names no object, HIVE_ESTATE for an actor
+ * handle's id (there is nothing to wait for). */
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 

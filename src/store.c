@@ -1503,6 +1503,10 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
             (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
             goto out;
+        } else if (unlikely(objs[i]->kind == HIVE__ACTOR)) {   /* never pending: no future */
+            rc = hive__fail(HIVE_ESTATE, "hive_wait: refs[%zu] (object %llu) is an actor handle, "
+                            "which has nothing to wait for", i, (unsigned long long)refs[i].id);
+            goto out;
         }
     hive__store_t *s = &h->store;
     sleeper_enter(h);
