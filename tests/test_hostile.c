@@ -373,6 +373,70 @@ static void test_overflowing_sizes(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* A user who releases once too often must not take the counts the engine
+ * holds itself (a queued task's argument and result, a cell's version): the
+ * extra release is refused with HIVE_ESTATE, and what the engine holds stays
+ * intact until it lets go. Before hive kept the two apart, the extra release
+ * freed the object under the task or the cell, and the engine's own release
+ * later ended the process. */
+static atomic_int gate;
+
+static int gated_echo(hive_ctx_t *ctx)
+{
+    while (!atomic_load(&gate))
+        test_sleep_ms(1);
+    size_t n = 0;
+    const void *p = hive_arg(ctx, 0, &n);
+    return p == NULL ? 1 : hive_return(ctx, p, n);
+}
+
+static void test_over_release(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    const void *d;
+    size_t sz;
+    atomic_store(&gate, 0);
+
+    /* an argument of a task that has not run yet */
+    hive_ref_t arg, res, dup;
+    assert_int_equal(hive_put(h, "payload", 8, &arg), HIVE_OK);
+    assert_int_equal(hive_submit(h, gated_echo, &HIVE_REF(arg), 1, NULL, &res), HIVE_OK);
+    assert_int_equal(hive_release(h, arg), HIVE_OK);
+    BAD(hive_release(h, arg), HIVE_ESTATE, "no count left");
+    assert_non_null(strstr(hive_last_error(), "1 hold"));
+    /* the result of that task, released twice while it waits */
+    assert_int_equal(hive_submit(h, gated_echo, &HIVE_REF(res), 1, NULL, &dup), HIVE_OK);
+    assert_int_equal(hive_release(h, res), HIVE_OK);
+    BAD(hive_release(h, res), HIVE_ESTATE, NULL);
+    /* a cell's version */
+    hive_ref_t v, cell, got;
+    uint64_t seq;
+    assert_int_equal(hive_put(h, "weights", 8, &v), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+    assert_int_equal(hive_release(h, v), HIVE_OK);
+    BAD(hive_release(h, v), HIVE_ESTATE, NULL);
+
+    atomic_store(&gate, 1);
+    /* the chain ran on intact payloads: dup echoes res, which echoed arg */
+    assert_int_equal(hive_get(h, dup, HIVE_FOREVER, &d, &sz), HIVE_OK);
+    assert_int_equal(sz, 8);
+    assert_string_equal(d, "payload");
+    assert_int_equal(hive_release(h, dup), HIVE_OK);
+    assert_int_equal(hive_cell_acquire(h, cell, &got, &seq), HIVE_OK);
+    assert_int_equal(got.id, v.id);
+    assert_int_equal(hive_get(h, got, 0, &d, &sz), HIVE_OK);
+    assert_string_equal(d, "weights");
+    assert_int_equal(hive_release(h, got), HIVE_OK);
+    assert_int_equal(hive_release(h, cell), HIVE_OK);
+    /* everything went with the engine's last holds: none of them was lost */
+    assert_store_empty(h);
+    /* and the ids are gone now, as any released id */
+    BAD(hive_release(h, arg), HIVE_ENOENT, NULL);
+    BAD(hive_release(h, v), HIVE_ENOENT, NULL);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_null_objects),
         cmocka_unit_test(test_bad_ids),
         cmocka_unit_test(test_overflowing_sizes),
+        cmocka_unit_test(test_over_release),
     };
     return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }
