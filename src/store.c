@@ -759,6 +759,28 @@ void hive__obj_unpin(struct hive *h, hive__obj_t *o)
         HIVE_DIE("store: internal unpin of object %llu with no pin", (unsigned long long)o->id);
 }
 
+void hive__ref_pin(struct hive *h, hive_ref_t ref)
+{
+    hive__rcu_lock();
+    hive__obj_t *o = lookup(h, ref.id);
+    if (o == NULL)
+        HIVE_DIE("store: pinning object %llu, which the caller holds no count on", (unsigned long long)ref.id);
+    /* relaxed: one user count becomes a pin in one RMW; the caller's count
+     * keeps the record meanwhile, and nothing is published by it */
+    atomic_fetch_add_explicit(&o->refs, HIVE__PIN - 1, memory_order_relaxed);
+    hive__rcu_unlock();
+}
+
+void hive__ref_unpin(struct hive *h, hive_ref_t ref)
+{
+    hive__rcu_lock();
+    hive__obj_t *o = lookup(h, ref.id);
+    if (o == NULL)
+        HIVE_DIE("store: unpinning object %llu, which is gone", (unsigned long long)ref.id);
+    hive__obj_unpin(h, o);
+    hive__rcu_unlock();
+}
+
 /* Free a chain of records (one, or a retire list's batch) a grace period
  * after their last counts went. flush_list (or release_count, for a record
  * with an arena block) prepared it: linked its slots for the free stack and

@@ -363,6 +363,12 @@ bool hive__obj_retain_live(hive__obj_t *o);
 bool hive__obj_pin_live(hive__obj_t *o);
 void hive__obj_release(struct hive *h, hive__obj_t *o);
 void hive__obj_unpin(struct hive *h, hive__obj_t *o);
+/* The caller's user count on ref becomes a pin, and back to nothing: for
+ * a structure that keeps an object its users can also reach by id (a
+ * replay buffer's array, an env pool's batches), so that a user's release
+ * too many is refused instead of freeing the object under the structure. */
+void hive__ref_pin(struct hive *h, hive_ref_t ref);
+void hive__ref_unpin(struct hive *h, hive_ref_t ref);
 
 /* Register kind's drop hook (at hive_init, before any record of the kind). */
 

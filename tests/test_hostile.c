@@ -429,6 +429,23 @@ static void test_over_release(void **state)
     assert_string_equal(d, "weights");
     assert_int_equal(hive_release(h, got), HIVE_OK);
     assert_int_equal(hive_release(h, cell), HIVE_OK);
+    /* a replay buffer's array and an env pool's batch arrays: reachable
+     * by id, held by the structure alone */
+    hive_replay_t *rb;
+    assert_int_equal(hive_replay_new(h, &(hive_replay_config_t){ .capacity = 4, .item_size = 8 }, &rb),
+                     HIVE_OK);
+    BAD(hive_release(h, hive_replay_array(rb)), HIVE_ESTATE, "no count left");
+    assert_int_equal(hive_replay_push(rb, "rowdata"), HIVE_OK);
+    hive_envpool_t *ep;
+    hive_envpool_batch_t batch;
+    assert_int_equal(hive_envpool_new(h, &hive_env_cartpole, &(hive_envpool_opts_t){ .num_envs = 2 }, &ep),
+                     HIVE_OK);
+    assert_int_equal(hive_envpool_reset(ep, &batch), HIVE_OK);
+    BAD(hive_release(h, batch.obs.ref), HIVE_ESTATE, NULL);
+    BAD(hive_release(h, batch.env_id.ref), HIVE_ESTATE, NULL);
+    assert_int_equal(hive_envpool_reset(ep, &batch), HIVE_OK);
+    assert_int_equal(hive_envpool_free(ep), HIVE_OK);
+    assert_int_equal(hive_replay_free(rb), HIVE_OK);
     /* everything went with the engine's last holds: none of them was lost */
     assert_store_empty(h);
     /* and the ids are gone now, as any released id */

@@ -164,6 +164,7 @@
  */
 #include <hive.h>
 #include "obslist.h"
+#include "store.h"
 #include "rl/replay_check.h"
 #include "util/error.h"
 #include "util/seqlock.h"
@@ -1218,6 +1219,9 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         free(rb);
         return rc;
     }
+    /* the buffer's count is the engine's own: a user who releases
+     * hive_replay_array's ref by mistake is refused, not freeing the rows */
+    hive__ref_pin(h, rb->ref);
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
@@ -1236,7 +1240,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
                               rb->todo == NULL))) {
         uint64_t cap = rb->cap;
-        hive_release(h, rb->ref);
+        hive__ref_unpin(h, rb->ref);
         free(rb->todo);
         free(rb->dirty);
         free(rb->tree);
@@ -1270,14 +1274,14 @@ int hive_replay_free(hive_replay_t *rb)
     if (rb == NULL)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
-    int rc = hive_release(rb->h, rb->ref);
+    hive__ref_unpin(rb->h, rb->ref);
     free(rb->todo);
     free(rb->dirty);
     free(rb->tree);
     free(rb->leaf);
     free(rb->seq);
     free(rb);
-    return rc;
+    return HIVE_OK;
 }
 
 hive_ref_t hive_replay_array(const hive_replay_t *rb)
