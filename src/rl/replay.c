@@ -276,6 +276,21 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Ask for a line in the state a store needs (exclusive): PREFETCHW on x86
+ * (executed as a NOP by the CPUs that predate it). GCC's
+ * __builtin_prefetch(p, 1) emits a read prefetch for the baseline x86-64
+ * target, whose shared copy the store must then upgrade: with two
+ * producers on neighbouring rows, that is a second transaction on a line
+ * the other core holds. A hint only: no memory is read or written. */
+static inline void prefetch_w(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Waiting for a row's holder: it is in the middle of a short copy, so spin,
  * then give the core away (it may be preempted, or share our core). */
 static inline void backoff(unsigned *spins)
@@ -701,14 +716,14 @@ static inline void row_prefetch_at(const unsigned char *p, size_t isz, bool byte
         __builtin_prefetch(p + off);
 }
 
-/* Ask for a row's lines (its leaf, the sequence word if the caller takes
- * the row, and the bytes if wanted) ahead of their use. Samplers do not
+/* Ask for a row's lines (its leaf, the sequence word for writing if the
+ * caller takes the row, and the bytes if wanted) ahead of their use. Samplers do not
  * ask for the word: their fast path never reads it (see "Samplers and
  * done"). */
 static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes, bool word)
 {
     if (word)
-        __builtin_prefetch(&rb->seq[row]);
+        prefetch_w(&rb->seq[row]);          /* taken with a CAS: read and written */
     row_prefetch_at(rb->data + row * rb->isz, rb->isz, bytes);
     if (rb->leaf != NULL)
         __builtin_prefetch(&rb->leaf[row]);
@@ -824,9 +839,12 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     unsigned char *dst = rb->data + row * rb->isz;
-    /* the row's lines for writing, so that their misses overlap the word's */
-    __builtin_prefetch(dst, 1);
-    __builtin_prefetch(dst + rb->isz - 1, 1);
+    /* the word's line and the row's, for writing, so that their misses
+     * overlap (the word is read and then written: one transfer, not a
+     * shared copy and then its upgrade) */
+    prefetch_w(sq);
+    prefetch_w(dst);
+    prefetch_w(dst + rb->isz - 1);
     row_claim(rb, sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
@@ -867,7 +885,11 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
      * the takes of the words below instead of coming one after another
      * under the memcpy */
     for (size_t off = 0; off < n * isz; off += 64)
-        __builtin_prefetch(dst + off, 1);
+        prefetch_w(dst + off);
+    prefetch_w(dst + n * isz - 1);          /* the last line, if dst is not on a line */
+    for (size_t i = 0; i < n; i += 8)
+        prefetch_w(&sq[i]);                 /* the words' lines, read and then written */
+    prefetch_w(&sq[n - 1]);
     if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
         /* the common case: every row's previous key is k - cap, so the
          * ready words and ours are two runs of consecutive labels */
