@@ -781,6 +781,53 @@ static void test_tree_shapes(void **state)
     finish(h);
 }
 
+/* A descent for a mass the tree does not hold, as a sampler meets one when
+ * the tree lags its leaves (a flush under way elsewhere, or priorities set
+ * to 0 between its look at the total and its descent): at or past the
+ * total it ends on the last row with mass; when no leaf has mass it finds
+ * none, and never leaves the rows (the padding of a group, entries past
+ * the capacity's, is no place to go: it used to walk into it and read past
+ * the leaves). Capacities of one group, one level and several levels. */
+static void test_descent_out_of_mass(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const uint64_t caps[] = { 4, 8, 9, 60, 513 };
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        uint64_t cap = caps[c];
+        hive_replay_t *rb = make(h, cap, 1, 1.0, 0.4, 3);
+        push_n(rb, 0, cap);
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        double *prio = calloc(cap, sizeof *prio);
+        assert_non_null(keys);
+        assert_non_null(prio);
+        for (uint64_t i = 0; i < cap; i++) {
+            keys[i] = i;
+            prio[i] = i == 1 ? 1 : 0;             /* one row with mass */
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        assert_int_equal(hive__replay_descend(rb, 0.5), 1);
+        assert_int_equal(hive__replay_descend(rb, 1.0), 1);     /* the total */
+        assert_int_equal(hive__replay_descend(rb, 1e9), 1);     /* far past it */
+        prio[1] = 0;
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        hive_replay_stats_t st;
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == 0);
+        for (double m = 0; m < 20; m += 0.75)
+            assert_true(hive__replay_descend(rb, m) == UINT64_MAX);
+        /* every priority 0: sampling is uniform, over the rows */
+        uint64_t out[4], got[4], rng = 1;
+        assert_int_equal(hive_replay_sample(rb, 4, &rng, out, got, NULL, 0), HIVE_OK);
+        for (int i = 0; i < 4; i++)
+            assert_true(got[i] < cap);
+        free(keys);
+        free(prio);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -1229,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_sum_tree_never_drifts),
         cmocka_unit_test(test_lazy_tree),
         cmocka_unit_test(test_tree_shapes),
+        cmocka_unit_test(test_descent_out_of_mass),
         cmocka_unit_test(test_keys_from_watermark),
         cmocka_unit_test(test_lagging_batch),
     };

@@ -478,6 +478,8 @@ static void marks_flush(hive_replay_t *rb, const uint64_t *blocks, size_t n)
  * group_pick). Samplers, update_priorities, stats and the tree check
  * flush; pushes only mark. So when everything is quiet, one flush leaves
  * every entry the sum of what lies under it. */
+static uint64_t descend(const hive_replay_t *rb, double u);
+
 static void tree_flush(hive_replay_t *rb)
 {
     uint32_t idle = 0;
@@ -533,6 +535,14 @@ static void tree_flush(hive_replay_t *rb)
     atomic_store_explicit(&rb->flushing, 0, memory_order_release);
 }
 
+uint64_t hive__replay_descend(const hive_replay_t *rb, double mass)
+{
+    if (rb->tree == NULL)
+        return UINT64_MAX;
+    tree_flush((hive_replay_t *)rb);        /* the record is never const itself */
+    return descend(rb, mass);
+}
+
 uint64_t hive__replay_tree_check(const hive_replay_t *rb)
 {
     uint64_t bad = 0;
@@ -576,8 +586,12 @@ static uint64_t nearest_filled(const hive_replay_t *rb, uint64_t row)
  * u, because the sums above lagged the group or rounding left a sliver.
  * Clamp into the nearest entry with mass: c itself (u to its last or first
  * bit of mass), else the last one before it with mass (u at its end),
- * else the first one after it (u at its start); an empty group keeps c
- * with u = 0, and the leaves' scan finds the nearest filled row. */
+ * else the first one after it (u at its start). An empty group gives its
+ * first entry with u = 0, and the leaves' scan then finds the nearest
+ * filled row. Never an entry of the padding: those are 0, and the first
+ * entry of every group a descent reaches is a real one (the group of real
+ * entry g above starts at entry 8g, below the level's length), so every
+ * entry chosen is real, and so is every group and block it leads to. */
 static __attribute__((noinline)) unsigned group_clamp(const double *e, unsigned c, double *u)
 {
     if (e[c] > 0) {
@@ -595,7 +609,7 @@ static __attribute__((noinline)) unsigned group_clamp(const double *e, unsigned 
             return k;
         }
     *u = 0;
-    return c;
+    return 0;
 }
 
 /* The entry of group g (one cache line of FAN entries) whose prefix-sum
