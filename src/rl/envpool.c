@@ -63,8 +63,17 @@
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
- * signal/wait_until). A waiter serves rings first; a waiter that is a
- * worker runs other jobs when none is left.
+ * signal/wait_until); a spinning waiter costs them a load. A waiter serves
+ * rings first; a waiter that is a worker runs other jobs when none is
+ * left; once a look found nothing it polls done() alone, looking again
+ * every LOOK_EVERY spins (its reads of the others' cursors and rings would
+ * take the lines their workers claim from).
+ *
+ * Lines: what workers read at every claim (the pool's sizes, the envs,
+ * the batches) is written at creation only; the owner's bookkeeping
+ * (enter/leave, counts, estimates) has lines of its own; a sync batch's
+ * parameters travel in each slice's cursor line, so a worker takes one
+ * line from the owner per batch.
  *
  * Lifetime: the slices (with their jobs) live in a shell that outlives the
  * pool while posted jobs still hold it: a job posted to a worker that is
@@ -108,6 +117,10 @@
 #define STAND_LOOK 64u
 #define STAND_COST_NS 4000u               /* ... only while a step costs less than this */
 #define COST_EVERY 32u                    /* batches (sends) between two measures of a step's cost */
+/* a waiter with nothing to step polls done() alone, looking for work
+ * (steals, other jobs) every LOOK_EVERY spins: a few hundred ns */
+#define LOOK_EVERY 8u
+#define HINT_EVERY 8u                     /* a slice job times one turn in this many (hint_cost) */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -139,12 +152,20 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     uint32_t              nhome;
     uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
+    uint32_t              turns;         /* the job's own: turns so far (see HINT_EVERY) */
     HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
     _Atomic uint64_t      tail;          /* positions published (the owner thread) */
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
     /* sync: the chunks of the batch under way, (count << 32) | next chunk;
      * set by the owner per batch, claimed by fetch_add (see claim_chunk) */
     HIVE_ALIGNED _Atomic uint64_t cursor;
+    /* sync: the batch's parameters, written by the owner before the
+     * cursor's release and read by a claimer after its acquire - in the
+     * cursor's line, so that the claim brings them along: one line
+     * crosses to a worker per batch, not two */
+    const unsigned char  *acts;          /* the caller's actions (NULL: reset) */
+    int                   kind;
+    uint32_t              chunk;         /* envs per chunk */
 } HIVE_ALIGNED slice_t;
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
@@ -185,14 +206,18 @@ struct hive_envpool {
     unsigned             *order;         /* per slice: the slices to steal from, nearest first */
     hive_envpool_batch_t  sync;
     hive_ref_t            sync_refs[4];
-    const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
-    int                   sync_kind;
-    double                step_ns;       /* owner: a step's cost as the owner measured it */
-    double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
-    uint32_t              sync_chunk;    /* envs per chunk of the sync batch under way */
-    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
+    /* The owner's fields below, written by its calls and read by no
+     * worker: on lines of their own, so that the owner's bookkeeping does
+     * not take away from the workers the lines they read at every claim
+     * (the ones above, written at creation only). */
+    /* enter/leave's flag; acquire/release order the owners */
+    HIVE_ALIGNED _Atomic uint32_t inside;
+    _Atomic uint64_t      steps;         /* owner: steps returned (read by statistics) */
+    double                step_ns;       /* owner: a step's cost as the owner measured it */
+    double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
+    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     size_t                recv_blk;      /* owner: the block recv takes next (blocks taken
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
@@ -213,8 +238,6 @@ struct hive_envpool {
     HIVE_ALIGNED _Atomic uint32_t progress;   /* futex word: bumped at every signal */
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
-    _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
-    _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
     /* a step's cost in ns as last measured by anyone stepping (the owner,
      * or a slice job over its turn): sizes async claims, so that a claim
      * holds about CHUNK_NS of work - a participant that is preempted holds
@@ -320,9 +343,15 @@ static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, uns
  * it reads sleeping; the waiter stores sleeping before re-checking). */
 static void signal_waiter(hive_envpool_t *p)
 {
-    atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0)
+    /* The futex word is bumped only for a sleeper: a waiter that sees
+     * sleeping == 0 here re-checks done() after its store (the pair), and
+     * one that sleeps read progress before storing sleeping, so the bump
+     * after our load either ends its futex_wait or makes it return at
+     * once. A spinning waiter costs the finisher no RMW on the line. */
+    if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
         hive__futex_wake(&p->progress, 1);
+    }
 }
 
 /* Async results are out: the k envs ids[] (their observations in their
@@ -465,14 +494,13 @@ static bool sync_pending(slice_t *s)
 /* Step the envs home[lo..hi) (home NULL: the ids lo..hi-1) into the sync
  * batch's rows: a plain loop, no atomics - the caller's inline batch and
  * every claimed chunk. */
-static void step_rows(hive_envpool_t *p, const int32_t *home, size_t lo, size_t hi)
+static void step_rows(hive_envpool_t *p, const unsigned char *acts, int kind, const int32_t *home,
+                      size_t lo, size_t hi)
 {
     float *rw = p->sync.reward.data;
     uint8_t *dn = p->sync.done.data;
     unsigned char *obs = p->sync.obs.data;
-    const unsigned char *acts = p->sync_acts;
     const size_t ob = p->obs_bytes, ab = p->act_bytes;
-    const int kind = p->sync_kind;
     for (size_t k = lo; k < hi; k++) {
         size_t id = home ? (size_t)home[k] : k;
         float r;
@@ -487,7 +515,7 @@ static void step_rows(hive_envpool_t *p, const int32_t *home, size_t lo, size_t 
  * Returns the envs it covered. */
 static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
 {
-    size_t lo = (size_t)idx * p->sync_chunk, hi = lo + p->sync_chunk;
+    size_t lo = (size_t)idx * s->chunk, hi = lo + s->chunk;
     if (hi > s->nhome)
         hi = s->nhome;
     if (lost) {
@@ -501,7 +529,7 @@ static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
         }
         return hi - lo;
     }
-    step_rows(p, s->home, lo, hi);
+    step_rows(p, s->acts, s->kind, s->home, lo, hi);
     return hi - lo;
 }
 
@@ -515,7 +543,10 @@ static void count_sync(hive_envpool_t *p, size_t k)
 }
 
 /* A turn at the sync batch: the chunks of slice `me` first, then of the
- * others, nearest first; counted off once at the end. Returns the envs. */
+ * others, nearest first; counted off once per slice that had chunks for
+ * us, before the next slice is looked at: the look at another's cursor
+ * costs a line from its core, and the waiter should not wait for that
+ * when nothing is left there (the common case). Returns the envs. */
 static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
@@ -523,10 +554,12 @@ static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost)
     for (unsigned k = 0; k < p->nslices; k++) {
         slice_t *s = &p->slices[ord[k]];
         int64_t c;
+        size_t got = 0;
         while ((c = claim_chunk(s)) >= 0)
-            total += step_chunk(p, s, (uint32_t)c, lost);
+            got += step_chunk(p, s, (uint32_t)c, lost);
+        count_sync(p, got);
+        total += got;
     }
-    count_sync(p, total);
     return total;
 }
 
@@ -715,9 +748,13 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
             bool lost = stopping(p);
-            uint64_t t0 = hive__now_ns();
+            /* the cost hint: two clock reads, one turn in HINT_EVERY (a
+             * clock read is ~25 ns under a hypervisor, and it would come
+             * between the batch's arrival and its first step) */
+            bool timed = s->turns++ % HINT_EVERY == 0;
+            uint64_t t0 = timed ? hive__now_ns() : 0;
             size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
-            if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
+            if (timed && k > 0 && !lost)
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
              * nested in a wait (the owner's recv helping with its own
@@ -898,7 +935,18 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
     uint64_t t0 = w != NULL ? hive__now_ns() : 0;
     size_t served = 0;
     bool timing = w != NULL;
+    unsigned idle = 0;                   /* rounds that found nothing to do, in a row */
     while (!done(p)) {
+        /* Between two looks for work, once a look found none, only done()
+         * is polled: a look reads the other slices' cursors and rings,
+         * and every read of a line a worker is claiming from makes that
+         * worker's next claim fetch it back from this core (at 1 us a
+         * step, that was a tenth of the batch). A late worker's envs are
+         * still taken within LOOK_EVERY spins. */
+        if (idle != 0 && idle++ % LOOK_EVERY != 0) {
+            hive__cpu_relax();
+            continue;
+        }
         if (deadline != 0 && hive__now_ns() >= deadline)
             return HIVE_ETIMEDOUT;
         /* a claim of `most` at a time, re-checking done between: a worker
@@ -914,8 +962,11 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
             served += m;
             timing = timing && !lost;
         }
-        if (got)
+        if (got) {
+            idle = 0;
             continue;
+        }
+        idle = 1;
         uint64_t now = hive__now_ns();
         if (timing) {                    /* the stepping stretch ended */
             note_cost(p, now - t0, served);
@@ -1320,8 +1371,6 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
                           p->inflight);
     if (stopping(p))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down", fn);
-    p->sync_kind = kind;
-    p->sync_acts = acts;
     unsigned me = self_slice(p);
     note_owner(p, me);
     /* the owner's cost estimate is refreshed every COST_EVERY batches (two
@@ -1331,7 +1380,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     if (all_inline(p, me, p->n)) {
         t0 = timed ? hive__now_ns() : 0;
         /* too little work to hand out: step every env here, no atomics */
-        step_rows(p, NULL, 0, p->n);
+        step_rows(p, acts, kind, NULL, 0, p->n);
         if (timed)
             note_cost(p, hive__now_ns() - t0, p->n);
     } else {
@@ -1341,14 +1390,20 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
          * when a worker is late */
         uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
         double c = p->step_ns > 0 ? SYNC_CHUNK_NS / p->step_ns : hint ? SYNC_CHUNK_NS / hint : 1;
-        p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
+        uint32_t chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
         /* relaxed: published by the cursors' release below */
         atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
         for (unsigned i = 0; i < p->nslices; i++) {
             slice_t *s = &p->slices[i];
             if (s->nhome == 0)
                 continue;
-            uint64_t chunks = (s->nhome + (uint64_t)p->sync_chunk - 1) / p->sync_chunk;
+            /* plain: every claimer of the last batch has counted off
+             * (sync_left reached 0, acquired), and a claimer of this one
+             * reads them after the cursor's acquire */
+            s->acts = acts;
+            s->kind = kind;
+            s->chunk = chunk;
+            uint64_t chunks = (s->nhome + (uint64_t)chunk - 1) / chunk;
             /* release: the batch's parameters and the envs' last state to
              * claim_chunk's acquire; seq_cst: also the owner's half of the
              * pair in post_slices (stored before queued is read) */
