@@ -158,8 +158,11 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
     uint32_t              turns;         /* the job's own: turns so far (see HINT_EVERY) */
-    HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
-    _Atomic uint64_t      tail;          /* positions published (the owner thread) */
+    /* positions claimed (any participant, CAS): a line apart from the
+     * tail the owner stores, so that the home worker's claims hit its
+     * own cache while nobody else looks */
+    HIVE_ALIGNED _Atomic uint64_t head;
+    HIVE_ALIGNED _Atomic uint64_t tail;  /* positions published (the owner thread) */
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
     /* sync: chunks handed out so far, ever - the end of the batch under
      * way; only the owner stores it, once per batch (see claim_chunk) */
@@ -851,10 +854,14 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 {
     for (unsigned i = 0; i < p->nslices; i++) {
         slice_t *s = &p->slices[i];
-        if (i == skip || (!every && !ring_nonempty(s) && !sync_pending(s)))
+        /* queued first: a job that is queued (standing, the common case)
+         * needs no post whatever its slice holds, and the look at the
+         * slice's head and taken would take those lines from the worker
+         * about to claim from them */
+        if (i == skip || atomic_load_explicit(&s->queued, memory_order_seq_cst) != 0 ||
+            (!every && !ring_nonempty(s) && !sync_pending(s)))
             continue;
-        if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
-            atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
+        if (atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
             /* relaxed: the post publishes the job; the count only has
              * to be there before the job can drop it */
             atomic_fetch_add_explicit(&p->shell->refs, 1, memory_order_relaxed);
