@@ -527,9 +527,34 @@ static void step_rows(hive_envpool_t *p, const unsigned char *acts, int kind, co
     }
 }
 
-/* Step chunk idx of slice s into the sync batch's rows (lost: drop it).
- * Returns the envs it covered. */
-static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
+/* A turn's rewards and dones, held until the turn counts off (flush):
+ * rows of envs of different workers share lines (4-byte rewards, 1-byte
+ * dones), and each claim's locked instruction waits for the stores before
+ * it - so stores into lines another core is writing would make every
+ * claim wait for a line crossing. Held here, they cost one wait, at the
+ * count. */
+#define STAGE_N 32
+typedef struct stage {
+    size_t  n;
+    int32_t id[STAGE_N];
+    float   r[STAGE_N];
+    uint8_t d[STAGE_N];
+} stage_t;
+
+static void flush_stage(hive_envpool_t *p, stage_t *st)
+{
+    float *rw = p->sync.reward.data;
+    uint8_t *dn = p->sync.done.data;
+    for (size_t i = 0; i < st->n; i++) {
+        rw[st->id[i]] = st->r[i];
+        dn[st->id[i]] = st->d[i];
+    }
+    st->n = 0;
+}
+
+/* Step chunk idx of slice s into the sync batch's rows (lost: drop it),
+ * its rewards and dones through st. Returns the envs it covered. */
+static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost, stage_t *st)
 {
     size_t lo = (size_t)idx * s->chunk, hi = lo + s->chunk;
     if (hi > s->nhome)
@@ -545,7 +570,18 @@ static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
         }
         return hi - lo;
     }
-    step_rows(p, s->acts, s->kind, s->home, lo, hi);
+    unsigned char *obs = p->sync.obs.data;
+    const size_t ob = p->obs_bytes, ab = p->act_bytes;
+    for (size_t k = lo; k < hi; k++) {
+        size_t id = (size_t)s->home[k];
+        int d;
+        if (st->n == STAGE_N)
+            flush_stage(p, st);
+        step_env(p, &p->env[id], s->kind, s->acts ? s->acts + id * ab : NULL, obs + id * ob,
+                 &st->r[st->n], &d);
+        st->d[st->n] = (uint8_t)d;
+        st->id[st->n++] = (int32_t)id;
+    }
     return hi - lo;
 }
 
@@ -578,8 +614,11 @@ static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost, bool others)
         slice_t *s = &p->slices[ord[k]];
         int64_t c;
         size_t got = 0;
+        stage_t st;
+        st.n = 0;
         while ((c = claim_chunk(s)) >= 0)
-            got += step_chunk(p, s, (uint32_t)c, lost);
+            got += step_chunk(p, s, (uint32_t)c, lost, &st);
+        flush_stage(p, &st);
         total += got;
         if (count_sync(p, got) == 0)
             break;
