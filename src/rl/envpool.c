@@ -68,11 +68,11 @@
  *
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
- * signal/wait_until); a spinning waiter costs them a load. A waiter serves
- * rings first; a waiter that is a worker runs other jobs when none is
- * left; once a look found nothing it polls done() alone, looking again
- * every LOOK_EVERY spins (its reads of the others' claim lines and rings would
- * take the lines their workers claim from).
+ * signal/wait_until). A waiter serves rings first; a waiter that is a
+ * worker runs other jobs when none is left; a sync owner, once a look
+ * found nothing, polls done() alone, looking again every LOOK_EVERY spins
+ * (its reads of the others' claim lines and rings would take the lines
+ * their workers claim from).
  *
  * Lines: what workers read at every claim (the pool's sizes, the envs,
  * the batches) is written at creation only; the owner's bookkeeping
@@ -122,10 +122,9 @@
 #define STAND_LOOK 64u
 #define STAND_COST_NS 4000u               /* ... only while a step costs less than this */
 #define COST_EVERY 32u                    /* batches (sends) between two measures of a step's cost */
-/* a waiter with nothing to step polls done() alone, looking for work
+/* a sync owner with nothing to step polls done() alone, looking for work
  * (steals, other jobs) every LOOK_EVERY spins: a few hundred ns */
 #define LOOK_EVERY 8u
-#define HINT_EVERY 8u                     /* a slice job times one turn in this many (hint_cost) */
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -157,7 +156,6 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     uint32_t              nhome;
     uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
-    uint32_t              turns;         /* the job's own: turns so far (see HINT_EVERY) */
     /* positions claimed (any participant, CAS): a line apart from the
      * tail the owner stores, so that the home worker's claims hit its
      * own cache while nobody else looks */
@@ -355,15 +353,9 @@ static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, uns
  * it reads sleeping; the waiter stores sleeping before re-checking). */
 static void signal_waiter(hive_envpool_t *p)
 {
-    /* The futex word is bumped only for a sleeper: a waiter that sees
-     * sleeping == 0 here re-checks done() after its store (the pair), and
-     * one that sleeps read progress before storing sleeping, so the bump
-     * after our load either ends its futex_wait or makes it return at
-     * once. A spinning waiter costs the finisher no RMW on the line. */
-    if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0)
         hive__futex_wake(&p->progress, 1);
-    }
 }
 
 /* Async results are out: the k envs ids[] (their observations in their
@@ -811,13 +803,9 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
             bool lost = stopping(p);
-            /* the cost hint: two clock reads, one turn in HINT_EVERY (a
-             * clock read is ~25 ns under a hypervisor, and it would come
-             * between the batch's arrival and its first step) */
-            bool timed = s->turns++ % HINT_EVERY == 0;
-            uint64_t t0 = timed ? hive__now_ns() : 0;
+            uint64_t t0 = hive__now_ns();
             size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost);
-            if (timed && k > 0 && !lost)
+            if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
              * nested in a wait (the owner's recv helping with its own
@@ -1009,13 +997,16 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
      * hand-off later, that long before it reads their lines to steal */
     unsigned idle = grace ? 1 : 0;
     while (!done(p)) {
-        /* Between two looks for work, once a look found none, only done()
-         * is polled: a look reads the other slices' taken and rings,
-         * and every read of a line a worker is claiming from makes that
-         * worker's next claim fetch it back from this core (at 1 us a
-         * step, that was a tenth of the batch). A late worker's envs are
-         * still taken within LOOK_EVERY spins. */
-        if (idle != 0 && idle++ % LOOK_EVERY != 0) {
+        /* A sync owner (grace), between two looks for work once a look
+         * found none, polls done() alone: a look reads the other slices'
+         * taken and rings, and every read of a line a worker is claiming
+         * from makes that worker's next claim fetch it back from this core
+         * (at 1 us a step, that was a tenth of the batch). A late worker's
+         * envs are still taken within LOOK_EVERY spins. A recv looks at
+         * every spin, as before: the async rows did not move with the
+         * throttle, and the demo's samplers (3 workers on 2 cores) read
+         * no better with it on a loaded machine. */
+        if (grace && idle != 0 && idle++ % LOOK_EVERY != 0) {
             hive__cpu_relax();
             continue;
         }
