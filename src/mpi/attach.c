@@ -168,7 +168,8 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     uint64_t small[HIVE__MPI_SMALL / 8];
     char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
     /* relaxed, all: the slot is ours (CLAIM) until key's release below */
-    atomic_store_explicit(&f->holds, 3, memory_order_relaxed);   /* the caller's count, the answer */
+    atomic_store_explicit(&f->holds, HIVE__MPI_FUT_GEN(seq) | 3,   /* the caller's count, the answer */
+                          memory_order_relaxed);
     atomic_store_explicit(&f->st, FUT_PENDING, memory_order_relaxed);
     atomic_store_explicit(&f->rec, NULL, memory_order_relaxed);
     atomic_store_explicit(&f->sealed, 0, memory_order_relaxed);
@@ -186,7 +187,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
                        .nargs = (uint32_t)nargs, .prio = opts ? opts->priority : 0,
                        .has_prio = opts != NULL, .size = len - sizeof hdr };
     memcpy(msg, &hdr, sizeof hdr);
-    result->id = (uint64_t)(w->rank + 1) << 30 | (seq & ((1ull << 30) - 1));
+    result->id = (uint64_t)(w->rank + 1) << 30 | (seq & HIVE__MPI_FUT_IDBITS);
     hive__mpi_count(&w->st_calls_sent, 1);
     /* release: the fields above before any finder's acquire of key */
     atomic_store_explicit(&f->key, hdr.req, memory_order_release);
@@ -200,6 +201,8 @@ fail:
     free(f->keep);
     f->keep = NULL;
     f->nkeep = 0;
+    /* relaxed: no id of this generation went out; no count on it then */
+    atomic_store_explicit(&f->holds, HIVE__MPI_FUT_GEN(seq), memory_order_relaxed);
     atomic_store_explicit(&f->key, 0, memory_order_release);   /* release: as fut_free's */
     atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: never sent */
     return rc;
@@ -355,7 +358,8 @@ static fut_t *fut_held(world_t *w, uint64_t id, const char *fn)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
     /* relaxed: a hint against a released id; the user's own count keeps it */
-    if (f == NULL || atomic_load_explicit(&f->holds, memory_order_relaxed) < 2) {
+    uint64_t hd = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
+    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) || HIVE__MPI_FUT_COUNT(hd) < 2) {
         hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                    (unsigned long long)id);
         return NULL;
@@ -422,21 +426,16 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     return rc;
 }
 
-/* Take (+2) or drop (-2) a user's count on a record-free future. */
+/* Take (add > 0) or drop a user's count on a record-free future. */
 static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
 {
-    fut_t *f = hive__mpi_fut_find(w, id);
-    uint32_t n = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
-    do {
-        if (n < 2)
-            return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)",
-                              fn, (unsigned long long)id);
-        /* acq_rel: as hive__mpi_fut_drop's (the last user's reads before the free) */
-    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, add > 0 ? n + 2 : n - 2,
-                                                    memory_order_acq_rel, memory_order_relaxed));
-    if (add < 0 && n == 2)
-        hive__mpi_fut_free(w, f);        /* the last hold was ours */
-    return HIVE_OK;
+    int rc;
+    if (hive__mpi_fut_count(w, id, add, &rc))
+        return HIVE_OK;
+    if (rc == HIVE_EINVAL)
+        return hive__fail(rc, "%s: future %llu holds 2^31 counts already", fn, (unsigned long long)id);
+    return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
+                      (unsigned long long)id);
 }
 
 static int remote_release(void *ctx, hive_ref_t ref)

@@ -464,9 +464,41 @@ void hive__mpi_fut_free(world_t *w, fut_t *f)
 
 void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
 {
-    /* acq_rel: every holder's reads of the slot before the one that frees it */
-    if (atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel) == n)
+    /* acq_rel: every holder's reads of the slot before the one that frees
+     * it. The count never goes below 0 (each hold is dropped once), so the
+     * subtraction stays out of the generation's bits */
+    if (HIVE__MPI_FUT_COUNT(atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel)) == n)
         hive__mpi_fut_free(w, f);
+}
+
+bool hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc)
+{
+    fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
+    uint64_t gen = HIVE__MPI_FUT_GEN(id), next;
+    /* relaxed: a first look; the CAS decides */
+    uint64_t hd = atomic_load_explicit(&f->holds, memory_order_relaxed);
+    do {
+        uint32_t n = HIVE__MPI_FUT_COUNT(hd);
+        /* another generation (the slot is a newer future's), or no user
+         * count left (released; a free slot's count is 0) */
+        if ((hd & ~(uint64_t)UINT32_MAX) != gen || n < 2) {
+            *rc = HIVE_ENOENT;
+            return false;
+        }
+        if (add > 0 && n > UINT32_MAX - 2) {
+            *rc = HIVE_EINVAL;
+            return false;
+        }
+        next = add > 0 ? hd + 2 : hd - 2;
+        /* acq_rel: a release's reads of the slot before the last one's
+         * free (which acquires them); a retain publishes nothing but
+         * takes the same path */
+    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &hd, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (HIVE__MPI_FUT_COUNT(next) == 0)
+        hive__mpi_fut_free(w, f);        /* the last hold was ours */
+    *rc = HIVE_OK;
+    return true;
 }
 
 /* Drain a payload that has nowhere to go (its parts are on their way). */
@@ -670,15 +702,12 @@ static void serve_when_done(world_t *w, served_t *s)
 static hive__obj_t *fut_served(world_t *w, uint64_t id)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
-    if (f == NULL)
+    int rc;
+    /* a count of our own while we make its record: the generation is
+     * checked in the same CAS (a future released meanwhile, its slot
+     * taken by a newer one, is not touched) */
+    if (f == NULL || !hive__mpi_fut_count(w, id, 1, &rc))
         return NULL;
-    uint32_t n = atomic_load_explicit(&f->holds, memory_order_relaxed);
-    do {
-        if (n < 2)
-            return NULL;                 /* released by its users */
-        /* relaxed: a count taken while another is held publishes nothing */
-    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, n + 2, memory_order_relaxed,
-                                                    memory_order_relaxed));
     hive__obj_t *r = hive__mpi_fut_rec(w, f);
     if (r != NULL)
         atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's

@@ -170,18 +170,33 @@ typedef struct pend {
  * A record is made for it only where the core needs one (localize: a
  * task's argument, hive_wait, ...), or for an answer above
  * HIVE__MPI_FUT_INLINE bytes (state FUT_REC: the record has it). A call
- * whose slot is still held by an older future takes the record path. */
+ * whose slot is still held by an older future takes the record path.
+ *
+ * The user's counts live in `holds` beside the generation of the future
+ * that holds them (the id's low 30 bits: HIVE__MPI_FUT_GEN), so that
+ * hive_retain and hive_release check "this id's future still holds the
+ * slot" in the same CAS that moves the count: a stale id (released
+ * twice) whose slot a newer call took meanwhile finds another generation
+ * there and is refused (HIVE_ENOENT), instead of moving the newer
+ * future's count. Ids repeat after 2^30 calls: a stale id held that long
+ * is not told from the new one. */
 #define HIVE__MPI_FUTS       4096u
 #define HIVE__MPI_FUT_BIT    (1ull << 63)     /* in a request id: its answer goes to a slot */
 #define HIVE__MPI_FUT_INLINE 48u
 #define HIVE__MPI_FUT_CLAIM  1ull             /* key while its claimer fills the slot */
+#define HIVE__MPI_FUT_IDBITS ((1ull << 30) - 1)   /* an id's (and a key's) sequence bits */
+/* holds: the generation (the id's sequence bits) above, the count below */
+#define HIVE__MPI_FUT_GEN(id)   (((uint64_t)(id) & HIVE__MPI_FUT_IDBITS) << 32)
+#define HIVE__MPI_FUT_COUNT(hd) ((uint32_t)(hd))
 enum { FUT_PENDING, FUT_DONE, FUT_FAILED, FUT_REC };
 
 typedef struct fut {
     _Atomic uint64_t key;    /* the request id using the slot (with FUT_BIT); 0 free; FUT_CLAIM */
-    /* 2 per user count (hive_retain adds one), plus 1 while the answer is
-     * not in: whoever takes it to 0 frees the slot */
-    _Atomic uint32_t holds;
+    /* HIVE__MPI_FUT_GEN of the future's id | its count: 2 per user count
+     * (hive_retain adds one), plus 1 while the answer is not in; whoever
+     * takes the count to 0 frees the slot (the generation stays: a stale
+     * id's CAS fails against it, and against the next claimer's) */
+    _Atomic uint64_t holds;
     _Atomic uint32_t st;     /* FUT_*: release by the answer's writer, acquire by readers */
     _Atomic(hive__obj_t *) rec;   /* the record made for it (a count held by the slot), or NULL */
     _Atomic int   sealed;    /* rec has been given the answer (claimed by exchange) */
@@ -363,7 +378,7 @@ static inline fut_t *hive__mpi_fut_find(world_t *w, uint64_t id)
 {
     fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
     uint64_t k = atomic_load_explicit(&f->key, memory_order_acquire);
-    return (k & HIVE__MPI_FUT_BIT) && ((k ^ id) & ((1ull << 30) - 1)) == 0 ? f : NULL;
+    return (k & HIVE__MPI_FUT_BIT) && ((k ^ id) & HIVE__MPI_FUT_IDBITS) == 0 ? f : NULL;
 }
 /* progress.c: send a request that has no pending record (a record-free
  * future's call: its slot is published already) */
@@ -393,6 +408,12 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
 /* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
  * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
 void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
+/* progress.c: add (or, add < 0, drop) a user's count on the future id
+ * names, if that future holds its slot: one CAS checks the generation and
+ * moves the count. false: no future of that id holds a count (released,
+ * never made, or its slot reused); the slot is not touched. HIVE_EINVAL
+ * in *rc for a count that would overflow. */
+bool  hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc);
 void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);
