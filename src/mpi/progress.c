@@ -866,6 +866,25 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     return true;
 }
 
+/* The answer to a call run in place, sent as soon as the method returned
+ * (before the actor's turn is given back: hive__actor_run_here). */
+typedef struct here_done {
+    world_t     *w;
+    here_t      *x;
+    hive__obj_t *res;
+} here_done_t;
+
+static void answer_in_place(void *arg, int rc)
+{
+    here_done_t *d = arg;
+    here_t *x = d->x;
+    if (rc == 0)
+        send_bytes(d->w, x->src, x->hdr.req, d->res->data ? d->res->data : (const void *)"", d->res->size,
+                   0, 0, NULL);
+    else
+        reply_small(d->w, x->src, x->hdr.req, HIVE_ETASK, 0);
+}
+
 /* Run the call claim_in_place took, on this worker, and answer it. */
 static void run_in_place(world_t *w, here_t *x)
 {
@@ -888,12 +907,9 @@ static void run_in_place(world_t *w, here_t *x)
      * if the method takes long */
     bool was = serving;
     serving = false;
-    int rc = hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res);
+    here_done_t d = { .w = w, .x = x, .res = &res };
+    hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res, answer_in_place, &d);
     serving = was;
-    if (rc == 0)
-        send_bytes(w, x->src, x->hdr.req, res.data ? res.data : (const void *)"", res.size, 0, 0, NULL);
-    else
-        reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
     hive__payload_free(w->h, &res);
     x->a = NULL;
     /* release: the answer's sends (handed over first) before the flag
