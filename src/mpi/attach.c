@@ -9,6 +9,7 @@
 #include "mpi/world.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fault.h"
 #include "util/rcu.h"
 
 #include <limits.h>
@@ -40,7 +41,10 @@ static int owner(const world_t *w, uint64_t id)
 int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
 {
     hive__obj_t *o;
-    int rc = hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
+    /* a fault injected here (tests/util/fault.h) stands for a full store */
+    int rc = hive__fault() ? hive__fail(HIVE_ENOMEM, "hive mpi: no record for an answer (an injected "
+                                        "fault: the store is full)")
+                           : hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
     if (rc != HIVE_OK)
         return rc;
     /* "a result whose producer is done": its size is not fixed until the
@@ -166,7 +170,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     /* a small call is built on the stack and goes out with MPI_Send from
      * there (no allocation for it); zeroed: no stray bytes in the padding */
     uint64_t small[HIVE__MPI_SMALL / 8];
-    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    char *msg = len <= sizeof small ? memset(small, 0, len) : hive__calloc(1, len);
     /* relaxed, all: the slot is ours (CLAIM) until key's release below */
     atomic_store_explicit(&f->holds, HIVE__MPI_FUT_GEN(seq) | 3,   /* the caller's count, the answer */
                           memory_order_relaxed);
@@ -176,7 +180,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     f->dest = dest;
     f->actor = actor.id;
     f->nkeep = 0;
-    f->keep = refs && msg != NULL ? calloc(nargs, sizeof *f->keep) : NULL;
+    f->keep = refs && msg != NULL ? hive__calloc(nargs, sizeof *f->keep) : NULL;
     if (msg == NULL || (refs && f->keep == NULL)) {
         rc = hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a remote call of %zu bytes", len);
         goto fail;
@@ -236,7 +240,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     /* a small call is built on the stack and goes out with MPI_Send from
      * there (no allocation for it); zeroed: no stray bytes in the padding */
     uint64_t small[HIVE__MPI_SMALL / 8];
-    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    char *msg = len <= sizeof small ? memset(small, 0, len) : hive__calloc(1, len);
     bool refs = false;                   /* local ref arguments to keep until the reply */
     for (size_t i = 0; i < nargs && !refs; i++)
         refs = args[i].ref.id != 0;
@@ -246,7 +250,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
                        .size = len - sizeof hdr };
     pend_t *p = NULL;
     if (msg == NULL || (rc = hive__mpi_placeholder(w, &fut)) != HIVE_OK ||
-        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = calloc(nargs, 8)) == NULL)) {
+        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = hive__calloc(nargs, 8)) == NULL)) {
         rc = msg == NULL || fut != NULL ? hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a "
                                                      "remote call of %zu bytes", len) : rc;
         goto fail;

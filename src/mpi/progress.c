@@ -13,6 +13,7 @@
 #include "task.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fault.h"
 #include "util/park.h"
 #include "util/rcu.h"
 
@@ -319,7 +320,7 @@ pend_t *hive__mpi_pend_new(void)
 {
     pend_t *p = pend_spare;
     if (p == NULL)
-        return calloc(1, sizeof *p);
+        return hive__calloc(1, sizeof *p);
     pend_spare = NULL;
     pthread_setspecific(pend_key, NULL);
     memset(p, 0, sizeof *p);
@@ -501,13 +502,19 @@ bool hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc)
     return true;
 }
 
-/* Drain a payload that has nowhere to go (its parts are on their way). */
+/* Drain a payload that has nowhere to go (its parts are on their way).
+ * Its parts must be received whole (Open MPI cannot truncate a message
+ * above its eager limit: it faults), and its sender waits until they are:
+ * a rank that cannot allocate a scratch part either cannot go on. */
 static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_t x, bool own);
 static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
 {
     for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
         size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-        void *scratch = malloc(len);
+        void *scratch = hive__malloc(len);
+        if (scratch == NULL)
+            HIVE_DIE("cannot allocate %zu bytes to drain a payload part from rank %d that has no "
+                     "record to go to: its sender would wait for it forever", len, src);
         recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
     }
 }
@@ -699,16 +706,18 @@ static void serve_when_done(world_t *w, served_t *s)
 /* A record-free future of this rank asked for by another (its id passed
  * on as a value, or as a call's argument): its record, with a count for
  * the caller; NULL if no future holds that id. */
-static hive__obj_t *fut_served(world_t *w, uint64_t id)
+static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
-    int rc;
     /* a count of our own while we make its record: the generation is
      * checked in the same CAS (a future released meanwhile, its slot
      * taken by a newer one, is not touched) */
-    if (f == NULL || !hive__mpi_fut_count(w, id, 1, &rc))
+    if (f == NULL || !hive__mpi_fut_count(w, id, 1, why)) {
+        *why = HIVE_ENOENT;
         return NULL;
+    }
     hive__obj_t *r = hive__mpi_fut_rec(w, f);
+    *why = HIVE_ENOMEM;                  /* if r is NULL */
     if (r != NULL)
         atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's
                                                     count keeps it meanwhile */
@@ -720,8 +729,9 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
 {
     hive__obj_t *o;
     bool payload, ok;
+    int why = HIVE_OK;
     if (hive__id_tag(hdr->id) == (uint32_t)w->rank + 1 && hive__id_future(hdr->id)) {
-        o = fut_served(w, hdr->id);
+        o = fut_served(w, hdr->id, &why);
         payload = ok = o != NULL;
     } else {
         hive__rcu_lock();
@@ -735,7 +745,8 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
     if (s == NULL) {
         if (ok)
             hive__obj_release(w->h, o);
-        reply_small(w, src, hdr->req, ok ? HIVE_ENOMEM : payload || o == NULL ? HIVE_ENOENT : HIVE_ESTATE, 0);
+        reply_small(w, src, hdr->req, ok || why == HIVE_ENOMEM ? HIVE_ENOMEM
+                                      : payload || o == NULL ? HIVE_ENOENT : HIVE_ESTATE, 0);
         return;
     }
     *s = (served_t){ .src = src, .req = hdr->req, .obj = o };
