@@ -596,6 +596,15 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
     size_t inl = size <= HIVE__MPI_INLINE ? size : 0;
     wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
     char *copy = NULL;
+    if (size <= HIVE__MPI_SHORT_MAX && id == 0 && flags == 0) {   /* the short form (wire_short_t) */
+        char buf[sizeof(wire_short_t) + HIVE__MPI_SHORT_MAX];
+        wire_short_t s = { .type = M_SHORT, .size = (uint32_t)size, .req = req };
+        memcpy(buf, &s, sizeof s);
+        if (size)
+            memcpy(buf + sizeof s, data, size);
+        MPI_Send(buf, (int)(sizeof s + size), MPI_BYTE, dest, tag, w->rcomm);
+        return;
+    }
     if (inl != size && hold == NULL && (copy = malloc(size)) == NULL) {
         reply_small(w, dest, req, HIVE_ENOMEM, 0);
         return;
@@ -1199,6 +1208,22 @@ static void drop_subs(world_t *w)
 static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
 {
     wire_hdr_t hdr;
+    uint32_t type;
+    if (tag != HIVE__MPI_TAG_CTRL && n >= sizeof(wire_short_t) && (memcpy(&type, buf, sizeof type), type == M_SHORT)) {
+        /* a short answer: rebuilt as a long one on the stack (at most
+         * HIVE__MPI_SHORT_MAX bytes to copy) */
+        wire_short_t s;
+        memcpy(&s, buf, sizeof s);
+        if (s.size > HIVE__MPI_SHORT_MAX || n - sizeof s < s.size)
+            return;                      /* not ours: ignore */
+        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
+        hdr = (wire_hdr_t){ .type = M_REPLY, .status = HIVE_OK, .req = s.req, .size = s.size };
+        memcpy(full, &hdr, sizeof hdr);
+        if (s.size)
+            memcpy(full + sizeof hdr, buf + sizeof s, s.size);
+        on_reply(w, src, tag, &hdr, full, sizeof hdr + s.size, own);
+        return;
+    }
     if (n < sizeof hdr)
         return;                          /* not ours: ignore */
     memcpy(&hdr, buf, sizeof hdr);
