@@ -167,6 +167,13 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     bool refs = false;                   /* local ref arguments to keep until the reply */
     for (size_t i = 0; i < nargs && !refs; i++)
         refs = args[i].ref.id != 0;
+    /* the short form (wire_calls_t) if it can carry the call: its length
+     * is len less 24 bytes of header and 8 per argument */
+    int prio = opts ? opts->priority : 0;
+    bool shortf = !refs && nargs <= HIVE__MPI_CALLS_ARGS && prio >= INT8_MIN && prio <= INT8_MAX &&
+                  len - sizeof(wire_hdr_t) + sizeof(wire_calls_t) - 8 * nargs <= HIVE__MPI_CTRL_CAP;
+    if (shortf)
+        len = len - sizeof(wire_hdr_t) + sizeof(wire_calls_t) - 8 * nargs;
     /* a small call is built on the stack and goes out with MPI_Send from
      * there (no allocation for it); zeroed: no stray bytes in the padding */
     uint64_t small[HIVE__MPI_SMALL / 8];
@@ -185,12 +192,27 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
         rc = hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a remote call of %zu bytes", len);
         goto fail;
     }
-    if ((rc = write_args(w, args, nargs, msg, f->keep, &f->nkeep)) != HIVE_OK)
-        goto fail;
     wire_hdr_t hdr = { .type = M_CALL, .req = seq | HIVE__MPI_FUT_BIT, .id = actor.id, .method = method,
-                       .nargs = (uint32_t)nargs, .prio = opts ? opts->priority : 0,
-                       .has_prio = opts != NULL, .size = len - sizeof hdr };
-    memcpy(msg, &hdr, sizeof hdr);
+                       .nargs = (uint32_t)nargs, .prio = prio, .has_prio = opts != NULL,
+                       .size = len - sizeof hdr };
+    if (shortf) {
+        wire_calls_t c = { .bits = M_CALLS | (uint32_t)(opts != NULL) << 8 | (uint32_t)nargs << 16 |
+                                   (uint32_t)(uint8_t)(int8_t)prio << 24,
+                           .method = method, .req = hdr.req, .actor = actor.id };
+        memcpy(msg, &c, sizeof c);
+        char *at = msg + sizeof c;
+        for (size_t i = 0; i < nargs; i++) {
+            uint64_t size = args[i].size;  /* below 64 KiB: the message fits the posted receive */
+            memcpy(at, &size, sizeof size);
+            if (size)
+                memcpy(at + 8, args[i].data, size);
+            at += 8 + ((size + 7) & ~(uint64_t)7);
+        }
+    } else {
+        if ((rc = write_args(w, args, nargs, msg, f->keep, &f->nkeep)) != HIVE_OK)
+            goto fail;
+        memcpy(msg, &hdr, sizeof hdr);
+    }
     result->id = (uint64_t)(w->rank + 1) << 30 | (seq & HIVE__MPI_FUT_IDBITS);
     hive__mpi_count(&w->st_calls_sent, 1);
     /* release: the fields above before any finder's acquire of key */

@@ -834,26 +834,53 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
  * poll_lock) and runs after poll_lock is let go (run_in_place): no task
  * record, no result record, no job, the reply sent from what the method
  * returned. False: the call goes the usual way. */
-static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+/* A short call's arguments (wire_calls_t): where each one's bytes are and
+ * how many; false if the message is malformed. */
+static bool short_args(const wire_hdr_t *hdr, const char *buf, size_t n, const char **from, uint64_t *sizes)
+{
+    size_t at = sizeof(wire_calls_t);
+    if (hdr->nargs > HIVE__MPI_CALLS_ARGS)
+        return false;
+    for (uint32_t i = 0; i < hdr->nargs; i++) {
+        uint64_t size;
+        if (n - at < sizeof size)
+            return false;
+        memcpy(&size, buf + at, sizeof size);
+        at += sizeof size;
+        uint64_t padded = (size + 7) & ~(uint64_t)7;
+        if (size > n || padded > n - at)
+            return false;
+        from[i] = buf + at;
+        sizes[i] = size;
+        at += padded;
+    }
+    return true;
+}
+
+static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n, bool shortf)
 {
     here_t *x = here_slot;
     if (x == NULL || x->a != NULL || hive__self == NULL || hdr->nargs > HERE_MAX_ARGS)
         return false;
     size_t at = sizeof *hdr, total = 0;
     const char *from[HERE_MAX_ARGS];
+    if (shortf && !short_args(hdr, buf, n, from, x->sizes))
+        return false;                    /* malformed: serve_call says so */
     for (uint32_t i = 0; i < hdr->nargs; i++) {
-        wire_arg_t a;
-        if (n - at < sizeof a)
-            return false;                /* malformed: serve_call says so */
-        memcpy(&a, buf + at, sizeof a);
-        at += sizeof a;
-        uint64_t padded = (a.size + 7) & ~(uint64_t)7;
-        if (a.ref != 0 || a.size > n || padded > n - at)
-            return false;                /* a ref argument (or malformed): the usual way */
-        from[i] = buf + at;
-        x->sizes[i] = a.size;
-        at += padded;
-        total += (a.size + 15) & ~(uint64_t)15;
+        if (!shortf) {
+            wire_arg_t a;
+            if (n - at < sizeof a)
+                return false;            /* malformed: serve_call says so */
+            memcpy(&a, buf + at, sizeof a);
+            at += sizeof a;
+            uint64_t padded = (a.size + 7) & ~(uint64_t)7;
+            if (a.ref != 0 || a.size > n || padded > n - at)
+                return false;            /* a ref argument (or malformed): the usual way */
+            from[i] = buf + at;
+            x->sizes[i] = a.size;
+            at += padded;
+        }
+        total += (x->sizes[i] + 15) & ~(uint64_t)15;
     }
     if (total > HERE_MAX_BYTES)
         return false;                    /* big arguments: a record holds them */
@@ -937,9 +964,9 @@ static void run_in_place(world_t *w, here_t *x)
     atomic_store_explicit(&w->in_place, 0, memory_order_release);
 }
 
-static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n, bool shortf)
 {
-    if (claim_in_place(w, src, hdr, buf, n))
+    if (claim_in_place(w, src, hdr, buf, n, shortf))
         return;
     size_t most = n / sizeof(wire_arg_t);
     served_t *s = calloc(1, sizeof *s);
@@ -947,7 +974,14 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     hive_arg_t *args = hdr->nargs > most ? NULL
                        : hdr->nargs <= 8 ? few : calloc(hdr->nargs, sizeof *args);
     int rc = hdr->nargs > most ? HIVE_EINVAL : s && args ? HIVE_OK : HIVE_ENOMEM;
-    if (rc == HIVE_OK)
+    if (rc == HIVE_OK && shortf) {       /* inline bytes only */
+        const char *from[HIVE__MPI_CALLS_ARGS];
+        uint64_t sizes[HIVE__MPI_CALLS_ARGS];
+        if (!short_args(hdr, buf, n, from, sizes))
+            rc = HIVE_EINVAL;
+        for (uint32_t i = 0; rc == HIVE_OK && i < hdr->nargs; i++)
+            args[i] = HIVE_BYTES(from[i], sizes[i]);
+    } else if (rc == HIVE_OK)
         rc = parse_args(w, hdr, buf, n, args, s);
     hive_ref_t res = { 0 };
     hive_opts_t opts = { .priority = hdr->prio };
@@ -1224,6 +1258,19 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
         on_reply(w, src, tag, &hdr, full, sizeof hdr + s.size, own);
         return;
     }
+    if (tag == HIVE__MPI_TAG_CTRL && n >= sizeof(wire_calls_t) &&
+        (memcpy(&type, buf, sizeof type), (type & 0xff) == M_CALLS)) {
+        /* a short call (wire_calls_t): its long header rebuilt, its
+         * arguments read where they are */
+        wire_calls_t c;
+        memcpy(&c, buf, sizeof c);
+        hdr = (wire_hdr_t){ .type = M_CALL, .req = c.req, .id = c.actor, .method = c.method,
+                            .nargs = c.bits >> 16 & 0xff, .has_prio = c.bits >> 8 & 1,
+                            .prio = (int8_t)(uint8_t)(c.bits >> 24), .size = n - sizeof c };
+        served_here++;
+        serve_call(w, src, &hdr, buf, n, true);
+        return;
+    }
     if (n < sizeof hdr)
         return;                          /* not ours: ignore */
     memcpy(&hdr, buf, sizeof hdr);
@@ -1251,7 +1298,7 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     if (hdr.type != M_PUSH)
         served_here++;                   /* a request (a push asks for nothing) */
     switch (hdr.type) {
-    case M_CALL:   serve_call(w, src, &hdr, buf, n); break;
+    case M_CALL:   serve_call(w, src, &hdr, buf, n, false); break;
     case M_GET:    serve_get(w, src, &hdr); break;
     case M_LOOKUP: serve_lookup(w, src, &hdr, buf, n); break;
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;

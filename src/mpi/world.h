@@ -123,7 +123,7 @@ void AnnotateNewMemory(const char *file, int line, const volatile void *mem, siz
                                             this; a larger request goes as an M_BIG envelope and
                                             its whole message on dcomm (hive__mpi_body_tag) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG, M_SHORT };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG, M_SHORT, M_CALLS };
 
 /* Every control message starts with this (then the call's arguments, or
  * an inline payload, or a name). */
@@ -150,6 +150,22 @@ typedef struct wire_short {
     uint64_t req;
 } wire_short_t;
 #define HIVE__MPI_SHORT_MAX 48u
+
+/* A call whose arguments are all inline bytes, at most HIVE__MPI_CALLS_ARGS
+ * of them, whose priority (if any) fits 8 bits, and that fits the posted
+ * receive (a slot future's call): this 24-byte header, then per argument
+ * its size (8 bytes: the low 4 the size, the rest 0) and its bytes padded
+ * to 8, instead of wire_hdr_t's 48 and 16 per argument (an 8-byte call:
+ * 40 bytes instead of 72; see wire_short_t). An argument's bytes start at
+ * a multiple of 16 when the sizes before it are (a 4 KiB one stays where
+ * it arrived: claim_in_place). */
+typedef struct wire_calls {
+    uint32_t bits;          /* M_CALLS | has_prio << 8 | nargs << 16 | (uint8_t)prio << 24 */
+    uint32_t method;
+    uint64_t req;
+    uint64_t actor;
+} wire_calls_t;
+#define HIVE__MPI_CALLS_ARGS 8u
 
 /* One argument on the wire, followed by size bytes padded to 8 if inline. */
 typedef struct wire_arg {
