@@ -984,7 +984,6 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
-    pthread_mutex_init(&w->poll_lock, NULL);
     hive__mpi_open_ctrl(w);              /* before any thread polls (the thread's start orders it) */
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
         hive__mpi_close_ctrl(w);
@@ -1031,7 +1030,6 @@ int hive_mpi_detach(hive_t *h)
     pthread_mutex_destroy(&w->qlock);
     pthread_mutex_destroy(&w->clock);
     pthread_mutex_destroy(&w->plock);
-    pthread_mutex_destroy(&w->poll_lock);
     hive__rcu_thread();
     hive__rcu_barrier();                 /* frees queued through our records' releases */
     free(w);

@@ -1413,15 +1413,37 @@ static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr, bool repl
     return n > 0;
 }
 
+/* poll_lock is taken only by a try: the thread that gets it receives,
+ * the others go on (a waiter looks at its own receive, an idle worker
+ * at its deques, the progress thread naps), so nobody sleeps on it and it
+ * is a flag, not a mutex: its release is a plain store (a mutex's unlock
+ * is a locked instruction and a look for sleepers), which a call run in
+ * place makes on the round trip before its method. The one wait for it
+ * (a request receive started again after an answer) yields between
+ * tries. acquire: what the last holder did (the receives' state, the
+ * handled messages' effects) before ours; a relaxed look first, so that
+ * a thread that cannot have it does not take the line from its holder. */
+static inline bool poll_try(world_t *w)
+{
+    return atomic_load_explicit(&w->poll_lock, memory_order_relaxed) == 0 &&
+           atomic_exchange_explicit(&w->poll_lock, 1, memory_order_acquire) == 0;
+}
+
+static inline void poll_unlock(world_t *w)
+{
+    /* release: pairs with poll_try's acquire */
+    atomic_store_explicit(&w->poll_lock, 0, memory_order_release);
+}
+
 void hive__mpi_poll_once(world_t *w)
 {
-    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+    if (!poll_try(w))
         return;                          /* another thread receives */
     bool was = serving;
     serving = true;
     poll_incoming(w, true, &w->st_recv_waiting, true);
     serving = was;
-    pthread_mutex_unlock(&w->poll_lock);
+    poll_unlock(w);
 }
 
 /* One poll by a thread other than the progress thread (poll_lock taken if
@@ -1429,19 +1451,20 @@ void hive__mpi_poll_once(world_t *w)
  * order they were matched); true if it handled something. */
 static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x, bool replies)
 {
-    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+    if (!poll_try(w))
         return false;                    /* another thread polls */
     uint64_t served0 = served_here;
     here_slot = x;
     bool did = poll_incoming(w, true, ctr, replies);
     here_slot = NULL;
-    pthread_mutex_unlock(&w->poll_lock);
+    poll_unlock(w);
     if (x != NULL && x->a != NULL)
         run_in_place(w, x);              /* poll_lock is free meanwhile: others receive */
     if (x != NULL && x->restart >= 0) {  /* answered: its request receive goes back */
-        pthread_mutex_lock(&w->poll_lock);
+        while (!poll_try(w))
+            sched_yield();               /* its holder handles a message: not for long */
         start_ctrl(w, x->restart);
-        pthread_mutex_unlock(&w->poll_lock);
+        poll_unlock(w);
         x->restart = -1;
     }
     if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps);
@@ -1723,9 +1746,9 @@ void *hive__mpi_progress(void *arg)
         if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
         uint64_t served0 = served_here;
-        if (!others && pthread_mutex_trylock(&w->poll_lock) == 0) {
+        if (!others && poll_try(w)) {
             did |= poll_incoming(w, false, &w->st_recv_progress, true);
-            pthread_mutex_unlock(&w->poll_lock);
+            poll_unlock(w);
         }
         did |= test_xfers(w);
         did |= step_detach(w);

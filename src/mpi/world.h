@@ -332,7 +332,9 @@ typedef struct world {
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
-    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` and handling what it took */
+    /* held by the one thread testing the request receives and probing
+     * rcomm, and handling what it took: a flag, not a mutex (poll_try) */
+    _Atomic int   poll_lock;
     _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
                                 their answers, the idle worker holding the claim (the
                                 progress thread sleeps meanwhile) */
