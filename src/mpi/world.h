@@ -46,8 +46,9 @@
  *    queue behind it, so per-caller and lane order hold), copies the
  *    arguments out of the request buffer, lets poll_lock go, runs the
  *    method with a task and a result record on its stack, and sends the
- *    reply from what the method returned - no task, no result in the
- *    store, no job; then it starts that request receive again (the other
+ *    reply from what the method returned, before the actor's turn is
+ *    given back (hive__actor_run_here's done callback) - no task, no
+ *    result in the store, no job; then it starts that request receive again (the other
  *    one takes requests meanwhile). Any other call becomes a job on its own
  *    deque, so it runs the method where it took the call and sends the
  *    reply from there: the callee's side of a round trip has no wake-up.
@@ -126,7 +127,8 @@ void AnnotateNewMemory(const char *file, int line, const volatile void *mem, siz
 enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG, M_SHORT, M_CALLS };
 
 /* Every control message starts with this (then the call's arguments, or
- * an inline payload, or a name). */
+ * an inline payload, or a name), but for the short answers and calls
+ * (wire_short_t, wire_calls_t below), whose first word is the type too. */
 typedef struct wire_hdr {
     uint32_t type;
     int32_t  status;        /* M_REPLY: HIVE_OK or the failure code */
