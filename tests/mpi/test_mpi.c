@@ -1254,6 +1254,34 @@ static void test_call_futures(void **state)
     assert_int_equal(hive_release(h, r), HIVE_ENOENT);
     assert_int_equal(hive_retain(h, r), HIVE_ENOENT);
     assert_int_equal(hive_get(h, r, 0, (const void **)&who, NULL), HIVE_ENOENT);
+    /* the next rank's future, released by it: a get of it from here is
+     * refused by its owner (no future of that generation holds the slot) */
+    MPI_Allgather(&r.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    assert_int_equal(hive_get(h, (hive_ref_t){ ids[next] }, HIVE_FOREVER, (const void **)&who, NULL),
+                     HIVE_ENOENT);
+    hive_release(h, (hive_ref_t){ ids[next] });   /* the failed copy's hold */
+    /* bad arguments: none at all, and a ref of no rank after a local one
+     * (retained for the call, then given back) */
+    assert_int_equal(hive_call(h, all[next], ALL, NULL, 2, NULL, &x), HIVE_EINVAL);
+    hive_ref_t mine;
+    assert_int_equal(hive_put(h, "xy", 2, &mine), HIVE_OK);
+    hive_arg_t bad[2] = { HIVE_REF(mine), HIVE_REF((hive_ref_t){ (uint64_t)4000 << 30 | 5 }) };
+    assert_int_equal(hive_call(h, all[next], ALL, bad, 2, NULL, &x), HIVE_ENOENT);
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
+    assert_int_equal(hive_get(h, mine, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* no count kept */
+    /* two short-form arguments, the second not at a multiple of 16 in the
+     * message (12 bytes before it): copied out where it runs in place */
+    unsigned char twelve[12], five[5];
+    memset(twelve, 1, sizeof twelve);
+    memset(five, 2, sizeof five);
+    hive_arg_t two[2] = { HIVE_BYTES(twelve, sizeof twelve), HIVE_BYTES(five, sizeof five) };
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(hive_call(h, all[next], ALL, two, 2, NULL, &x), HIVE_OK);
+        assert_int_equal(hive_get(h, x, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+        assert_int_equal(sum[0], 12 + 10);
+        assert_int_equal(sum[1], 2);
+        assert_int_equal(hive_release(h, x), HIVE_OK);
+    }
     /* more in flight than slots (4096) */
     enum { MANY = 5000 };
     hive_ref_t *many = malloc(MANY * sizeof *many);
@@ -1384,7 +1412,7 @@ static void test_call_future_faults(void **state)
     memset(big, 3, sizeof big);
     hive_ref_t local;
     assert_int_equal(hive_put(h, "\x01\x02", 2, &local), HIVE_OK);
-    enum { PLAIN, ANSWER_REC, WAIT_REC, NO_SLOT, NCASES };
+    enum { PLAIN, ANSWER_REC, ANSWER_BIG, WAIT_REC, NO_SLOT, NCASES };
     hive_ref_t *held = NULL;
     int failed[NCASES] = { 0 };
     for (int c = 0; c < NCASES && rank == 0; c++) {
@@ -1396,7 +1424,9 @@ static void test_call_future_faults(void **state)
         }
         for (long k = 1;; k++) {
             hive_arg_t args[2] = { HIVE_BYTES(big, sizeof big), HIVE_REF(local) };
-            uint32_t n = 100;            /* BIG's answer: above the slot's 48 bytes */
+            /* BIG's answer: above the slot's 48 bytes; above 32 KiB (its
+             * bytes after the header: drained when no record takes them) */
+            uint32_t n = c == ANSWER_BIG ? 40000 : 100;
             hive_ref_t r;
             atomic_store(&hive__fault_checks, 0);
             atomic_store(&hive__fault_countdown, k);
