@@ -1393,11 +1393,13 @@ hive__actor_t *hive__actor_claim_free(struct hive *h, uint64_t id, unsigned meth
 }
 
 int hive__actor_run_here(hive__actor_t *a, hive__worker_t *w, unsigned method, hive__task_t *t,
-                         hive__obj_t *res)
+                         hive__obj_t *res, void (*done)(void *, int), void *arg)
 {
     struct hive_ctx ctx = { .h = eng(a), .w = w, .task = t, .result = res, .depth = w->depth,
                             .seq = ++w->task_seq };
     int rc = a->cls->methods[method].fn(a->state, &ctx);
+    if (done != NULL)
+        done(arg, rc);                   /* the answer leaves before the turn's end */
     hive__count(&w->methods, 1);
     if (rc == HIVE_RESTART)
         restart(a, w);

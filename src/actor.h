@@ -49,11 +49,14 @@ int hive__actor_check(struct hive *h, uint64_t id, const char *fn);
  * the caller built: only nargs and args are read; inline bytes only) and
  * res as its result (a BLOB record outside the table: what the method
  * returned is in res->data and res->size, hive__payload_free gives it
- * back), applies HIVE_RESTART, and gives the turn back as a turn does;
- * it returns what the method returned. */
+ * back), calls done(arg, rc) with what the method returned (NULL: none)
+ * while the turn is still held - an answer sent from there is on its way
+ * before the turn's end costs anything -, applies HIVE_RESTART, and gives
+ * the turn back as a turn does; it returns what the method returned. */
 struct hive__actor *hive__actor_claim_free(struct hive *h, uint64_t id, unsigned method, unsigned worker);
 int hive__actor_run_here(struct hive__actor *a, struct hive__worker *w, unsigned method,
-                         struct hive__task *t, struct hive__obj *res);
+                         struct hive__task *t, struct hive__obj *res, void (*done)(void *, int),
+                         void *arg);
 /* After the workers stopped: fail what is queued (HIVE_ESHUTDOWN), run fini
  * of every live actor, free every record. */
 void hive__actors_shutdown(struct hive *h);

@@ -67,7 +67,9 @@
  * progress thread stops. hive_shutdown of an attached engine is refused
  * with HIVE_ESTATE. The futures of remote calls the program has not
  * released by then are released by detach (their answers are in): like
- * every remote id, they name nothing afterwards (HIVE_ENOENT). A rank
+ * every remote id, they name nothing afterwards (HIVE_ENOENT); but a call
+ * made while all 4096 of the rank's future slots were held gets a store
+ * record as its future, which stays the program's to release. A rank
  * that dies kills the job (Open MPI's default
  * error handler, MPI_ERRORS_ARE_FATAL, is kept): no caller hangs on a dead
  * rank. See docs/scale-out.md.

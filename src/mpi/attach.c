@@ -9,6 +9,7 @@
 #include "mpi/world.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fault.h"
 #include "util/rcu.h"
 
 #include <limits.h>
@@ -40,7 +41,10 @@ static int owner(const world_t *w, uint64_t id)
 int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
 {
     hive__obj_t *o;
-    int rc = hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
+    /* a fault injected here (tests/util/fault.h) stands for a full store */
+    int rc = hive__fault() ? hive__fail(HIVE_ENOMEM, "hive mpi: no record for an answer (an injected "
+                                        "fault: the store is full)")
+                           : hive__obj_new(w->h, HIVE__BLOB, 0, false, &o);
     if (rc != HIVE_OK)
         return rc;
     /* "a result whose producer is done": its size is not fixed until the
@@ -163,30 +167,53 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     bool refs = false;                   /* local ref arguments to keep until the reply */
     for (size_t i = 0; i < nargs && !refs; i++)
         refs = args[i].ref.id != 0;
+    /* the short form (wire_calls_t) if it can carry the call: its length
+     * is len less 24 bytes of header and 8 per argument */
+    int prio = opts ? opts->priority : 0;
+    bool shortf = !refs && nargs <= HIVE__MPI_CALLS_ARGS && prio >= INT8_MIN && prio <= INT8_MAX &&
+                  len - sizeof(wire_hdr_t) + sizeof(wire_calls_t) - 8 * nargs <= HIVE__MPI_CTRL_CAP;
+    if (shortf)
+        len = len - sizeof(wire_hdr_t) + sizeof(wire_calls_t) - 8 * nargs;
     /* a small call is built on the stack and goes out with MPI_Send from
      * there (no allocation for it); zeroed: no stray bytes in the padding */
     uint64_t small[HIVE__MPI_SMALL / 8];
-    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    char *msg = len <= sizeof small ? memset(small, 0, len) : hive__calloc(1, len);
     /* relaxed, all: the slot is ours (CLAIM) until key's release below */
-    atomic_store_explicit(&f->holds, 3, memory_order_relaxed);   /* the caller's count, the answer */
+    atomic_store_explicit(&f->holds, HIVE__MPI_FUT_GEN(seq) | 3,   /* the caller's count, the answer */
+                          memory_order_relaxed);
     atomic_store_explicit(&f->st, FUT_PENDING, memory_order_relaxed);
     atomic_store_explicit(&f->rec, NULL, memory_order_relaxed);
     atomic_store_explicit(&f->sealed, 0, memory_order_relaxed);
     f->dest = dest;
     f->actor = actor.id;
     f->nkeep = 0;
-    f->keep = refs && msg != NULL ? calloc(nargs, sizeof *f->keep) : NULL;
+    f->keep = refs && msg != NULL ? hive__calloc(nargs, sizeof *f->keep) : NULL;
     if (msg == NULL || (refs && f->keep == NULL)) {
         rc = hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a remote call of %zu bytes", len);
         goto fail;
     }
-    if ((rc = write_args(w, args, nargs, msg, f->keep, &f->nkeep)) != HIVE_OK)
-        goto fail;
     wire_hdr_t hdr = { .type = M_CALL, .req = seq | HIVE__MPI_FUT_BIT, .id = actor.id, .method = method,
-                       .nargs = (uint32_t)nargs, .prio = opts ? opts->priority : 0,
-                       .has_prio = opts != NULL, .size = len - sizeof hdr };
-    memcpy(msg, &hdr, sizeof hdr);
-    result->id = (uint64_t)(w->rank + 1) << 30 | (seq & ((1ull << 30) - 1));
+                       .nargs = (uint32_t)nargs, .prio = prio, .has_prio = opts != NULL,
+                       .size = len - sizeof hdr };
+    if (shortf) {
+        wire_calls_t c = { .bits = M_CALLS | (uint32_t)(opts != NULL) << 8 | (uint32_t)nargs << 16 |
+                                   (uint32_t)(uint8_t)(int8_t)prio << 24,
+                           .method = method, .req = hdr.req, .actor = actor.id };
+        memcpy(msg, &c, sizeof c);
+        char *at = msg + sizeof c;
+        for (size_t i = 0; i < nargs; i++) {
+            uint64_t size = args[i].size;  /* below 64 KiB: the message fits the posted receive */
+            memcpy(at, &size, sizeof size);
+            if (size)
+                memcpy(at + 8, args[i].data, size);
+            at += 8 + ((size + 7) & ~(uint64_t)7);
+        }
+    } else {
+        if ((rc = write_args(w, args, nargs, msg, f->keep, &f->nkeep)) != HIVE_OK)
+            goto fail;
+        memcpy(msg, &hdr, sizeof hdr);
+    }
+    result->id = (uint64_t)(w->rank + 1) << 30 | (seq & HIVE__MPI_FUT_IDBITS);
     hive__mpi_count(&w->st_calls_sent, 1);
     /* release: the fields above before any finder's acquire of key */
     atomic_store_explicit(&f->key, hdr.req, memory_order_release);
@@ -200,6 +227,8 @@ fail:
     free(f->keep);
     f->keep = NULL;
     f->nkeep = 0;
+    /* relaxed: no id of this generation went out; no count on it then */
+    atomic_store_explicit(&f->holds, HIVE__MPI_FUT_GEN(seq), memory_order_relaxed);
     atomic_store_explicit(&f->key, 0, memory_order_release);   /* release: as fut_free's */
     atomic_fetch_sub_explicit(&w->nfut, 1, memory_order_relaxed);   /* relaxed: never sent */
     return rc;
@@ -233,7 +262,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
     /* a small call is built on the stack and goes out with MPI_Send from
      * there (no allocation for it); zeroed: no stray bytes in the padding */
     uint64_t small[HIVE__MPI_SMALL / 8];
-    char *msg = len <= sizeof small ? memset(small, 0, len) : calloc(1, len);
+    char *msg = len <= sizeof small ? memset(small, 0, len) : hive__calloc(1, len);
     bool refs = false;                   /* local ref arguments to keep until the reply */
     for (size_t i = 0; i < nargs && !refs; i++)
         refs = args[i].ref.id != 0;
@@ -243,7 +272,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
                        .size = len - sizeof hdr };
     pend_t *p = NULL;
     if (msg == NULL || (rc = hive__mpi_placeholder(w, &fut)) != HIVE_OK ||
-        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = calloc(nargs, 8)) == NULL)) {
+        (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = hive__calloc(nargs, 8)) == NULL)) {
         rc = msg == NULL || fut != NULL ? hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a "
                                                      "remote call of %zu bytes", len) : rc;
         goto fail;
@@ -355,7 +384,8 @@ static fut_t *fut_held(world_t *w, uint64_t id, const char *fn)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
     /* relaxed: a hint against a released id; the user's own count keeps it */
-    if (f == NULL || atomic_load_explicit(&f->holds, memory_order_relaxed) < 2) {
+    uint64_t hd = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
+    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) || HIVE__MPI_FUT_COUNT(hd) < 2) {
         hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                    (unsigned long long)id);
         return NULL;
@@ -422,21 +452,16 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     return rc;
 }
 
-/* Take (+2) or drop (-2) a user's count on a record-free future. */
+/* Take (add > 0) or drop a user's count on a record-free future. */
 static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
 {
-    fut_t *f = hive__mpi_fut_find(w, id);
-    uint32_t n = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
-    do {
-        if (n < 2)
-            return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)",
-                              fn, (unsigned long long)id);
-        /* acq_rel: as hive__mpi_fut_drop's (the last user's reads before the free) */
-    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, add > 0 ? n + 2 : n - 2,
-                                                    memory_order_acq_rel, memory_order_relaxed));
-    if (add < 0 && n == 2)
-        hive__mpi_fut_free(w, f);        /* the last hold was ours */
-    return HIVE_OK;
+    int rc;
+    if (hive__mpi_fut_count(w, id, add, &rc))
+        return HIVE_OK;
+    if (rc == HIVE_EINVAL)
+        return hive__fail(rc, "%s: future %llu holds 2^31 counts already", fn, (unsigned long long)id);
+    return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
+                      (unsigned long long)id);
 }
 
 static int remote_release(void *ctx, hive_ref_t ref)
@@ -959,7 +984,6 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     pthread_mutex_init(&w->qlock, NULL);
     pthread_mutex_init(&w->clock, NULL);
     pthread_mutex_init(&w->plock, NULL);
-    pthread_mutex_init(&w->poll_lock, NULL);
     hive__mpi_open_ctrl(w);              /* before any thread polls (the thread's start orders it) */
     if (pthread_create(&w->thread, NULL, hive__mpi_progress, w) != 0) {
         hive__mpi_close_ctrl(w);
@@ -1006,7 +1030,6 @@ int hive_mpi_detach(hive_t *h)
     pthread_mutex_destroy(&w->qlock);
     pthread_mutex_destroy(&w->clock);
     pthread_mutex_destroy(&w->plock);
-    pthread_mutex_destroy(&w->poll_lock);
     hive__rcu_thread();
     hive__rcu_barrier();                 /* frees queued through our records' releases */
     free(w);

@@ -13,6 +13,7 @@
 #include "task.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fault.h"
 #include "util/park.h"
 #include "util/rcu.h"
 
@@ -319,7 +320,7 @@ pend_t *hive__mpi_pend_new(void)
 {
     pend_t *p = pend_spare;
     if (p == NULL)
-        return calloc(1, sizeof *p);
+        return hive__calloc(1, sizeof *p);
     pend_spare = NULL;
     pthread_setspecific(pend_key, NULL);
     memset(p, 0, sizeof *p);
@@ -464,18 +465,56 @@ void hive__mpi_fut_free(world_t *w, fut_t *f)
 
 void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
 {
-    /* acq_rel: every holder's reads of the slot before the one that frees it */
-    if (atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel) == n)
+    /* acq_rel: every holder's reads of the slot before the one that frees
+     * it. The count never goes below 0 (each hold is dropped once), so the
+     * subtraction stays out of the generation's bits */
+    if (HIVE__MPI_FUT_COUNT(atomic_fetch_sub_explicit(&f->holds, n, memory_order_acq_rel)) == n)
         hive__mpi_fut_free(w, f);
 }
 
-/* Drain a payload that has nowhere to go (its parts are on their way). */
+bool hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc)
+{
+    fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
+    uint64_t gen = HIVE__MPI_FUT_GEN(id), next;
+    /* relaxed: a first look; the CAS decides */
+    uint64_t hd = atomic_load_explicit(&f->holds, memory_order_relaxed);
+    do {
+        uint32_t n = HIVE__MPI_FUT_COUNT(hd);
+        /* another generation (the slot is a newer future's), or no user
+         * count left (released; a free slot's count is 0) */
+        if ((hd & ~(uint64_t)UINT32_MAX) != gen || n < 2) {
+            *rc = HIVE_ENOENT;
+            return false;
+        }
+        if (add > 0 && n > UINT32_MAX - 2) {
+            *rc = HIVE_EINVAL;
+            return false;
+        }
+        next = add > 0 ? hd + 2 : hd - 2;
+        /* acq_rel: a release's reads of the slot before the last one's
+         * free (which acquires them); a retain publishes nothing but
+         * takes the same path */
+    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &hd, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (HIVE__MPI_FUT_COUNT(next) == 0)
+        hive__mpi_fut_free(w, f);        /* the last hold was ours */
+    *rc = HIVE_OK;
+    return true;
+}
+
+/* Drain a payload that has nowhere to go (its parts are on their way).
+ * Its parts must be received whole (Open MPI cannot truncate a message
+ * above its eager limit: it faults), and its sender waits until they are:
+ * a rank that cannot allocate a scratch part either cannot go on. */
 static void recv_data(world_t *w, void *buf, size_t len, int src, int tag, xfer_t x, bool own);
 static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
 {
     for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {
         size_t len = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
-        void *scratch = malloc(len);
+        void *scratch = hive__malloc(len);
+        if (scratch == NULL)
+            HIVE_DIE("cannot allocate %zu bytes to drain a payload part from rank %d that has no "
+                     "record to go to: its sender would wait for it forever", len, src);
         recv_data(w, scratch, len, src, tag, (xfer_t){ .free_buf = scratch }, own);
     }
 }
@@ -557,6 +596,15 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
     size_t inl = size <= HIVE__MPI_INLINE ? size : 0;
     wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
     char *copy = NULL;
+    if (size <= HIVE__MPI_SHORT_MAX && id == 0 && flags == 0) {   /* the short form (wire_short_t) */
+        char buf[sizeof(wire_short_t) + HIVE__MPI_SHORT_MAX];
+        wire_short_t s = { .type = M_SHORT, .size = (uint32_t)size, .req = req };
+        memcpy(buf, &s, sizeof s);
+        if (size)
+            memcpy(buf + sizeof s, data, size);
+        MPI_Send(buf, (int)(sizeof s + size), MPI_BYTE, dest, tag, w->rcomm);
+        return;
+    }
     if (inl != size && hold == NULL && (copy = malloc(size)) == NULL) {
         reply_small(w, dest, req, HIVE_ENOMEM, 0);
         return;
@@ -667,19 +715,18 @@ static void serve_when_done(world_t *w, served_t *s)
 /* A record-free future of this rank asked for by another (its id passed
  * on as a value, or as a call's argument): its record, with a count for
  * the caller; NULL if no future holds that id. */
-static hive__obj_t *fut_served(world_t *w, uint64_t id)
+static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
-    if (f == NULL)
+    /* a count of our own while we make its record: the generation is
+     * checked in the same CAS (a future released meanwhile, its slot
+     * taken by a newer one, is not touched) */
+    if (f == NULL || !hive__mpi_fut_count(w, id, 1, why)) {
+        *why = HIVE_ENOENT;
         return NULL;
-    uint32_t n = atomic_load_explicit(&f->holds, memory_order_relaxed);
-    do {
-        if (n < 2)
-            return NULL;                 /* released by its users */
-        /* relaxed: a count taken while another is held publishes nothing */
-    } while (!atomic_compare_exchange_weak_explicit(&f->holds, &n, n + 2, memory_order_relaxed,
-                                                    memory_order_relaxed));
+    }
     hive__obj_t *r = hive__mpi_fut_rec(w, f);
+    *why = HIVE_ENOMEM;                  /* if r is NULL */
     if (r != NULL)
         atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's
                                                     count keeps it meanwhile */
@@ -691,8 +738,9 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
 {
     hive__obj_t *o;
     bool payload, ok;
+    int why = HIVE_OK;
     if (hive__id_tag(hdr->id) == (uint32_t)w->rank + 1 && hive__id_future(hdr->id)) {
-        o = fut_served(w, hdr->id);
+        o = fut_served(w, hdr->id, &why);
         payload = ok = o != NULL;
     } else {
         hive__rcu_lock();
@@ -706,7 +754,8 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
     if (s == NULL) {
         if (ok)
             hive__obj_release(w->h, o);
-        reply_small(w, src, hdr->req, ok ? HIVE_ENOMEM : payload || o == NULL ? HIVE_ENOENT : HIVE_ESTATE, 0);
+        reply_small(w, src, hdr->req, ok || why == HIVE_ENOMEM ? HIVE_ENOMEM
+                                      : payload || o == NULL ? HIVE_ENOENT : HIVE_ESTATE, 0);
         return;
     }
     *s = (served_t){ .src = src, .req = hdr->req, .obj = o };
@@ -785,26 +834,53 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
  * poll_lock) and runs after poll_lock is let go (run_in_place): no task
  * record, no result record, no job, the reply sent from what the method
  * returned. False: the call goes the usual way. */
-static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+/* A short call's arguments (wire_calls_t): where each one's bytes are and
+ * how many; false if the message is malformed. */
+static bool short_args(const wire_hdr_t *hdr, const char *buf, size_t n, const char **from, uint64_t *sizes)
+{
+    size_t at = sizeof(wire_calls_t);
+    if (hdr->nargs > HIVE__MPI_CALLS_ARGS)
+        return false;
+    for (uint32_t i = 0; i < hdr->nargs; i++) {
+        uint64_t size;
+        if (n - at < sizeof size)
+            return false;
+        memcpy(&size, buf + at, sizeof size);
+        at += sizeof size;
+        uint64_t padded = (size + 7) & ~(uint64_t)7;
+        if (size > n || padded > n - at)
+            return false;
+        from[i] = buf + at;
+        sizes[i] = size;
+        at += padded;
+    }
+    return true;
+}
+
+static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n, bool shortf)
 {
     here_t *x = here_slot;
     if (x == NULL || x->a != NULL || hive__self == NULL || hdr->nargs > HERE_MAX_ARGS)
         return false;
     size_t at = sizeof *hdr, total = 0;
     const char *from[HERE_MAX_ARGS];
+    if (shortf && !short_args(hdr, buf, n, from, x->sizes))
+        return false;                    /* malformed: serve_call says so */
     for (uint32_t i = 0; i < hdr->nargs; i++) {
-        wire_arg_t a;
-        if (n - at < sizeof a)
-            return false;                /* malformed: serve_call says so */
-        memcpy(&a, buf + at, sizeof a);
-        at += sizeof a;
-        uint64_t padded = (a.size + 7) & ~(uint64_t)7;
-        if (a.ref != 0 || a.size > n || padded > n - at)
-            return false;                /* a ref argument (or malformed): the usual way */
-        from[i] = buf + at;
-        x->sizes[i] = a.size;
-        at += padded;
-        total += (a.size + 15) & ~(uint64_t)15;
+        if (!shortf) {
+            wire_arg_t a;
+            if (n - at < sizeof a)
+                return false;            /* malformed: serve_call says so */
+            memcpy(&a, buf + at, sizeof a);
+            at += sizeof a;
+            uint64_t padded = (a.size + 7) & ~(uint64_t)7;
+            if (a.ref != 0 || a.size > n || padded > n - at)
+                return false;            /* a ref argument (or malformed): the usual way */
+            from[i] = buf + at;
+            x->sizes[i] = a.size;
+            at += padded;
+        }
+        total += (x->sizes[i] + 15) & ~(uint64_t)15;
     }
     if (total > HERE_MAX_BYTES)
         return false;                    /* big arguments: a record holds them */
@@ -837,6 +913,25 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     return true;
 }
 
+/* The answer to a call run in place, sent as soon as the method returned
+ * (before the actor's turn is given back: hive__actor_run_here). */
+typedef struct here_done {
+    world_t     *w;
+    here_t      *x;
+    hive__obj_t *res;
+} here_done_t;
+
+static void answer_in_place(void *arg, int rc)
+{
+    here_done_t *d = arg;
+    here_t *x = d->x;
+    if (rc == 0)
+        send_bytes(d->w, x->src, x->hdr.req, d->res->data ? d->res->data : (const void *)"", d->res->size,
+                   0, 0, NULL);
+    else
+        reply_small(d->w, x->src, x->hdr.req, HIVE_ETASK, 0);
+}
+
 /* Run the call claim_in_place took, on this worker, and answer it. */
 static void run_in_place(world_t *w, here_t *x)
 {
@@ -859,12 +954,9 @@ static void run_in_place(world_t *w, here_t *x)
      * if the method takes long */
     bool was = serving;
     serving = false;
-    int rc = hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res);
+    here_done_t d = { .w = w, .x = x, .res = &res };
+    hive__actor_run_here(x->a, hive__self, x->hdr.method, t, &res, answer_in_place, &d);
     serving = was;
-    if (rc == 0)
-        send_bytes(w, x->src, x->hdr.req, res.data ? res.data : (const void *)"", res.size, 0, 0, NULL);
-    else
-        reply_small(w, x->src, x->hdr.req, HIVE_ETASK, 0);
     hive__payload_free(w->h, &res);
     x->a = NULL;
     /* release: the answer's sends (handed over first) before the flag
@@ -872,9 +964,9 @@ static void run_in_place(world_t *w, here_t *x)
     atomic_store_explicit(&w->in_place, 0, memory_order_release);
 }
 
-static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n)
+static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n, bool shortf)
 {
-    if (claim_in_place(w, src, hdr, buf, n))
+    if (claim_in_place(w, src, hdr, buf, n, shortf))
         return;
     size_t most = n / sizeof(wire_arg_t);
     served_t *s = calloc(1, sizeof *s);
@@ -882,7 +974,14 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     hive_arg_t *args = hdr->nargs > most ? NULL
                        : hdr->nargs <= 8 ? few : calloc(hdr->nargs, sizeof *args);
     int rc = hdr->nargs > most ? HIVE_EINVAL : s && args ? HIVE_OK : HIVE_ENOMEM;
-    if (rc == HIVE_OK)
+    if (rc == HIVE_OK && shortf) {       /* inline bytes only */
+        const char *from[HIVE__MPI_CALLS_ARGS];
+        uint64_t sizes[HIVE__MPI_CALLS_ARGS];
+        if (!short_args(hdr, buf, n, from, sizes))
+            rc = HIVE_EINVAL;
+        for (uint32_t i = 0; rc == HIVE_OK && i < hdr->nargs; i++)
+            args[i] = HIVE_BYTES(from[i], sizes[i]);
+    } else if (rc == HIVE_OK)
         rc = parse_args(w, hdr, buf, n, args, s);
     hive_ref_t res = { 0 };
     hive_opts_t opts = { .priority = hdr->prio };
@@ -1143,6 +1242,35 @@ static void drop_subs(world_t *w)
 static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
 {
     wire_hdr_t hdr;
+    uint32_t type;
+    if (tag != HIVE__MPI_TAG_CTRL && n >= sizeof(wire_short_t) && (memcpy(&type, buf, sizeof type), type == M_SHORT)) {
+        /* a short answer: rebuilt as a long one on the stack (at most
+         * HIVE__MPI_SHORT_MAX bytes to copy) */
+        wire_short_t s;
+        memcpy(&s, buf, sizeof s);
+        if (s.size > HIVE__MPI_SHORT_MAX || n - sizeof s < s.size)
+            return;                      /* not ours: ignore */
+        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
+        hdr = (wire_hdr_t){ .type = M_REPLY, .status = HIVE_OK, .req = s.req, .size = s.size };
+        memcpy(full, &hdr, sizeof hdr);
+        if (s.size)
+            memcpy(full + sizeof hdr, buf + sizeof s, s.size);
+        on_reply(w, src, tag, &hdr, full, sizeof hdr + s.size, own);
+        return;
+    }
+    if (tag == HIVE__MPI_TAG_CTRL && n >= sizeof(wire_calls_t) &&
+        (memcpy(&type, buf, sizeof type), (type & 0xff) == M_CALLS)) {
+        /* a short call (wire_calls_t): its long header rebuilt, its
+         * arguments read where they are */
+        wire_calls_t c;
+        memcpy(&c, buf, sizeof c);
+        hdr = (wire_hdr_t){ .type = M_CALL, .req = c.req, .id = c.actor, .method = c.method,
+                            .nargs = c.bits >> 16 & 0xff, .has_prio = c.bits >> 8 & 1,
+                            .prio = (int8_t)(uint8_t)(c.bits >> 24), .size = n - sizeof c };
+        served_here++;
+        serve_call(w, src, &hdr, buf, n, true);
+        return;
+    }
     if (n < sizeof hdr)
         return;                          /* not ours: ignore */
     memcpy(&hdr, buf, sizeof hdr);
@@ -1170,7 +1298,7 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
     if (hdr.type != M_PUSH)
         served_here++;                   /* a request (a push asks for nothing) */
     switch (hdr.type) {
-    case M_CALL:   serve_call(w, src, &hdr, buf, n); break;
+    case M_CALL:   serve_call(w, src, &hdr, buf, n, false); break;
     case M_GET:    serve_get(w, src, &hdr); break;
     case M_LOOKUP: serve_lookup(w, src, &hdr, buf, n); break;
     case M_KILL:   reply_small(w, src, hdr.req, hive_actor_kill(w->h, (hive_actor_t){ hdr.id }), 0); break;
@@ -1285,15 +1413,37 @@ static bool poll_incoming(world_t *w, bool own, _Atomic uint64_t *ctr, bool repl
     return n > 0;
 }
 
+/* poll_lock is taken only by a try: the thread that gets it receives,
+ * the others go on (a waiter looks at its own receive, an idle worker
+ * at its deques, the progress thread naps), so nobody sleeps on it and it
+ * is a flag, not a mutex: its release is a plain store (a mutex's unlock
+ * is a locked instruction and a look for sleepers), which a call run in
+ * place makes on the round trip before its method. The one wait for it
+ * (a request receive started again after an answer) yields between
+ * tries. acquire: what the last holder did (the receives' state, the
+ * handled messages' effects) before ours; a relaxed look first, so that
+ * a thread that cannot have it does not take the line from its holder. */
+static inline bool poll_try(world_t *w)
+{
+    return atomic_load_explicit(&w->poll_lock, memory_order_relaxed) == 0 &&
+           atomic_exchange_explicit(&w->poll_lock, 1, memory_order_acquire) == 0;
+}
+
+static inline void poll_unlock(world_t *w)
+{
+    /* release: pairs with poll_try's acquire */
+    atomic_store_explicit(&w->poll_lock, 0, memory_order_release);
+}
+
 void hive__mpi_poll_once(world_t *w)
 {
-    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+    if (!poll_try(w))
         return;                          /* another thread receives */
     bool was = serving;
     serving = true;
     poll_incoming(w, true, &w->st_recv_waiting, true);
     serving = was;
-    pthread_mutex_unlock(&w->poll_lock);
+    poll_unlock(w);
 }
 
 /* One poll by a thread other than the progress thread (poll_lock taken if
@@ -1301,19 +1451,20 @@ void hive__mpi_poll_once(world_t *w)
  * order they were matched); true if it handled something. */
 static bool poll_here(world_t *w, _Atomic uint64_t *ctr, here_t *x, bool replies)
 {
-    if (pthread_mutex_trylock(&w->poll_lock) != 0)
+    if (!poll_try(w))
         return false;                    /* another thread polls */
     uint64_t served0 = served_here;
     here_slot = x;
     bool did = poll_incoming(w, true, ctr, replies);
     here_slot = NULL;
-    pthread_mutex_unlock(&w->poll_lock);
+    poll_unlock(w);
     if (x != NULL && x->a != NULL)
         run_in_place(w, x);              /* poll_lock is free meanwhile: others receive */
     if (x != NULL && x->restart >= 0) {  /* answered: its request receive goes back */
-        pthread_mutex_lock(&w->poll_lock);
+        while (!poll_try(w))
+            sched_yield();               /* its holder handles a message: not for long */
         start_ctrl(w, x->restart);
-        pthread_mutex_unlock(&w->poll_lock);
+        poll_unlock(w);
         x->restart = -1;
     }
     if (served_here != served0)   /* relaxed: a hint (IDLE_HOT_NS, the progress thread's sleeps);
@@ -1595,9 +1746,9 @@ void *hive__mpi_progress(void *arg)
         if (atomic_exchange_explicit(&w->handoff, 0, memory_order_relaxed))
             sleep_ns = SLEEP_MIN_NS;     /* the polling worker went to sleep: look soon */
         uint64_t served0 = served_here;
-        if (!others && pthread_mutex_trylock(&w->poll_lock) == 0) {
+        if (!others && poll_try(w)) {
             did |= poll_incoming(w, false, &w->st_recv_progress, true);
-            pthread_mutex_unlock(&w->poll_lock);
+            poll_unlock(w);
         }
         did |= test_xfers(w);
         did |= step_detach(w);

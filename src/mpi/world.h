@@ -46,8 +46,9 @@
  *    queue behind it, so per-caller and lane order hold), copies the
  *    arguments out of the request buffer, lets poll_lock go, runs the
  *    method with a task and a result record on its stack, and sends the
- *    reply from what the method returned - no task, no result in the
- *    store, no job; then it starts that request receive again (the other
+ *    reply from what the method returned, before the actor's turn is
+ *    given back (hive__actor_run_here's done callback) - no task, no
+ *    result in the store, no job; then it starts that request receive again (the other
  *    one takes requests meanwhile). Any other call becomes a job on its own
  *    deque, so it runs the method where it took the call and sends the
  *    reply from there: the callee's side of a round trip has no wake-up.
@@ -123,10 +124,11 @@ void AnnotateNewMemory(const char *file, int line, const volatile void *mem, siz
                                             this; a larger request goes as an M_BIG envelope and
                                             its whole message on dcomm (hive__mpi_body_tag) */
 
-enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG };
+enum { M_CALL = 1, M_GET, M_LOOKUP, M_KILL, M_REPLY, M_CELL, M_PUSH, M_PUBLISH, M_BIG, M_SHORT, M_CALLS };
 
 /* Every control message starts with this (then the call's arguments, or
- * an inline payload, or a name). */
+ * an inline payload, or a name), but for the short answers and calls
+ * (wire_short_t, wire_calls_t below), whose first word is the type too. */
 typedef struct wire_hdr {
     uint32_t type;
     int32_t  status;        /* M_REPLY: HIVE_OK or the failure code */
@@ -136,6 +138,36 @@ typedef struct wire_hdr {
     uint32_t method, nargs;
     int32_t  prio, has_prio;
 } wire_hdr_t;
+
+/* An M_REPLY that says only "HIVE_OK, these size bytes" (no id, no flags)
+ * with at most HIVE__MPI_SHORT_MAX of them: this 16-byte header (type
+ * first, as wire_hdr_t's) and the bytes, instead of 48 + the bytes. Open
+ * MPI's shared-memory send and its receiver's copy cost more as a small
+ * message grows (a 56-byte message takes ~100 ns longer there and back
+ * than a 24-byte one, 8 B round trip 2 ranks); the receiver rebuilds the
+ * long header (handle). */
+typedef struct wire_short {
+    uint32_t type;          /* M_SHORT */
+    uint32_t size;
+    uint64_t req;
+} wire_short_t;
+#define HIVE__MPI_SHORT_MAX 48u
+
+/* A call whose arguments are all inline bytes, at most HIVE__MPI_CALLS_ARGS
+ * of them, whose priority (if any) fits 8 bits, and that fits the posted
+ * receive (a slot future's call): this 24-byte header, then per argument
+ * its size (8 bytes: the low 4 the size, the rest 0) and its bytes padded
+ * to 8, instead of wire_hdr_t's 48 and 16 per argument (an 8-byte call:
+ * 40 bytes instead of 72; see wire_short_t). An argument's bytes start at
+ * a multiple of 16 when the sizes before it are (a 4 KiB one stays where
+ * it arrived: claim_in_place). */
+typedef struct wire_calls {
+    uint32_t bits;          /* M_CALLS | has_prio << 8 | nargs << 16 | (uint8_t)prio << 24 */
+    uint32_t method;
+    uint64_t req;
+    uint64_t actor;
+} wire_calls_t;
+#define HIVE__MPI_CALLS_ARGS 8u
 
 /* One argument on the wire, followed by size bytes padded to 8 if inline. */
 typedef struct wire_arg {
@@ -170,18 +202,33 @@ typedef struct pend {
  * A record is made for it only where the core needs one (localize: a
  * task's argument, hive_wait, ...), or for an answer above
  * HIVE__MPI_FUT_INLINE bytes (state FUT_REC: the record has it). A call
- * whose slot is still held by an older future takes the record path. */
+ * whose slot is still held by an older future takes the record path.
+ *
+ * The user's counts live in `holds` beside the generation of the future
+ * that holds them (the id's low 30 bits: HIVE__MPI_FUT_GEN), so that
+ * hive_retain and hive_release check "this id's future still holds the
+ * slot" in the same CAS that moves the count: a stale id (released
+ * twice) whose slot a newer call took meanwhile finds another generation
+ * there and is refused (HIVE_ENOENT), instead of moving the newer
+ * future's count. Ids repeat after 2^30 calls: a stale id held that long
+ * is not told from the new one. */
 #define HIVE__MPI_FUTS       4096u
 #define HIVE__MPI_FUT_BIT    (1ull << 63)     /* in a request id: its answer goes to a slot */
 #define HIVE__MPI_FUT_INLINE 48u
 #define HIVE__MPI_FUT_CLAIM  1ull             /* key while its claimer fills the slot */
+#define HIVE__MPI_FUT_IDBITS ((1ull << 30) - 1)   /* an id's (and a key's) sequence bits */
+/* holds: the generation (the id's sequence bits) above, the count below */
+#define HIVE__MPI_FUT_GEN(id)   (((uint64_t)(id) & HIVE__MPI_FUT_IDBITS) << 32)
+#define HIVE__MPI_FUT_COUNT(hd) ((uint32_t)(hd))
 enum { FUT_PENDING, FUT_DONE, FUT_FAILED, FUT_REC };
 
 typedef struct fut {
     _Atomic uint64_t key;    /* the request id using the slot (with FUT_BIT); 0 free; FUT_CLAIM */
-    /* 2 per user count (hive_retain adds one), plus 1 while the answer is
-     * not in: whoever takes it to 0 frees the slot */
-    _Atomic uint32_t holds;
+    /* HIVE__MPI_FUT_GEN of the future's id | its count: 2 per user count
+     * (hive_retain adds one), plus 1 while the answer is not in; whoever
+     * takes the count to 0 frees the slot (the generation stays: a stale
+     * id's CAS fails against it, and against the next claimer's) */
+    _Atomic uint64_t holds;
     _Atomic uint32_t st;     /* FUT_*: release by the answer's writer, acquire by readers */
     _Atomic(hive__obj_t *) rec;   /* the record made for it (a count held by the slot), or NULL */
     _Atomic int   sealed;    /* rec has been given the answer (claimed by exchange) */
@@ -287,7 +334,9 @@ typedef struct world {
     _Atomic int   closing;   /* detach began: new requests are refused */
     _Atomic uint64_t next_req;
 
-    pthread_mutex_t poll_lock;   /* held by the one thread probing `comm` and handling what it took */
+    /* held by the one thread testing the request receives and probing
+     * rcomm, and handling what it took: a flag, not a mutex (poll_try) */
+    _Atomic int   poll_lock;
     _Atomic int   pollers;   /* threads polling besides the progress thread: callers driving
                                 their answers, the idle worker holding the claim (the
                                 progress thread sleeps meanwhile) */
@@ -363,7 +412,7 @@ static inline fut_t *hive__mpi_fut_find(world_t *w, uint64_t id)
 {
     fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
     uint64_t k = atomic_load_explicit(&f->key, memory_order_acquire);
-    return (k & HIVE__MPI_FUT_BIT) && ((k ^ id) & ((1ull << 30) - 1)) == 0 ? f : NULL;
+    return (k & HIVE__MPI_FUT_BIT) && ((k ^ id) & HIVE__MPI_FUT_IDBITS) == 0 ? f : NULL;
 }
 /* progress.c: send a request that has no pending record (a record-free
  * future's call: its slot is published already) */
@@ -393,6 +442,12 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
 /* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
  * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
 void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
+/* progress.c: add (or, add < 0, drop) a user's count on the future id
+ * names, if that future holds its slot: one CAS checks the generation and
+ * moves the count. false: no future of that id holds a count (released,
+ * never made, or its slot reused); the slot is not touched. HIVE_EINVAL
+ * in *rc for a count that would overflow. */
+bool  hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc);
 void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);

@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "hive/mpi.h"
 #include "sched.h"
+#include "util/fault.h"
 
 static hive_t *h;
 static int rank, size;
@@ -1253,6 +1254,34 @@ static void test_call_futures(void **state)
     assert_int_equal(hive_release(h, r), HIVE_ENOENT);
     assert_int_equal(hive_retain(h, r), HIVE_ENOENT);
     assert_int_equal(hive_get(h, r, 0, (const void **)&who, NULL), HIVE_ENOENT);
+    /* the next rank's future, released by it: a get of it from here is
+     * refused by its owner (no future of that generation holds the slot) */
+    MPI_Allgather(&r.id, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    assert_int_equal(hive_get(h, (hive_ref_t){ ids[next] }, HIVE_FOREVER, (const void **)&who, NULL),
+                     HIVE_ENOENT);
+    hive_release(h, (hive_ref_t){ ids[next] });   /* the failed copy's hold */
+    /* bad arguments: none at all, and a ref of no rank after a local one
+     * (retained for the call, then given back) */
+    assert_int_equal(hive_call(h, all[next], ALL, NULL, 2, NULL, &x), HIVE_EINVAL);
+    hive_ref_t mine;
+    assert_int_equal(hive_put(h, "xy", 2, &mine), HIVE_OK);
+    hive_arg_t bad[2] = { HIVE_REF(mine), HIVE_REF((hive_ref_t){ (uint64_t)4000 << 30 | 5 }) };
+    assert_int_equal(hive_call(h, all[next], ALL, bad, 2, NULL, &x), HIVE_ENOENT);
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
+    assert_int_equal(hive_get(h, mine, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* no count kept */
+    /* two short-form arguments, the second not at a multiple of 16 in the
+     * message (12 bytes before it): copied out where it runs in place */
+    unsigned char twelve[12], five[5];
+    memset(twelve, 1, sizeof twelve);
+    memset(five, 2, sizeof five);
+    hive_arg_t two[2] = { HIVE_BYTES(twelve, sizeof twelve), HIVE_BYTES(five, sizeof five) };
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(hive_call(h, all[next], ALL, two, 2, NULL, &x), HIVE_OK);
+        assert_int_equal(hive_get(h, x, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+        assert_int_equal(sum[0], 12 + 10);
+        assert_int_equal(sum[1], 2);
+        assert_int_equal(hive_release(h, x), HIVE_OK);
+    }
     /* more in flight than slots (4096) */
     enum { MANY = 5000 };
     hive_ref_t *many = malloc(MANY * sizeof *many);
@@ -1266,6 +1295,211 @@ static void test_call_futures(void **state)
         assert_int_equal(hive_release(h, many[i]), HIVE_OK);
     }
     free(many);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A stale future id - released, its slot (4096 calls on) taken by a newer
+ * future - names nothing: hive_release, hive_retain and hive_get of it
+ * return HIVE_ENOENT and leave the newer future's count alone (the
+ * generation is checked in the same CAS that moves a count). Then the
+ * misuse raced: a second thread releases every id the first one has just
+ * released, while the first keeps calling through the same slots. */
+typedef struct stale_race {
+    hive_actor_t     callee;
+    _Atomic uint64_t last;     /* the id the caller released last; 0 when it is done */
+    _Atomic int      done;
+    int              bad;      /* the caller's: a call, get or release that went wrong */
+    uint64_t         refused, moved;   /* the releaser's: HIVE_ENOENT / anything else */
+} stale_race_t;
+
+static void *stale_releaser(void *arg)
+{
+    stale_race_t *r = arg;
+    while (!atomic_load(&r->done)) {
+        uint64_t id = atomic_load(&r->last);
+        if (id == 0)
+            continue;
+        if (hive_release(h, (hive_ref_t){ id }) == HIVE_ENOENT)
+            r->refused++;
+        else
+            r->moved++;
+        sched_yield();                   /* 4 ranks of spinning threads share 2 cores */
+    }
+    return NULL;
+}
+
+static void *stale_caller(void *arg)
+{
+    stale_race_t *r = arg;
+    /* most released before their answer (the answer frees the slot),
+     * every 16th after its get */
+    for (int i = 0; i < 6000 && !r->bad; i++) {
+        hive_ref_t f;
+        const int *who;
+        if (hive_call(h, r->callee, RANK, NULL, 0, NULL, &f) != HIVE_OK ||
+            (i % 16 == 0 && (hive_get(h, f, HIVE_FOREVER, (const void **)&who, NULL) != HIVE_OK ||
+                             *who != hive_mpi_owner(h, r->callee.id))) ||
+            hive_release(h, f) != HIVE_OK)
+            r->bad = i + 1;
+        /* only a slot's future (calls past the slots held get a store
+         * record, whose second release would take the layer's count: the
+         * store's misuse, not the slots') */
+        if ((f.id >> 42) == 0)
+            atomic_store(&r->last, f.id);
+    }
+    /* one call waited for: the callee has run every call before it (one
+     * caller's calls keep their order), so none is still served when the
+     * next test starts (test_call_future_faults counts every allocation) */
+    hive_ref_t f;
+    const int *who;
+    if (!r->bad && (hive_call(h, r->callee, RANK, NULL, 0, NULL, &f) != HIVE_OK ||
+                    hive_get(h, f, HIVE_FOREVER, (const void **)&who, NULL) != HIVE_OK ||
+                    hive_release(h, f) != HIVE_OK))
+        r->bad = -1;
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+static void test_future_stale_ids(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    int next = (rank + 1) % size;
+    const int *who;
+    hive_ref_t stale, f;
+    assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &stale), HIVE_OK);
+    assert_int_equal(hive_get(h, stale, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, stale), HIVE_OK);
+    /* calls (released before their answers: those free the slots) until
+     * one takes the stale id's slot again */
+    for (;;) {
+        assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &f), HIVE_OK);
+        if ((f.id >> 42) == 0 && (f.id & 4095) == (stale.id & 4095))   /* a slot's future */
+            break;
+        assert_int_equal(hive_release(h, f), HIVE_OK);
+    }
+    assert_int_not_equal(f.id, stale.id);
+    assert_int_equal(hive_release(h, stale), HIVE_ENOENT);
+    assert_non_null(strstr(hive_last_error(), "does not exist"));
+    assert_int_equal(hive_retain(h, stale), HIVE_ENOENT);
+    assert_int_equal(hive_get(h, stale, 0, (const void **)&who, NULL), HIVE_ENOENT);
+    /* the newer future kept its one count: a get, one release, then gone */
+    assert_int_equal(hive_get(h, f, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, next);
+    assert_int_equal(hive_release(h, f), HIVE_OK);
+    assert_int_equal(hive_release(h, f), HIVE_ENOENT);
+    assert_int_equal(hive_get(h, f, 0, (const void **)&who, NULL), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* the double release raced against the slots' reuse */
+    stale_race_t r = { .callee = all[next] };
+    pthread_t a, b;
+    assert_int_equal(pthread_create(&b, NULL, stale_releaser, &r), 0);
+    assert_int_equal(pthread_create(&a, NULL, stale_caller, &r), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    assert_int_equal(r.bad, 0);
+    assert_int_equal(r.moved, 0);
+    assert_true(r.refused > 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every allocation on a remote call's path fails once, in turn (the fault
+ * hook, util/fault.h): the message of a call above 1 KiB, its list of ref
+ * arguments kept until the answer, the record an answer above the slot's
+ * 48 bytes needs, the record a wait needs, and a call made while all the
+ * slots are held (the record path's future). Each either works as usual
+ * or fails cleanly with HIVE_ENOMEM, and the slot is free again after.
+ * Rank 0 injects; the others serve. */
+static void test_call_future_faults(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t callee = all[1];
+    static unsigned char big[2000];
+    memset(big, 3, sizeof big);
+    hive_ref_t local;
+    assert_int_equal(hive_put(h, "\x01\x02", 2, &local), HIVE_OK);
+    enum { PLAIN, ANSWER_REC, ANSWER_BIG, WAIT_REC, NO_SLOT, NCASES };
+    hive_ref_t *held = NULL;
+    int failed[NCASES] = { 0 };
+    for (int c = 0; c < NCASES && rank == 0; c++) {
+        if (c == NO_SLOT) {              /* every slot held: the record path */
+            held = malloc(4096 * sizeof *held);
+            assert_non_null(held);
+            for (int i = 0; i < 4096; i++)
+                assert_int_equal(hive_call(h, callee, RANK, NULL, 0, NULL, &held[i]), HIVE_OK);
+        }
+        for (long k = 1;; k++) {
+            hive_arg_t args[2] = { HIVE_BYTES(big, sizeof big), HIVE_REF(local) };
+            /* BIG's answer: above the slot's 48 bytes; above 32 KiB (its
+             * bytes after the header: drained when no record takes them) */
+            uint32_t n = c == ANSWER_BIG ? 40000 : 100;
+            hive_ref_t r;
+            atomic_store(&hive__fault_checks, 0);
+            atomic_store(&hive__fault_countdown, k);
+            int rc = c == PLAIN || c == NO_SLOT ? hive_call(h, callee, ALL, args, 2, NULL, &r)
+                                                : hive_call(h, callee, BIG, &HIVE_BYTES(&n, sizeof n), 1,
+                                                            NULL, &r);
+            int grc = HIVE_OK;
+            const unsigned char *p = NULL;
+            size_t len = 0;
+            if (rc == HIVE_OK && c == WAIT_REC) {   /* a wait: the future needs a record */
+                unsigned char ready[1];
+                int nr = hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready);
+                grc = nr == 1 ? HIVE_OK : nr;
+            }
+            if (rc == HIVE_OK && grc == HIVE_OK)
+                grc = hive_get(h, r, HIVE_FOREVER, (const void **)&p, &len);
+            atomic_store(&hive__fault_countdown, 0);
+            long checks = atomic_load(&hive__fault_checks);
+            if (rc != HIVE_OK) {
+                assert_int_equal(rc, HIVE_ENOMEM);
+                failed[c]++;
+            } else if (grc != HIVE_OK) {
+                /* hive_wait says HIVE_ENOENT for a ref it found no record
+                 * for; the layer's sentence says why */
+                if (grc != HIVE_ENOMEM) {
+                    assert_int_equal(c, WAIT_REC);
+                    assert_int_equal(grc, HIVE_ENOENT);
+                    assert_non_null(strstr(hive_last_error(), "cannot make a record"));
+                }
+                failed[c]++;
+            } else if (c == PLAIN || c == NO_SLOT) {
+                assert_int_equal(len, 2 * sizeof(uint64_t));
+                uint64_t sum[2];
+                memcpy(sum, p, sizeof sum);
+                assert_int_equal(sum[0], 3 * sizeof big + 3);
+                assert_int_equal(sum[1], 2);
+            } else {
+                assert_int_equal(len, n);
+                for (uint32_t i = 0; i < n; i++)
+                    assert_int_equal(p[i], (unsigned char)(i * 13 + n));
+            }
+            if (rc == HIVE_OK) {
+                assert_int_equal(hive_release(h, r), HIVE_OK);
+                /* a slot's future is gone with its one count (a store
+                 * record - every slot held, by this case or by answers
+                 * not yet taken - may still hold the layer's count for a
+                 * moment: no second release of it) */
+                if ((r.id >> 42) == 0)
+                    assert_int_equal(hive_release(h, r), HIVE_ENOENT);
+            }
+            if (checks < k)
+                break;                   /* nothing left to fail: this call made every allocation */
+        }
+        assert_true(failed[c] > 0);
+    }
+    if (held != NULL) {                  /* answered, then released: the slots are free again */
+        for (int i = 0; i < 4096; i++) {
+            const int *who;
+            assert_int_equal(hive_get(h, held[i], HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+            assert_int_equal(hive_release(h, held[i]), HIVE_OK);
+        }
+        free(held);
+    }
+    assert_int_equal(hive_release(h, local), HIVE_OK);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -1293,6 +1527,10 @@ static void test_detach_then_remote_fails(void **state)
     assert_int_equal(hive_mpi_detach(h), HIVE_OK);
     for (int i = 0; i < 16; i++) {
         const void *p;
+        if ((r[i].id >> 42) != 0) {      /* a store record (every slot was held): the program's */
+            assert_int_equal(hive_release(h, r[i]), HIVE_OK);
+            continue;
+        }
         assert_int_equal(hive_get(h, r[i], 0, &p, NULL), HIVE_ENOENT);
         assert_int_equal(hive_release(h, r[i]), HIVE_ENOENT);
     }
@@ -1355,6 +1593,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cell_publish_across_ranks),
         cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_call_futures),
+        cmocka_unit_test(test_future_stale_ids),
+        cmocka_unit_test(test_call_future_faults),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
