@@ -363,11 +363,12 @@ void hive__obj_publish_private(struct hive *h, hive__obj_t *o)
  * free it now into the owner's cache (or give the slot back, if that is
  * full). No other thread holds it or can find it: the key's CAS to 0 was
  * won against every promoter, and the other holders' counts are gone. */
+static inline void payload_free(struct hive *h, hive__obj_t *o);
 static void free_private(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 {
     if (h->store.drop[o->kind] != NULL)
         h->store.drop[o->kind](h, o, false);
-    hive__payload_free(h, o);
+    payload_free(h, o);               /* inline here: the fork-join parent's every release */
     count_private(w, -1);
     if (w->nlocal < HIVE__LOCAL_MAX) {
         o->tail.dead.next = w->local;
@@ -518,13 +519,18 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
     return data;
 }
 
-void hive__payload_free(struct hive *h, hive__obj_t *o)
+static inline void payload_free(struct hive *h, hive__obj_t *o)
 {
     if (o->data == (void *)o->tail.inl)
         uncharge_inline(h);
     else if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
     o->data = NULL;
+}
+
+void hive__payload_free(struct hive *h, hive__obj_t *o)
+{
+    payload_free(h, o);
 }
 
 /* The record's memory is its slot: giving the slot back is its free, so
@@ -593,11 +599,11 @@ static hive__obj_t *lookup(struct hive *h, uint64_t id)
  * layer between: the owner takes its own record as it is (lookup_private),
  * and a record a promoter made public since fails the key test and goes
  * the usual way. NULL also for id 0, another engine's or rank's id, and
- * any thread that is not one of this engine's workers. */
-static inline hive__obj_t *own_private(struct hive *h, uint64_t id)
+ * any thread that is not one of this engine's workers (w: the caller's
+ * worker of h, or NULL). */
+static inline hive__obj_t *own_private(struct hive *h, hive__worker_t *w, uint64_t id)
 {
-    hive__worker_t *w = hive__self;
-    if (w == NULL || w->sched != &h->sched || id == 0)
+    if (w == NULL || id == 0)
         return NULL;
     hive__obj_t *o = hive__handles_rec(&h->store.table, id);
     /* acquire: as lookup's (pairs with publish_private's release). The
@@ -655,14 +661,14 @@ static void free_cb(struct rcu_head *head);
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
                       hive__obj_t *o, unsigned home);
 
-/* Drop one count. Returns false if there was none to drop. */
-static bool release_count(struct hive *h, hive__obj_t *o)
+/* Drop one count. Returns false if there was none to drop. w: the
+ * calling thread's worker if it is one of h's, else NULL. */
+static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 {
-    hive__worker_t *w = hive__self;
     /* relaxed owner: written before the record was published to us (an
      * acquire on the way here), and only by its owner while private */
     uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
-    bool mine = owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1;
+    bool mine = w != NULL && owner == w->index + 1;
     /* The owner's last count on its private record (a fork-join parent
      * releasing the result its child has finished and let go of): one
      * CAS, the key's, instead of the count's and then the key's. The
@@ -733,9 +739,20 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     return true;
 }
 
+static inline bool release_count(struct hive *h, hive__obj_t *o)
+{
+    return release_count_by(h, hive__self_in(&h->sched), o);
+}
+
 void hive__obj_release(struct hive *h, hive__obj_t *o)
 {
     if (!release_count(h, o))
+        HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
+}
+
+void hive__obj_release_by(struct hive *h, hive__worker_t *w, hive__obj_t *o)
+{
+    if (!release_count_by(h, w, o))
         HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
 }
 
@@ -1377,7 +1394,8 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     if (unlikely(data == NULL))
         return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
     /* a worker's own private result (a blob): no find, no kind to check */
-    hive__obj_t *o = own_private(h, ref.id);
+    hive__worker_t *w = hive__self_in(&h->sched);
+    hive__obj_t *o = own_private(h, w, ref.id);
     if (unlikely(o == NULL)) {
         const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
         if (unlikely(r != NULL))
@@ -1395,8 +1413,7 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     /* a fork-join join: a worker waiting for good, not traced, runs its
      * newest own jobs (the child itself, most often) until the result is
      * in, before any of wait_state's set-up; then the general wait */
-    hive__worker_t *w = hive__self;
-    if (timeout_ns < 0 && w != NULL && w->sched == &h->sched && w->tring == NULL &&
+    if (timeout_ns < 0 && w != NULL && w->tring == NULL &&
         h->store.help != NULL) {
         while (hive__sched_help_own(w))
             if ((st = hive__obj_state(o)) != HIVE__PENDING)
@@ -1438,8 +1455,10 @@ int hive_release(hive_t *h, hive_ref_t ref)
      * last, the free into its cache) with no find; inside the read-side
      * section all the same, so that the record cannot change lives between
      * the key's look and the count's CAS (a count dropped twice by mistake) */
-    hive__obj_t *o = own_private(h, ref.id);
-    if (unlikely(o == NULL)) {
+    hive__worker_t *w = hive__self_in(&h->sched);
+    hive__obj_t *o = own_private(h, w, ref.id);
+    bool own = o != NULL;             /* a blob, never an actor handle */
+    if (unlikely(!own)) {
         const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
         if (unlikely(r != NULL)) {
             hive__rcu_unlock();
@@ -1454,8 +1473,8 @@ int hive_release(hive_t *h, hive_ref_t ref)
             hive__prefetchw(rec);
         o = ref.id ? lookup(h, ref.id) : NULL;
     }
-    bool actor = o != NULL && o->kind == HIVE__ACTOR;
-    bool ok = o != NULL && !actor && release_count(h, o);
+    bool actor = !own && o != NULL && o->kind == HIVE__ACTOR;
+    bool ok = o != NULL && !actor && release_count_by(h, w, o);
     hive__rcu_unlock();
     if (unlikely(actor))
         return hive__fail(HIVE_ESTATE, "hive_release: %llu is an actor handle, which is not counted",
@@ -1498,15 +1517,17 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
+    hive__worker_t *w = hive__self_in(&h->sched);
     for (size_t i = 0; i < n; i++)   /* a worker's own results without the find (own_private) */
-        if ((objs[i] = own_private(h, refs[i].id)) == NULL &&
+        if ((objs[i] = own_private(h, w, refs[i].id)) == NULL &&
             (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
             goto out;
         }
     hive__store_t *s = &h->store;
     sleeper_enter(h);
-    hive__worker_t *w = s->help != NULL ? hive__self_in(&h->sched) : NULL;
+    if (s->help == NULL)
+        w = NULL;
     bool on_worker = w != NULL;
     /* a helping wait without a deadline reads no clock (see wait_state) */
     bool clockless = on_worker && timeout_ns < 0;

@@ -349,6 +349,9 @@ void hive__obj_fail(struct hive *h, hive__obj_t *o, int code);
  * reached zero (the object is on its way out). */
 bool hive__obj_retain_live(hive__obj_t *o);
 void hive__obj_release(struct hive *h, hive__obj_t *o);
+/* hive__obj_release from w, the calling thread, one of h's workers: the
+ * look at who is calling done already (a task's own count, task.c). */
+void hive__obj_release_by(struct hive *h, hive__worker_t *w, hive__obj_t *o);
 
 /* Register kind's drop hook (at hive_init, before any record of the kind). */
 
