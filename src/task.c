@@ -594,16 +594,16 @@ size_t hive_nargs(hive_ctx_t *ctx)
 
 const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size)
 {
+    const hive__sargs_t *sa;
+    if (likely(ctx != NULL && (sa = ctx->sargs) != NULL && i < sa->nargs)) {
+        if (size)                     /* a small task: its bytes on the worker's stack */
+            *size = sa->size[i];
+        return sa->size[i] ? (const void *)(sa->bytes + sa->off[i]) : (const void *)zero_arg;
+    }
     size_t n = hive_nargs(ctx);
     if (i >= n) {
         hive__fail(HIVE_EINVAL, "hive_arg: argument %zu out of range (%zu arguments)", i, n);
         return NULL;
-    }
-    const hive__sargs_t *sa = ctx->sargs;
-    if (sa != NULL) {                 /* a small task: its bytes on the worker's stack */
-        if (size)
-            *size = sa->size[i];
-        return sa->size[i] ? (const void *)(sa->bytes + sa->off[i]) : (const void *)zero_arg;
     }
     const hive__targ_t *a = &ctx->task->args[i];
     if (a->obj != NULL) {
