@@ -98,6 +98,11 @@ static bool membarrier_register(void)
     return st == 1;
 }
 
+bool hive__sched_membarrier(const hive__sched_t *s)
+{
+    return s->asym && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 /* Idle: spin this long looking for work before parking. Long enough to
  * bridge the gap between back-to-back posts of a busy producer (a few
  * microseconds), short enough that an idle engine costs nothing. */

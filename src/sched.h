@@ -171,6 +171,13 @@ static inline hive__worker_t *hive__self_in(const hive__sched_t *s)
     return w != NULL && w->sched == s ? w : NULL;
 }
 
+/* A full barrier run on every thread of the process now running (the
+ * slow half of an asymmetric handshake, as the parker's in sched.c): true
+ * if it ran; false if s->asym is off (the kernel offers no private
+ * expedited membarrier, or a test turned it off) or the call failed -
+ * then the handshake's fast side must not be plain (store.c's reserves). */
+bool hive__sched_membarrier(const hive__sched_t *s);
+
 /* Start n workers on the slots of topo; bind them unless pin is false.
  * On failure every started worker is stopped again and the sentence of the
  * first failure is this thread's last error. */

@@ -388,15 +388,58 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
-/* Charge an inline payload of size bytes: from the calling thread's
- * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
- * they fit; else one charge, exactly, with the sentence if it does not. */
+/* The owner's plain section on its reserve (store.h): a thread changes
+ * its own shard's reserve - a charge taken, a charge given back, on every
+ * put and release of a small object and every fork-join result - with a
+ * plain load and store instead of a CAS, while no full store is taking
+ * the reserves back. The handshake with that taker (take_reserves) is an
+ * asymmetric Dekker, as the spawn's with a parker (sched.c):
+ *   owner:  rbusy = 1; [compiler barrier]; load reclaiming; if 0: plain
+ *           load and store of reserve; rbusy = 0 (release)
+ *   taker:  reclaiming += 1 (seq_cst); membarrier; load rbusy (acquire),
+ *           wait while 1; exchange reserve
+ * The membarrier runs a full barrier on the owner's CPU: either the
+ * owner's rbusy = 1 is before it (the taker sees 1 and waits for the
+ * release, which carries the plain store), or the owner's load of
+ * reclaiming is after it and sees the taker (and the owner takes the CAS).
+ * Without the asymmetric fence (h->sched.asym off) every change is a CAS.
+ * reserve_enter: true in a plain section (end it with reserve_leave). */
+static inline bool reserve_enter(struct hive *h, hive__shard_t *sh)
+{
+    if (unlikely(!h->sched.asym))
+        return false;
+    atomic_store_explicit(&sh->rbusy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    /* acquire: pairs with a taker's release of reclaiming, so that its
+     * exchange of reserve is seen by our load below */
+    if (likely(atomic_load_explicit(&h->store.reclaiming, memory_order_acquire) == 0))
+        return true;
+    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
+    return false;
+}
+
+static inline void reserve_leave(hive__shard_t *sh)
+{
+    /* release: the plain store of reserve before a taker's acquire of 0 */
+    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
+}
+
 /* One inline charge from the calling thread's reserve in shard ix; false
  * if the reserve is short (or a full store took it back meanwhile). */
 static inline bool take_reserved(struct hive *h, unsigned ix)
 {
-    _Atomic size_t *r = &h->store.shards[ix].reserve;
+    hive__shard_t *sh = &h->store.shards[ix];
+    _Atomic size_t *r = &sh->reserve;
     size_t unit = hive__arena_inline_charge();
+    if (likely(reserve_enter(h, sh))) {
+        /* relaxed: only we write reserve now (see reserve_enter) */
+        size_t v = atomic_load_explicit(r, memory_order_relaxed);
+        bool ok = likely(v >= unit);
+        if (ok)
+            atomic_store_explicit(r, v - unit, memory_order_relaxed);
+        reserve_leave(sh);
+        return ok;
+    }
     /* relaxed: a counter; the CAS (on this thread's own line) decides
      * against a full store taking the reserve back */
     size_t v = atomic_load_explicit(r, memory_order_relaxed);
@@ -404,6 +447,10 @@ static inline bool take_reserved(struct hive *h, unsigned ix)
            atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
                                                    memory_order_relaxed);
 }
+
+/* Charge an inline payload of size bytes: from the calling thread's
+ * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
+ * they fit; else one charge, exactly, with the sentence if it does not. */
 
 static bool charge_inline(struct hive *h, size_t size, int *err)
 {
@@ -430,27 +477,59 @@ static void uncharge_inline(struct hive *h)
 {
     unsigned ix = my_shard_ix();
     if (likely(ix < HIVE__SHARDS)) {
-        _Atomic size_t *r = &h->store.shards[ix].reserve;
+        hive__shard_t *sh = &h->store.shards[ix];
+        _Atomic size_t *r = &sh->reserve;
         size_t unit = hive__arena_inline_charge();
-        /* relaxed: as charge_inline */
-        size_t v = atomic_load_explicit(r, memory_order_relaxed);
-        if (likely(v < unit * 2 * HIVE__RESERVE_BATCH) &&
-            atomic_compare_exchange_strong_explicit(r, &v, v + unit, memory_order_relaxed,
-                                                    memory_order_relaxed))
-            return;
+        if (likely(reserve_enter(h, sh))) {
+            /* relaxed: only we write reserve now (see reserve_enter) */
+            size_t v = atomic_load_explicit(r, memory_order_relaxed);
+            bool kept = likely(v < unit * 2 * HIVE__RESERVE_BATCH);
+            if (kept)
+                atomic_store_explicit(r, v + unit, memory_order_relaxed);
+            reserve_leave(sh);
+            if (kept)
+                return;
+        } else {
+            /* relaxed: as charge_inline */
+            size_t v = atomic_load_explicit(r, memory_order_relaxed);
+            if (likely(v < unit * 2 * HIVE__RESERVE_BATCH) &&
+                atomic_compare_exchange_strong_explicit(r, &v, v + unit, memory_order_relaxed,
+                                                        memory_order_relaxed))
+                return;
+        }
     }
     hive__arena_uncharge_elsewhere(&h->arena);
 }
 
-/* The store is full: give every thread's reserve back; true if any was. */
+/* The store is full: give every thread's reserve back; true if any was.
+ * The taker's half of reserve_enter's handshake: counted in reclaiming,
+ * the membarrier, then each owner's plain section waited out before the
+ * exchange. A membarrier that fails (it cannot, once registered) takes
+ * nothing: an owner may be inside a plain section unseen. */
 static bool take_reserves(struct hive *h)
 {
+    hive__store_t *s = &h->store;
     bool any = false;
-    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
-        /* relaxed: as give_reserve */
-        any |= atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed) != 0;
-        give_reserve(h, &h->store.shards[i]);
+    /* seq_cst: before the membarrier and the loads of rbusy */
+    atomic_fetch_add_explicit(&s->reclaiming, 1, memory_order_seq_cst);
+    if (!h->sched.asym || hive__sched_membarrier(&h->sched)) {
+        for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+            /* acquire: pairs with reserve_leave's release (the owner's
+             * plain store of reserve is seen by the exchange) */
+            for (unsigned spins = 0; atomic_load_explicit(&s->shards[i].rbusy, memory_order_acquire);
+                 spins++) {
+                if (spins < 64)
+                    hive__cpu_relax();
+                else
+                    sched_yield();    /* the owner was preempted inside its section */
+            }
+            /* relaxed: as give_reserve */
+            any |= atomic_load_explicit(&s->shards[i].reserve, memory_order_relaxed) != 0;
+            give_reserve(h, &s->shards[i]);
+        }
     }
+    /* release: our exchanges before an owner's acquire of 0 */
+    atomic_fetch_sub_explicit(&s->reclaiming, 1, memory_order_release);
     return any;
 }
 
