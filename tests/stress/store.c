@@ -374,6 +374,10 @@ static void reserve_takeback_round(bool fenced, int ms)
     assert_int_equal(pthread_create(&th[RT_PUTTERS], NULL, rt_forker, NULL), 0);
     assert_int_equal(pthread_create(&th[RT_PUTTERS + 1], NULL, rt_filler, NULL), 0);
     test_sleep_ms(ms);
+    /* and until some puts were refused (a slow build's filler may spend the
+     * first while in its create's retries, each after a grace period) */
+    for (int waited = 0; atomic_load(&rt_full) < 100 && waited < 30000; waited += 100)
+        test_sleep_ms(100);
     atomic_store(&stop_flag, 1);
     for (unsigned i = 0; i < RT_PUTTERS + 2; i++)
         pthread_join(th[i], NULL);
