@@ -75,9 +75,9 @@ void hive__task_cleanup(hive__task_t *t)
     struct hive *h = t->h;
     for (size_t i = 0; i < t->nargs; i++)
         if (t->args[i].obj != NULL)
-            hive__obj_release(h, t->args[i].obj);
+            hive__obj_unpin(h, t->args[i].obj);
     if (t->result != NULL)
-        hive__obj_release(h, t->result);
+        hive__obj_unpin(h, t->result);
     free_record(t);
 }
 
@@ -134,7 +134,7 @@ static void undo_args(struct hive *h, hive__task_t *t, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (t->args[i].obj != NULL)
-            hive__obj_release(h, t->args[i].obj);
+            hive__obj_unpin(h, t->args[i].obj);
     free_record(t);
 }
 
@@ -191,7 +191,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
         if (args[i].ref.id != 0) {
             hive__rcu_lock();
             hive__obj_t *o = hive__obj_find(h, args[i].ref, fn);
-            bool ok = o != NULL && hive__obj_retain_live(o);
+            bool ok = o != NULL && hive__obj_pin_live(o);   /* the task's hold */
             hive__rcu_unlock();
             if (!ok) {
                 if (o != NULL)
@@ -228,7 +228,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             return rc;
         }
         hive__obj_init_run(t->result, HIVE__RUN_QUEUED);
-        atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
+        atomic_store_explicit(&t->result->refs, 1 + HIVE__PIN, memory_order_relaxed);   /* caller + task */
         hive__obj_publish(h, t->result);
     }
     *out = t;
@@ -289,7 +289,7 @@ static inline bool small_fits(const hive_arg_t *args, size_t nargs, const hive_o
 static void small_unrun(struct hive *h, hive__obj_t *r, int code)
 {
     hive__obj_end_queued(h, r, code, HIVE__RUN_DONE);   /* one CAS against hive_cancel's */
-    hive__obj_release(h, r);
+    hive__obj_unpin(h, r);
 }
 
 static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
@@ -328,7 +328,7 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     /* relaxed, both: nobody can find the record yet; publish's release
      * carries them with the rest */
     hive__obj_init_run(r, HIVE__RUN_QUEUED);
-    atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
+    atomic_store_explicit(&r->refs, 1 + HIVE__PIN, memory_order_relaxed);   /* caller + task */
     /* release (publish, then the spawn's queue): the body above reaches the
      * worker that takes the job; the record's fields anyone who finds it */
     if (w != NULL)
@@ -499,13 +499,13 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     /* from here on the body is dead: the function may write the result
      * over it */
     if (!task_claim_result(r)) {
-        hive__obj_release_by(h, w, r);   /* cancelled while queued: result already failed */
+        hive__obj_unpin_by(h, w, r);   /* cancelled while queued: result already failed */
         return;
     }
     struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
     run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_release_by(h, w, r);
+    hive__obj_unpin_by(h, w, r);
 }
 
 void hive__task_finish(hive__task_t *t, int code)

@@ -79,6 +79,7 @@
 #include "hive_impl.h"
 #include "arena.h"
 #include "sched.h"
+#include "store.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -995,12 +996,28 @@ static int new_batch(hive_envpool_t *p, size_t n, hive_envpool_batch_t *b, hive_
         shape[1 + i] = p->cls.obs_shape[i];
     const int64_t one[1] = { (int64_t)n };
     int rc = hive_array_new(p->h, p->cls.obs_dtype, 1 + p->cls.obs_ndim, shape, &refs[0]);
+    if (rc != HIVE_OK)
+        refs[0].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_F32, 1, one, &refs[1])) != HIVE_OK)
         refs[1].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_U8, 1, one, &refs[2])) != HIVE_OK)
         refs[2].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_I32, 1, one, &refs[3])) != HIVE_OK)
         refs[3].id = 0;
+    /* the pool's counts are the engine's own (store.h): a user who releases
+     * a batch array's ref by mistake is refused, not freeing it under the
+     * pool. Pinned only once all four are made, so free_batch meets pins
+     * alone: what a failure made goes back here */
+    for (int i = 0; i < 4; i++) {
+        if (refs[i].id == 0)
+            continue;
+        if (rc == HIVE_OK) {
+            hive__ref_pin(p->h, refs[i]);
+        } else {
+            hive_release(p->h, refs[i]);
+            refs[i].id = 0;
+        }
+    }
     if (rc != HIVE_OK)
         return rc;
     b->n = n;
@@ -1015,7 +1032,7 @@ static void free_batch(hive_envpool_t *p, hive_ref_t *refs)
 {
     for (int i = 0; i < 4; i++)
         if (refs[i].id != 0)
-            hive_release(p->h, refs[i]);
+            hive__ref_unpin(p->h, refs[i]);
 }
 
 static void destroy(hive_envpool_t *p)
