@@ -220,7 +220,7 @@ static inline unsigned class_of(size_t size)
 static inline size_t class_size(unsigned c)
 {
     if (c < 4)
-        return (size_t)64 * (c + 1);
+        return (size_t)HIVE__ARENA_MIN_CLASS * (c + 1);
     unsigned k = 8 + (c - 4) / 4, j = (c - 4) % 4 + 1;
     return ((size_t)1 << k) + ((size_t)j << (k - 2));
 }
@@ -543,10 +543,6 @@ bool hive__arena_reserve(hive__arena_t *a, size_t bytes)
     return false;
 }
 
-size_t hive__arena_inline_charge(void)
-{
-    return class_size(0);
-}
 
 static inline void give_capacity(hive__arena_t *a, size_t charge)
 {

@@ -137,7 +137,11 @@ void hive__arena_uncharge_elsewhere_n(hive__arena_t *a, size_t n);
  * inline payload is hive__arena_inline_charge(). */
 bool   hive__arena_reserve(hive__arena_t *a, size_t bytes);
 void   hive__arena_unreserve(hive__arena_t *a, size_t bytes);
-size_t hive__arena_inline_charge(void);
+#define HIVE__ARENA_MIN_CLASS 64      /* the smallest block class: an inline payload's charge */
+static inline size_t hive__arena_inline_charge(void)
+{
+    return HIVE__ARENA_MIN_CLASS;    /* a constant the hot paths fold in (put, a task's result) */
+}
 
 /* The node a payload lives on. */
 unsigned hive__arena_node_of(const hive__arena_t *a, const void *p);

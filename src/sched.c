@@ -98,6 +98,11 @@ static bool membarrier_register(void)
     return st == 1;
 }
 
+bool hive__sched_membarrier(const hive__sched_t *s)
+{
+    return s->asym && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 /* Idle: spin this long looking for work before parking. Long enough to
  * bridge the gap between back-to-back posts of a busy producer (a few
  * microseconds), short enough that an idle engine costs nothing. */
@@ -783,7 +788,7 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job)
 static __thread uintptr_t handoff_guess;
 
 /* Wake one parked worker, preferring node; nothing if none is parked. */
-static void wake_one(hive__sched_t *s, unsigned node)
+void hive__sched_wake_one(hive__sched_t *s, unsigned node)
 {
     hive__nodeq_t *nq = &s->nodes[node];
     for (unsigned k = 0; k < nq->nworkers; k++) {
@@ -806,30 +811,7 @@ static void wake_one(hive__sched_t *s, unsigned node)
     }
 }
 
-/* The spawner's half of the wake handshake after a push on its own deque
- * (see the top): with asym, the release push and a signal fence, then
- * nparked (acquire: a parker seen there is seen parked in wake_one); the
- * parker's membarrier orders the pair. Else the seq_cst push is before
- * this seq_cst load in the total order. */
-static inline void pushed_own(hive__sched_t *s, unsigned node)
-{
-    atomic_signal_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire : memory_order_seq_cst) != 0)
-        wake_one(s, node);
-}
-
-bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane)
-{
-    hive__sched_t *s = w->sched;
-    /* relaxed: as hive__sched_spawn's */
-    if (unlikely(!(atomic_load_explicit(&s->lanes_used, memory_order_relaxed) & (1u << lane))))
-        atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
-    if (unlikely(!(s->asym ? hive__deque_push(w->deque[lane], job)
-                           : hive__deque_push_fenced(w->deque[lane], job))))
-        return false;
-    pushed_own(s, w->slot->node);
-    return true;
-}
+#define pushed_own hive__sched_pushed_own   /* sched.h */
 
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
@@ -884,7 +866,7 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
     /* the spawner's half of the handshake (see top): the ring's seq_cst
      * claim is before this seq_cst read of nparked */
     if (atomic_load_explicit(&s->nparked, memory_order_seq_cst) != 0)
-        wake_one(s, target);
+        hive__sched_wake_one(s, target);
 }
 
 /* Start-up: every worker's first job, posted before its thread starts. It

@@ -171,6 +171,13 @@ static inline hive__worker_t *hive__self_in(const hive__sched_t *s)
     return w != NULL && w->sched == s ? w : NULL;
 }
 
+/* A full barrier run on every thread of the process now running (the
+ * slow half of an asymmetric handshake, as the parker's in sched.c): true
+ * if it ran; false if s->asym is off (the kernel offers no private
+ * expedited membarrier, or a test turned it off) or the call failed -
+ * then the handshake's fast side must not be plain (store.c's reserves). */
+bool hive__sched_membarrier(const hive__sched_t *s);
+
 /* Start n workers on the slots of topo; bind them unless pin is false.
  * On failure every started worker is stopped again and the sentence of the
  * first failure is this thread's last error. */
@@ -191,11 +198,38 @@ void hive__sched_post(hive__sched_t *s, unsigned index, hive__job_t *job);
  * worker's own deque; otherwise on the node's ring. */
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node);
 
+/* Wake one parked worker, preferring node; nothing if none is parked. */
+void hive__sched_wake_one(hive__sched_t *s, unsigned node);
+
+/* The spawner's half of the wake handshake after a push on its own deque
+ * (sched.c, see the top): with asym, the release push and a signal fence,
+ * then nparked (acquire: a parker seen there is seen parked in
+ * hive__sched_wake_one); the parker's membarrier orders the pair. Else the
+ * seq_cst push is before this seq_cst load in the total order. */
+static inline void hive__sched_pushed_own(hive__sched_t *s, unsigned node)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->nparked, s->asym ? memory_order_acquire : memory_order_seq_cst) != 0)
+        hive__sched_wake_one(s, node);
+}
+
 /* hive__sched_spawn from w itself, for w's own node: push job on w's own
  * deque (lane) and wake a parked worker if there is one; false if the
  * deque is full (then hive__sched_spawn puts it on the node's ring). A
- * worker's spawn without the look at who is calling and where. */
-bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane);
+ * worker's spawn without the look at who is calling and where; inline,
+ * as it is every fork-join child's (task.c). */
+static inline bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane)
+{
+    hive__sched_t *s = w->sched;
+    /* relaxed: as hive__sched_spawn's (sched.c, find_job) */
+    if (__builtin_expect(!(atomic_load_explicit(&s->lanes_used, memory_order_relaxed) & (1u << lane)), 0))
+        atomic_fetch_or_explicit(&s->lanes_used, 1u << lane, memory_order_relaxed);
+    if (__builtin_expect(!(s->asym ? hive__deque_push(w->deque[lane], job)
+                                   : hive__deque_push_fenced(w->deque[lane], job)), 0))
+        return false;
+    hive__sched_pushed_own(s, w->slot->node);
+    return true;
+}
 
 /* w's job is about to end (a task about to seal its result, at the top
  * of w's stack): if w has nothing queued of its own, it takes its node's

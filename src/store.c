@@ -363,11 +363,12 @@ void hive__obj_publish_private(struct hive *h, hive__obj_t *o)
  * free it now into the owner's cache (or give the slot back, if that is
  * full). No other thread holds it or can find it: the key's CAS to 0 was
  * won against every promoter, and the other holders' counts are gone. */
+static inline void payload_free(struct hive *h, hive__obj_t *o);
 static void free_private(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 {
     if (h->store.drop[o->kind] != NULL)
         h->store.drop[o->kind](h, o, false);
-    hive__payload_free(h, o);
+    payload_free(h, o);               /* inline here: the fork-join parent's every release */
     count_private(w, -1);
     if (w->nlocal < HIVE__LOCAL_MAX) {
         o->tail.dead.next = w->local;
@@ -387,15 +388,58 @@ _Static_assert(offsetof(hive__obj_t, tail) == 64, "the inline payload is the sec
 static void flush_all_retired(struct hive *h);
 static bool any_retired(struct hive *h);
 
-/* Charge an inline payload of size bytes: from the calling thread's
- * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
- * they fit; else one charge, exactly, with the sentence if it does not. */
+/* The owner's plain section on its reserve (store.h): a thread changes
+ * its own shard's reserve - a charge taken, a charge given back, on every
+ * put and release of a small object and every fork-join result - with a
+ * plain load and store instead of a CAS, while no full store is taking
+ * the reserves back. The handshake with that taker (take_reserves) is an
+ * asymmetric Dekker, as the spawn's with a parker (sched.c):
+ *   owner:  rbusy = 1; [compiler barrier]; load reclaiming; if 0: plain
+ *           load and store of reserve; rbusy = 0 (release)
+ *   taker:  reclaiming += 1 (seq_cst); membarrier; load rbusy (acquire),
+ *           wait while 1; exchange reserve
+ * The membarrier runs a full barrier on the owner's CPU: either the
+ * owner's rbusy = 1 is before it (the taker sees 1 and waits for the
+ * release, which carries the plain store), or the owner's load of
+ * reclaiming is after it and sees the taker (and the owner takes the CAS).
+ * Without the asymmetric fence (h->sched.asym off) every change is a CAS.
+ * reserve_enter: true in a plain section (end it with reserve_leave). */
+static inline bool reserve_enter(struct hive *h, hive__shard_t *sh)
+{
+    if (unlikely(!h->sched.asym))
+        return false;
+    atomic_store_explicit(&sh->rbusy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    /* acquire: pairs with a taker's release of reclaiming, so that its
+     * exchange of reserve is seen by our load below */
+    if (likely(atomic_load_explicit(&h->store.reclaiming, memory_order_acquire) == 0))
+        return true;
+    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
+    return false;
+}
+
+static inline void reserve_leave(hive__shard_t *sh)
+{
+    /* release: the plain store of reserve before a taker's acquire of 0 */
+    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
+}
+
 /* One inline charge from the calling thread's reserve in shard ix; false
  * if the reserve is short (or a full store took it back meanwhile). */
 static inline bool take_reserved(struct hive *h, unsigned ix)
 {
-    _Atomic size_t *r = &h->store.shards[ix].reserve;
+    hive__shard_t *sh = &h->store.shards[ix];
+    _Atomic size_t *r = &sh->reserve;
     size_t unit = hive__arena_inline_charge();
+    if (likely(reserve_enter(h, sh))) {
+        /* relaxed: only we write reserve now (see reserve_enter) */
+        size_t v = atomic_load_explicit(r, memory_order_relaxed);
+        bool ok = likely(v >= unit);
+        if (ok)
+            atomic_store_explicit(r, v - unit, memory_order_relaxed);
+        reserve_leave(sh);
+        return ok;
+    }
     /* relaxed: a counter; the CAS (on this thread's own line) decides
      * against a full store taking the reserve back */
     size_t v = atomic_load_explicit(r, memory_order_relaxed);
@@ -403,6 +447,10 @@ static inline bool take_reserved(struct hive *h, unsigned ix)
            atomic_compare_exchange_strong_explicit(r, &v, v - unit, memory_order_relaxed,
                                                    memory_order_relaxed);
 }
+
+/* Charge an inline payload of size bytes: from the calling thread's
+ * reserve (store.h), refilled HIVE__RESERVE_BATCH charges at a time while
+ * they fit; else one charge, exactly, with the sentence if it does not. */
 
 static bool charge_inline(struct hive *h, size_t size, int *err)
 {
@@ -429,27 +477,59 @@ static void uncharge_inline(struct hive *h)
 {
     unsigned ix = my_shard_ix();
     if (likely(ix < HIVE__SHARDS)) {
-        _Atomic size_t *r = &h->store.shards[ix].reserve;
+        hive__shard_t *sh = &h->store.shards[ix];
+        _Atomic size_t *r = &sh->reserve;
         size_t unit = hive__arena_inline_charge();
-        /* relaxed: as charge_inline */
-        size_t v = atomic_load_explicit(r, memory_order_relaxed);
-        if (likely(v < unit * 2 * HIVE__RESERVE_BATCH) &&
-            atomic_compare_exchange_strong_explicit(r, &v, v + unit, memory_order_relaxed,
-                                                    memory_order_relaxed))
-            return;
+        if (likely(reserve_enter(h, sh))) {
+            /* relaxed: only we write reserve now (see reserve_enter) */
+            size_t v = atomic_load_explicit(r, memory_order_relaxed);
+            bool kept = likely(v < unit * 2 * HIVE__RESERVE_BATCH);
+            if (kept)
+                atomic_store_explicit(r, v + unit, memory_order_relaxed);
+            reserve_leave(sh);
+            if (kept)
+                return;
+        } else {
+            /* relaxed: as charge_inline */
+            size_t v = atomic_load_explicit(r, memory_order_relaxed);
+            if (likely(v < unit * 2 * HIVE__RESERVE_BATCH) &&
+                atomic_compare_exchange_strong_explicit(r, &v, v + unit, memory_order_relaxed,
+                                                        memory_order_relaxed))
+                return;
+        }
     }
     hive__arena_uncharge_elsewhere(&h->arena);
 }
 
-/* The store is full: give every thread's reserve back; true if any was. */
+/* The store is full: give every thread's reserve back; true if any was.
+ * The taker's half of reserve_enter's handshake: counted in reclaiming,
+ * the membarrier, then each owner's plain section waited out before the
+ * exchange. A membarrier that fails (it cannot, once registered) takes
+ * nothing: an owner may be inside a plain section unseen. */
 static bool take_reserves(struct hive *h)
 {
+    hive__store_t *s = &h->store;
     bool any = false;
-    for (unsigned i = 0; i < HIVE__SHARDS; i++) {
-        /* relaxed: as give_reserve */
-        any |= atomic_load_explicit(&h->store.shards[i].reserve, memory_order_relaxed) != 0;
-        give_reserve(h, &h->store.shards[i]);
+    /* seq_cst: before the membarrier and the loads of rbusy */
+    atomic_fetch_add_explicit(&s->reclaiming, 1, memory_order_seq_cst);
+    if (!h->sched.asym || hive__sched_membarrier(&h->sched)) {
+        for (unsigned i = 0; i < HIVE__SHARDS; i++) {
+            /* acquire: pairs with reserve_leave's release (the owner's
+             * plain store of reserve is seen by the exchange) */
+            for (unsigned spins = 0; atomic_load_explicit(&s->shards[i].rbusy, memory_order_acquire);
+                 spins++) {
+                if (spins < 64)
+                    hive__cpu_relax();
+                else
+                    sched_yield();    /* the owner was preempted inside its section */
+            }
+            /* relaxed: as give_reserve */
+            any |= atomic_load_explicit(&s->shards[i].reserve, memory_order_relaxed) != 0;
+            give_reserve(h, &s->shards[i]);
+        }
     }
+    /* release: our exchanges before an owner's acquire of 0 */
+    atomic_fetch_sub_explicit(&s->reclaiming, 1, memory_order_release);
     return any;
 }
 
@@ -518,13 +598,18 @@ void *hive__payload_alloc(struct hive *h, hive__obj_t *o, uint8_t kind, size_t s
     return data;
 }
 
-void hive__payload_free(struct hive *h, hive__obj_t *o)
+static inline void payload_free(struct hive *h, hive__obj_t *o)
 {
     if (o->data == (void *)o->tail.inl)
         uncharge_inline(h);
     else if (o->data != NULL)
         hive__arena_free(&h->arena, o->data, o->size);
     o->data = NULL;
+}
+
+void hive__payload_free(struct hive *h, hive__obj_t *o)
+{
+    payload_free(h, o);
 }
 
 /* The record's memory is its slot: giving the slot back is its free, so
@@ -593,11 +678,11 @@ static hive__obj_t *lookup(struct hive *h, uint64_t id)
  * layer between: the owner takes its own record as it is (lookup_private),
  * and a record a promoter made public since fails the key test and goes
  * the usual way. NULL also for id 0, another engine's or rank's id, and
- * any thread that is not one of this engine's workers. */
-static inline hive__obj_t *own_private(struct hive *h, uint64_t id)
+ * any thread that is not one of this engine's workers (w: the caller's
+ * worker of h, or NULL). */
+static inline hive__obj_t *own_private(struct hive *h, hive__worker_t *w, uint64_t id)
 {
-    hive__worker_t *w = hive__self;
-    if (w == NULL || w->sched != &h->sched || id == 0)
+    if (w == NULL || id == 0)
         return NULL;
     hive__obj_t *o = hive__handles_rec(&h->store.table, id);
     /* acquire: as lookup's (pairs with publish_private's release). The
@@ -667,14 +752,14 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
                       hive__obj_t *o, unsigned home);
 
 /* Drop one count of unit (1: a user's, HIVE__PIN: a pin). Returns false if
- * the record holds none of that kind to drop. */
-static bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)
+ * the record holds none of that kind to drop. w: the calling thread's
+ * worker if it is one of h's, else NULL. */
+static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, int64_t unit)
 {
-    hive__worker_t *w = hive__self;
     /* relaxed owner: written before the record was published to us (an
      * acquire on the way here), and only by its owner while private */
     uint16_t owner = atomic_load_explicit(&o->owner, memory_order_relaxed);
-    bool mine = owner != 0 && w != NULL && w->sched == &h->sched && owner == w->index + 1;
+    bool mine = w != NULL && owner == w->index + 1;
     /* The owner's last count on its private record (a fork-join parent
      * releasing the result its child has finished and let go of): one
      * CAS, the key's, instead of the count's and then the key's. The
@@ -747,6 +832,11 @@ static bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)
     return true;
 }
 
+static inline bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)
+{
+    return release_count_by(h, hive__self_in(&h->sched), o, unit);
+}
+
 void hive__obj_release(struct hive *h, hive__obj_t *o)
 {
     if (!release_count(h, o, 1))
@@ -756,6 +846,12 @@ void hive__obj_release(struct hive *h, hive__obj_t *o)
 void hive__obj_unpin(struct hive *h, hive__obj_t *o)
 {
     if (!release_count(h, o, HIVE__PIN))
+        HIVE_DIE("store: internal unpin of object %llu with no pin", (unsigned long long)o->id);
+}
+
+void hive__obj_unpin_by(struct hive *h, hive__worker_t *w, hive__obj_t *o)
+{
+    if (!release_count_by(h, w, o, HIVE__PIN))
         HIVE_DIE("store: internal unpin of object %llu with no pin", (unsigned long long)o->id);
 }
 
@@ -1419,7 +1515,8 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     if (unlikely(data == NULL))
         return hive__fail(HIVE_EINVAL, "hive_get: data is NULL");
     /* a worker's own private result (a blob): no find, no kind to check */
-    hive__obj_t *o = own_private(h, ref.id);
+    hive__worker_t *w = hive__self_in(&h->sched);
+    hive__obj_t *o = own_private(h, w, ref.id);
     if (unlikely(o == NULL)) {
         const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
         if (unlikely(r != NULL))
@@ -1437,8 +1534,7 @@ int hive_get(hive_t *h, hive_ref_t ref, int64_t timeout_ns, const void **data, s
     /* a fork-join join: a worker waiting for good, not traced, runs its
      * newest own jobs (the child itself, most often) until the result is
      * in, before any of wait_state's set-up; then the general wait */
-    hive__worker_t *w = hive__self;
-    if (timeout_ns < 0 && w != NULL && w->sched == &h->sched && w->tring == NULL &&
+    if (timeout_ns < 0 && w != NULL && w->tring == NULL &&
         h->store.help != NULL) {
         while (hive__sched_help_own(w))
             if ((st = hive__obj_state(o)) != HIVE__PENDING)
@@ -1485,8 +1581,10 @@ int hive_release(hive_t *h, hive_ref_t ref)
      * last, the free into its cache) with no find; inside the read-side
      * section all the same, so that the record cannot change lives between
      * the key's look and the count's CAS (a count dropped twice by mistake) */
-    hive__obj_t *o = own_private(h, ref.id);
-    if (unlikely(o == NULL)) {
+    hive__worker_t *w = hive__self_in(&h->sched);
+    hive__obj_t *o = own_private(h, w, ref.id);
+    bool own = o != NULL;             /* a blob, never an actor handle */
+    if (unlikely(!own)) {
         const hive__remote_ops_t *r = hive__remote_of(h, ref.id);
         if (unlikely(r != NULL)) {
             hive__rcu_unlock();
@@ -1501,8 +1599,8 @@ int hive_release(hive_t *h, hive_ref_t ref)
             hive__prefetchw(rec);
         o = ref.id ? lookup(h, ref.id) : NULL;
     }
-    bool actor = o != NULL && o->kind == HIVE__ACTOR;
-    bool ok = o != NULL && !actor && release_count(h, o, 1);
+    bool actor = !own && o != NULL && o->kind == HIVE__ACTOR;
+    bool ok = o != NULL && !actor && release_count_by(h, w, o, 1);
     /* relaxed: only which sentence to write (the engine's pins, if any) */
     int64_t pins = o != NULL && !ok ? atomic_load_explicit(&o->refs, memory_order_relaxed) / HIVE__PIN : 0;
     hive__rcu_unlock();
@@ -1552,8 +1650,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     if (n > 64 && (objs = hive__malloc(slot_bytes)) == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_wait: cannot allocate %zu slots", n);
     int rc = HIVE_OK;
+    hive__worker_t *w = hive__self_in(&h->sched);
     for (size_t i = 0; i < n; i++)   /* a worker's own results without the find (own_private) */
-        if ((objs[i] = own_private(h, refs[i].id)) == NULL &&
+        if ((objs[i] = own_private(h, w, refs[i].id)) == NULL &&
             (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
             goto out;
@@ -1564,7 +1663,8 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
         }
     hive__store_t *s = &h->store;
     sleeper_enter(h);
-    hive__worker_t *w = s->help != NULL ? hive__self_in(&h->sched) : NULL;
+    if (s->help == NULL)
+        w = NULL;
     bool on_worker = w != NULL;
     /* a helping wait without a deadline reads no clock (see wait_state) */
     bool clockless = on_worker && timeout_ns < 0;

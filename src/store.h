@@ -202,9 +202,12 @@ typedef void (*hive__drop_fn)(struct hive *h, hive__obj_t *o, bool closing);
  *   - reserve: capacity its thread took from the arena's `used` ahead of
  *     its inline payloads, HIVE__RESERVE_BATCH charges at a time, so that a
  *     put writes no counter another thread writes. Only its owner takes
- *     from it (a CAS on its own line); anyone may take it all back (an
- *     exchange: a store that is full, before it refuses; an exit), and
- *     hive_store_stats counts `used` without the reserves.
+ *     from it and gives to it, with a plain load and store inside a
+ *     section marked by rbusy (biased: no locked instruction; a CAS where
+ *     the engine has no asymmetric fence, sched.h); anyone may take it all
+ *     back (an exchange: a store that is full, before it refuses; an exit)
+ *     after the handshake of store.c's take_reserves, and hive_store_stats
+ *     counts `used` without the reserves.
  * A thread that exits gives its cache to the table's shared free stack
  * and its reserve to the arena (store.c, shard_exit). */
 #define HIVE__SHARDS 64
@@ -214,6 +217,7 @@ typedef struct hive__shard {
     _Atomic unsigned  n;                             /* pushed since its last flush (a hint) */
     _Atomic int64_t   objects;
     _Atomic size_t    reserve;                       /* bytes of `used` not yet a payload's */
+    _Atomic uint32_t  rbusy;                         /* its owner is in a plain section on reserve */
     hive__handles_cache_t cache;                     /* its own lines */
 } hive__shard_t;
 typedef hive__shard_t hive__retire_list_t;
@@ -229,6 +233,10 @@ typedef struct hive__store {
      * and release writes. */
     bool (*help)(struct hive *h, bool (*done)(void *arg), void *arg);
     hive__drop_fn drop[HIVE__KINDS];           /* per kind, set at init (hive__store_on_drop) */
+    /* Threads taking the reserves back now (store.c, take_reserves): while
+     * nonzero, owners change their reserves with a CAS, not plainly. Read
+     * by every charge, written only by a store that is full. */
+    _Atomic uint32_t  reclaiming;
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
@@ -363,6 +371,9 @@ bool hive__obj_retain_live(hive__obj_t *o);
 bool hive__obj_pin_live(hive__obj_t *o);
 void hive__obj_release(struct hive *h, hive__obj_t *o);
 void hive__obj_unpin(struct hive *h, hive__obj_t *o);
+/* hive__obj_unpin from w, the calling thread, one of h's workers: the look
+ * at who is calling done already (a task's own pin on its result, task.c). */
+void hive__obj_unpin_by(struct hive *h, hive__worker_t *w, hive__obj_t *o);
 /* The caller's user count on ref becomes a pin, and back to nothing: for
  * a structure that keeps an object its users can also reach by id (a
  * replay buffer's array, an env pool's batches), so that a user's release

@@ -307,12 +307,19 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     int node = opts != NULL && opts->place == HIVE_PLACE_NODE ? (int)opts->place_index : -1;
     uint64_t meta = (uint64_t)nargs | (uint64_t)lane << 2 | (uint64_t)(node + 1) << 4 |
                     (uint64_t)(opts ? opts->max_retries : 0) << 16;
-    size_t at = 0;
-    for (size_t i = 0; i < nargs; i++) {
-        size_t n = args[i].size;
-        meta |= (uint64_t)n << (24 + 5 * i);
-        copy_arg(q->args + at, args[i].data, n);
-        at += align8(n);
+    if (likely(nargs <= 1)) {         /* none or one (a fork-join's n): no loop */
+        if (nargs == 1) {
+            meta |= (uint64_t)args[0].size << 24;
+            copy_arg(q->args, args[0].data, args[0].size);
+        }
+    } else {
+        size_t at = 0;
+        for (size_t i = 0; i < nargs; i++) {
+            size_t n = args[i].size;
+            meta |= (uint64_t)n << (24 + 5 * i);
+            copy_arg(q->args + at, args[i].data, n);
+            at += align8(n);
+        }
     }
     q->job.fn = small_job;
     q->fn = fn;
@@ -470,25 +477,35 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     uint64_t meta = q->meta;
     hive__sargs_t sa;
     sa.nargs = (unsigned)(meta & 3);
-    size_t from = 0, to = 0;
-    for (unsigned i = 0; i < sa.nargs; i++) {
-        size_t n = (meta >> (24 + 5 * i)) & 31;
-        sa.size[i] = (uint8_t)n;
-        sa.off[i] = (uint8_t)to;
-        copy_arg(sa.bytes + to, q->args + from, n);
-        from += align8(n);
-        to += align16(n);
+    if (likely(sa.nargs <= 1)) {
+        /* none or one argument (a fork-join's n): it sits at offset 0 in
+         * both layouts, so the whole body's argument bytes move as three
+         * fixed words, with no per-argument loop (the bytes past it are
+         * copied too and never read) */
+        sa.size[0] = (uint8_t)((meta >> 24) & 31);
+        sa.off[0] = 0;
+        memcpy(sa.bytes, q->args, HIVE__QTASK_ARGS);
+    } else {
+        size_t from = 0, to = 0;
+        for (unsigned i = 0; i < sa.nargs; i++) {
+            size_t n = (meta >> (24 + 5 * i)) & 31;
+            sa.size[i] = (uint8_t)n;
+            sa.off[i] = (uint8_t)to;
+            copy_arg(sa.bytes + to, q->args + from, n);
+            from += align8(n);
+            to += align16(n);
+        }
     }
     /* from here on the body is dead: the function may write the result
      * over it */
     if (!task_claim_result(r)) {
-        hive__obj_unpin(h, r);        /* cancelled while queued: result already failed */
+        hive__obj_unpin_by(h, w, r);   /* cancelled while queued: result already failed */
         return;
     }
     struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
     run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_unpin(h, r);
+    hive__obj_unpin_by(h, w, r);
 }
 
 void hive__task_finish(hive__task_t *t, int code)
@@ -577,16 +594,16 @@ size_t hive_nargs(hive_ctx_t *ctx)
 
 const void *hive_arg(hive_ctx_t *ctx, size_t i, size_t *size)
 {
+    const hive__sargs_t *sa;
+    if (likely(ctx != NULL && (sa = ctx->sargs) != NULL && i < sa->nargs)) {
+        if (size)                     /* a small task: its bytes on the worker's stack */
+            *size = sa->size[i];
+        return sa->size[i] ? (const void *)(sa->bytes + sa->off[i]) : (const void *)zero_arg;
+    }
     size_t n = hive_nargs(ctx);
     if (i >= n) {
         hive__fail(HIVE_EINVAL, "hive_arg: argument %zu out of range (%zu arguments)", i, n);
         return NULL;
-    }
-    const hive__sargs_t *sa = ctx->sargs;
-    if (sa != NULL) {                 /* a small task: its bytes on the worker's stack */
-        if (size)
-            *size = sa->size[i];
-        return sa->size[i] ? (const void *)(sa->bytes + sa->off[i]) : (const void *)zero_arg;
     }
     const hive__targ_t *a = &ctx->task->args[i];
     if (a->obj != NULL) {
