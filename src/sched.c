@@ -831,6 +831,43 @@ bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane)
     return true;
 }
 
+/* Store job in place of the mark of node nq's hand-off slot; false if no
+ * worker holds it. */
+static inline bool hand_to_holder(hive__nodeq_t *nq, hive__job_t *job)
+{
+    /* a worker of the node spins idle holding the hand-off slot: the
+     * job goes there, and it takes it (see top; nothing to wake).
+     * release: the job's body reaches it through its acquire load.
+     * First a CAS from the mark this thread last handed a job to: in a
+     * submit-get loop the same spinner holds the slot again, and one
+     * CAS takes the line once, where a load and a CAS take it twice
+     * (shared, then exclusive: issue 10). A miss forgets the guess, so
+     * the next spawns take the relaxed load first as before: no write
+     * while the slot is empty. */
+    uintptr_t v = handoff_guess;
+    if (v != 0) {
+        if (atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
+                                                    memory_order_release, memory_order_relaxed))
+            return true;
+        handoff_guess = 0;
+    } else {
+        v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
+    }
+    if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
+                                                           memory_order_release,
+                                                           memory_order_relaxed)) {
+        handoff_guess = v;
+        return true;
+    }
+    return false;
+}
+
+bool hive__sched_hand(hive__sched_t *s, hive__job_t *job, int node)
+{
+    return hand_to_holder(&s->nodes[node >= 0 && (unsigned)node < s->nnodes ? (unsigned)node : 0],
+                          job);
+}
+
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
     hive__worker_t *self = hive__self_in(s);
@@ -850,30 +887,8 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
     }
     {
         hive__nodeq_t *nq = &s->nodes[target];
-        /* a worker of the node spins idle holding the hand-off slot: the
-         * job goes there, and it takes it (see top; nothing to wake).
-         * release: the job's body reaches it through its acquire load.
-         * First a CAS from the mark this thread last handed a job to: in a
-         * submit-get loop the same spinner holds the slot again, and one
-         * CAS takes the line once, where a load and a CAS take it twice
-         * (shared, then exclusive: issue 10). A miss forgets the guess, so
-         * the next spawns take the relaxed load first as before: no write
-         * while the slot is empty. */
-        uintptr_t v = handoff_guess;
-        if (v != 0) {
-            if (atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
-                                                        memory_order_release, memory_order_relaxed))
-                return;
-            handoff_guess = 0;
-        } else {
-            v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
-        }
-        if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
-                                                               memory_order_release,
-                                                               memory_order_relaxed)) {
-            handoff_guess = v;
+        if (hand_to_holder(nq, job))
             return;
-        }
         if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
             /* the node's ring is full: hand it to one of its workers directly */
             unsigned k = atomic_fetch_add_explicit(&nq->rr, 1, memory_order_relaxed);

@@ -197,6 +197,14 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
  * worker's spawn without the look at who is calling and where. */
 bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, unsigned lane);
 
+/* From a user thread: store job in the hand-off slot of node (< 0: node
+ * 0, as hive__sched_spawn from a user thread) if one of the node's workers
+ * spins idle holding it; false if none does (then hive__sched_spawn). A
+ * handed job runs on that worker - next, or after the one job it found
+ * elsewhere in the same look - or is dropped at a stop (fn(job, NULL)),
+ * exactly once; no other worker can take it. One CAS. */
+bool hive__sched_hand(hive__sched_t *s, hive__job_t *job, int node);
+
 /* w's job is about to end (a task about to seal its result, at the top
  * of w's stack): if w has nothing queued of its own, it takes its node's
  * hand-off slot now rather than once it has looked everywhere, so that the

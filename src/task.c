@@ -292,6 +292,33 @@ static void small_unrun(struct hive *h, hive__obj_t *r, int code)
     hive__obj_release(h, r);
 }
 
+static void handed_job(hive__job_t *job, hive__worker_t *w);
+
+/* A user thread's small task, its body written in the record (q): handed
+ * to a worker of its node that spins idle holding the hand-off slot
+ * (hive__sched_hand), or false if none does (then spawned as usual). A
+ * handed task is RUNNING from the hand on - it is that worker's, which
+ * takes no other worker's turn - so its worker makes no claim: the claim's
+ * CAS took the record's first line from the client spinning on it in
+ * hive_get, and the seal took it back (issue 10). A cancel from here on
+ * asks a running task: its result fails with HIVE_ECANCELED when it
+ * returns. The record is published before the hand (nobody has its id
+ * before submit returns); if no worker takes it, the caller makes it
+ * QUEUED and spawns it (the spawn's release carries both). */
+static bool hand_small(hive_t *h, hive__obj_t *r, hive__qtask_t *q, int node, hive_ref_t *result)
+{
+    q->job.fn = handed_job;
+    hive__obj_init_run(r, HIVE__RUN_RUNNING);
+    /* release (the publish, the hand's CAS): as submit_small's */
+    hive__obj_publish(h, r);
+    if (!hive__sched_hand(&h->sched, &q->job, node)) {
+        q->job.fn = small_job;        /* the caller makes it QUEUED and spawns it */
+        return false;
+    }
+    result->id = r->id;
+    return true;
+}
+
 static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                         const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
 {
@@ -320,13 +347,17 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     q->meta = meta;
     /* relaxed, both: nobody can find the record yet; publish's release
      * carries them with the rest */
-    hive__obj_init_run(r, HIVE__RUN_QUEUED);
     atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
+    bool handing = w == NULL && likely(!h->trace.on);   /* traced: its submit event first */
+    if (handing && hand_small(h, r, q, node, result))
+        return HIVE_OK;
+    hive__obj_init_run(r, HIVE__RUN_QUEUED);
     /* release (publish, then the spawn's queue): the body above reaches the
-     * worker that takes the job; the record's fields anyone who finds it */
+     * worker that takes the job; the record's fields anyone who finds it
+     * (published already if handing was tried) */
     if (w != NULL)
         hive__obj_publish_private(h, r);
-    else
+    else if (!handing)
         hive__obj_publish(h, r);
     result->id = r->id;
     if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
@@ -455,6 +486,46 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     cleanup(t);
 }
 
+/* Unpack a small task's arguments (meta's sizes, bytes in 8-byte steps)
+ * into sa, on the worker's stack. */
+static inline void unpack_args(hive__sargs_t *sa, uint64_t meta, const unsigned char *args)
+{
+    sa->nargs = (unsigned)(meta & 3);
+    size_t from = 0, to = 0;
+    for (unsigned i = 0; i < sa->nargs; i++) {
+        size_t n = (meta >> (24 + 5 * i)) & 31;
+        sa->size[i] = (uint8_t)n;
+        sa->off[i] = (uint8_t)to;
+        copy_arg(sa->bytes + to, args + from, n);
+        from += align8(n);
+        to += align16(n);
+    }
+}
+
+/* A small task handed to its worker (hand_small): small_job without the
+ * claim - its result is RUNNING already. */
+static void handed_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__obj_t *r = HIVE_CONTAINER_OF(job, hive__obj_t, tail.queued.job);
+    const hive__qtask_t *q = &r->tail.queued;
+    struct hive *h = q->h;
+    if (w == NULL) {                  /* dropped at shutdown: it never ran */
+        finish_result(h, r, HIVE_ESHUTDOWN);
+        hive__obj_release(h, r);
+        return;
+    }
+    hive_fn fn = q->fn;
+    uint64_t meta = q->meta;
+    hive__sargs_t sa;
+    unpack_args(&sa, meta, q->args);
+    /* from here on the body is dead: the function may write the result
+     * over it */
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
+    hive__obj_release(h, r);
+}
+
 /* A small task's job: take the body out of the result record (unpacking
  * the arguments onto this stack), then run it as a full record runs. */
 static void small_job(hive__job_t *job, hive__worker_t *w)
@@ -469,16 +540,7 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     hive_fn fn = q->fn;
     uint64_t meta = q->meta;
     hive__sargs_t sa;
-    sa.nargs = (unsigned)(meta & 3);
-    size_t from = 0, to = 0;
-    for (unsigned i = 0; i < sa.nargs; i++) {
-        size_t n = (meta >> (24 + 5 * i)) & 31;
-        sa.size[i] = (uint8_t)n;
-        sa.off[i] = (uint8_t)to;
-        copy_arg(sa.bytes + to, q->args + from, n);
-        from += align8(n);
-        to += align16(n);
-    }
+    unpack_args(&sa, meta, q->args);
     /* from here on the body is dead: the function may write the result
      * over it */
     if (!task_claim_result(r)) {
