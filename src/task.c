@@ -294,31 +294,40 @@ static void small_unrun(struct hive *h, hive__obj_t *r, int code)
 
 static void handed_job(hive__job_t *job, hive__worker_t *w);
 
-/* A user thread's small task, its body written in the record (q): handed
- * to a worker of its node that spins idle holding the hand-off slot
- * (hive__sched_hand), or false if none does (then spawned as usual). A
- * handed task is RUNNING from the hand on - it is that worker's, which
- * takes no other worker's turn - so its worker makes no claim: the claim's
- * CAS took the record's first line from the client spinning on it in
- * hive_get, and the seal took it back (issue 10). A cancel from here on
- * asks a running task: its result fails with HIVE_ECANCELED when it
- * returns. The record is published before the hand (nobody has its id
- * before submit returns); if no worker takes it, the caller makes it
- * QUEUED and spawns it (the spawn's release carries both). */
-static bool hand_small(hive_t *h, hive__obj_t *r, hive__qtask_t *q, int node, hive_ref_t *result)
+/* Write a small task's queued body into its record's inline line. */
+static inline void fill_body(hive__qtask_t *q, hive_t *h, hive_fn fn, const hive_arg_t *args,
+                             size_t nargs, uint64_t meta)
 {
-    q->job.fn = handed_job;
-    hive__obj_init_run(r, HIVE__RUN_RUNNING);
-    /* release (the publish, the hand's CAS): as submit_small's */
-    hive__obj_publish(h, r);
-    if (!hive__sched_hand(&h->sched, &q->job, node)) {
-        q->job.fn = small_job;        /* the caller makes it QUEUED and spawns it */
-        return false;
+    size_t at = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        size_t n = args[i].size;
+        meta |= (uint64_t)n << (24 + 5 * i);
+        copy_arg(q->args + at, args[i].data, n);
+        at += align8(n);
     }
-    result->id = r->id;
-    return true;
+    q->job.fn = small_job;
+    q->fn = fn;
+    q->h = h;
+    q->meta = meta;
 }
 
+/* A user thread's small task is handed to a worker of its node that spins
+ * idle holding the hand-off slot (hive__sched_hand), if one does. A handed
+ * task is RUNNING from the hand on - it is that worker's, which no other
+ * worker can take - so its worker makes no claim: the claim's CAS took the
+ * record's first line from the client spinning on it in hive_get, and the
+ * seal took it back (issue 10). A cancel from then on asks a running task:
+ * its result fails with HIVE_ECANCELED when it returns. A bare task (no
+ * argument, no retry) goes as its record alone (hive__sched_hand_rec), its
+ * function in the record's first line (u.task_fn): the worker reads
+ * neither the body's line nor anything else the client wrote but that
+ * header, which the client's spin in hive_get reads anyway, and the
+ * client's release writes no line the worker read (issue 10: the body's
+ * line cost a transfer to the worker and one back). The record is
+ * published before the hand (nobody has its id before submit returns);
+ * if no worker takes it, it becomes QUEUED and is spawned as usual (the
+ * spawn's release carries that). Traced engines take the usual path (the
+ * submit event comes before the run). */
 static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
                         const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
 {
@@ -334,27 +343,34 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     int node = opts != NULL && opts->place == HIVE_PLACE_NODE ? (int)opts->place_index : -1;
     uint64_t meta = (uint64_t)nargs | (uint64_t)lane << 2 | (uint64_t)(node + 1) << 4 |
                     (uint64_t)(opts ? opts->max_retries : 0) << 16;
-    size_t at = 0;
-    for (size_t i = 0; i < nargs; i++) {
-        size_t n = args[i].size;
-        meta |= (uint64_t)n << (24 + 5 * i);
-        copy_arg(q->args + at, args[i].data, n);
-        at += align8(n);
-    }
-    q->job.fn = small_job;
-    q->fn = fn;
-    q->h = h;
-    q->meta = meta;
-    /* relaxed, both: nobody can find the record yet; publish's release
+    bool handing = w == NULL && likely(!h->trace.on);
+    bool bare = handing && nargs == 0 && (opts == NULL || opts->max_retries == 0);
+    if (bare)
+        r->u.task_fn = fn;
+    else
+        fill_body(q, h, fn, args, nargs, meta);
+    /* relaxed, all: nobody can find the record yet; publish's release
      * carries them with the rest */
     atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
-    bool handing = w == NULL && likely(!h->trace.on);   /* traced: its submit event first */
-    if (handing && hand_small(h, r, q, node, result))
-        return HIVE_OK;
+    if (handing) {
+        hive__obj_init_run(r, HIVE__RUN_RUNNING);
+        if (!bare)
+            q->job.fn = handed_job;
+        /* release (the publish, then the hand's CAS): as below */
+        hive__obj_publish(h, r);
+        if (bare ? hive__sched_hand_rec(&h->sched, r, node) : hive__sched_hand(&h->sched, &q->job, node)) {
+            result->id = r->id;
+            return HIVE_OK;
+        }
+        if (bare)
+            fill_body(q, h, fn, args, nargs, meta);
+        else
+            q->job.fn = small_job;
+    }
     hive__obj_init_run(r, HIVE__RUN_QUEUED);
     /* release (publish, then the spawn's queue): the body above reaches the
      * worker that takes the job; the record's fields anyone who finds it
-     * (published already if handing was tried) */
+     * (published already if it was to be handed) */
     if (w != NULL)
         hive__obj_publish_private(h, r);
     else if (!handing)
@@ -502,8 +518,27 @@ static inline void unpack_args(hive__sargs_t *sa, uint64_t meta, const unsigned 
     }
 }
 
-/* A small task handed to its worker (hand_small): small_job without the
- * claim - its result is RUNNING already. */
+/* A bare task handed as its record (submit_small, hive__sched_hand_rec):
+ * its function in the record's header, no argument, no retry, RUNNING. */
+void hive__task_run_handed(struct hive *h, void *rec, hive__worker_t *w)
+{
+    hive__obj_t *r = rec;
+    if (w == NULL) {                  /* dropped at shutdown: it never ran */
+        finish_result(h, r, HIVE_ESHUTDOWN);
+        hive__obj_release(h, r);
+        return;
+    }
+    hive_fn fn = r->u.task_fn;        /* before the function may turn u to its own use */
+    hive__sargs_t sa;
+    sa.nargs = 0;
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, 0, NULL);
+    hive__obj_release(h, r);
+}
+
+/* A small task with arguments handed to its worker (submit_small):
+ * small_job without the claim - its result is RUNNING already. */
 static void handed_job(hive__job_t *job, hive__worker_t *w)
 {
     hive__obj_t *r = HIVE_CONTAINER_OF(job, hive__obj_t, tail.queued.job);

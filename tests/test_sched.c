@@ -350,9 +350,10 @@ static int must_not_run(hive_ctx_t *ctx)
     return 0;
 }
 
-static void test_stop_drops_a_handed_task(void **state)
+/* with_arg: a task with an argument (its body in the record's inline
+ * line, handed as a job); else a bare one (handed as its record alone) */
+static void stop_drops_a_handed_task(bool with_arg)
 {
-    (void)state;
     hive_t *h = start(1);
     static hive__job_t blocker;
     atomic_store(&blocker_started, 0);
@@ -364,11 +365,20 @@ static void test_stop_drops_a_handed_task(void **state)
     atomic_store(&h->sched.nodes[0].handoff, (uintptr_t)1);   /* worker 0's mark */
     hive_ref_t r;
     int64_t one = 1;
-    assert_int_equal(hive_submit(h, must_not_run, &HIVE_VAL(one), 1, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_submit(h, must_not_run, with_arg ? &HIVE_VAL(one) : NULL, with_arg, NULL, &r),
+                     HIVE_OK);
     uintptr_t v = atomic_load(&h->sched.nodes[0].handoff);
     assert_true(v != (uintptr_t)1 && v != 0);                  /* handed, not queued */
+    assert_int_equal(v & 3, with_arg ? 0 : 2);                 /* a job, or a record bare */
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     assert_int_equal(atomic_load(&dropped_task_ran), 0);
+}
+
+static void test_stop_drops_a_handed_task(void **state)
+{
+    (void)state;
+    stop_drops_a_handed_task(true);
+    stop_drops_a_handed_task(false);
 }
 
 static double cpu_seconds(void)
