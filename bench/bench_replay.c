@@ -4,7 +4,8 @@
  *
  *   hive   hive_replay_push / push_batch / sample / update_priorities:
  *          lock-free pushes (one fetch-and-add, a per-row seqlock), lock-free
- *          sampling and CAS-updated sum tree.
+ *          sampling, and an 8-ary sum tree (a cache line per group) that
+ *          pushes and updates mark and the next sample brings up to date.
  *   mutex  the same ring, RNG and sampling rules with a plain binary sum
  *          tree (as PER implementations keep one), every call under one
  *          pthread mutex (sampling copies its whole batch under it). It

@@ -233,7 +233,12 @@ int hive_get_many(hive_t *h, const hive_ref_t *refs, size_t n, int64_t timeout_n
 
 /* hive_retain / hive_release - add or drop one count. Releasing a count the
  * caller does not hold is an error only when it is detectable: a ref whose
- * object is already gone gives HIVE_ENOENT. The last release makes the
+ * object is already gone gives HIVE_ENOENT; one whose users' counts are all
+ * released while the engine still holds it itself (a queued task's or
+ * call's argument or result, a cell's version) gives HIVE_ESTATE, and the
+ * engine's holds stay - a release too many never frees an object under a
+ * task or a cell. hive_retain gives HIVE_ESTATE past 2^32 - 1 counts on one
+ * object. hive_get takes no count. The last release makes the
  * object unfindable at once; its memory comes back after an RCU grace
  * period, and small objects (payload <= 64 bytes) go in batches of 64 per
  * thread: until a batch is flushed - when full, when a worker runs out of
@@ -249,7 +254,9 @@ int hive_release(hive_t *h, hive_ref_t ref);
 /* hive_wait - wait until at least num_ready of the n refs are ready (sealed
  * or failed), or timeout_ns passes. Returns the count ready (>= num_ready) or
  * HIVE_ETIMEDOUT; ready (may be NULL) gets 1 for each ready ref, else 0.
- * HIVE_EINVAL if n is so large that a table of n pointers overflows a size. */
+ * HIVE_EINVAL if n is so large that a table of n pointers overflows a size,
+ * HIVE_ENOENT for a ref that names no object, HIVE_ESTATE for an actor
+ * handle's id (there is nothing to wait for). */
 int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int64_t timeout_ns,
               unsigned char *ready);
 

@@ -526,7 +526,7 @@ static void park_arg_ready(hive__dep_t *d, bool failed)
 {
     (void)failed;                        /* the next turn reads the state */
     park_t *p = HIVE_CONTAINER_OF(d, park_t, arg);
-    hive__obj_release(p->h, p->on_arg);
+    hive__obj_unpin(p->h, p->on_arg);
     park_fire(p);
 }
 
@@ -534,7 +534,7 @@ static void park_res_ready(hive__dep_t *d, bool failed)
 {
     (void)failed;
     park_t *p = HIVE_CONTAINER_OF(d, park_t, res);
-    hive__obj_release(p->h, p->on_res);
+    hive__obj_unpin(p->h, p->on_res);
     park_fire(p);
 }
 
@@ -574,9 +574,9 @@ static park_t *park_new(hive__actor_t *a, hive__task_t *t, size_t i, bool is_cal
     /* t holds a count on both (its owner runs this): these cannot fail */
     p->on_arg = t->args[i].obj;
     p->on_res = is_call ? t->result : NULL;
-    (void)hive__obj_retain_live(p->on_arg);
+    (void)hive__obj_pin_live(p->on_arg);
     if (is_call)
-        (void)hive__obj_retain_live(p->on_res);
+        (void)hive__obj_pin_live(p->on_res);
     /* relaxed: shutdown's count of parks; their frees release it */
     atomic_fetch_add_explicit(&eng(a)->actors.parked, 1, memory_order_relaxed);
     return p;
@@ -638,8 +638,8 @@ static bool park_call_job(hive__actor_t *a, hive__task_t *t)
     }
     pthread_mutex_unlock(&c->park_lock);
     if (dead) {                          /* never hung: undo it, the run fails the call */
-        hive__obj_release(eng(a), p->on_arg);
-        hive__obj_release(eng(a), p->on_res);
+        hive__obj_unpin(eng(a), p->on_arg);
+        hive__obj_unpin(eng(a), p->on_res);
         hive__pool_free(p, sizeof *p);
         atomic_fetch_sub_explicit(&eng(a)->actors.parked, 1, memory_order_release);
         return false;
@@ -664,14 +664,14 @@ static void fail_parked_calls(hive__actor_t *a)
         if (p != NULL) {
             p->killed = true;
             res = p->on_res;
-            (void)hive__obj_retain_live(res);   /* p holds one: alive until we are done */
+            (void)hive__obj_pin_live(res);   /* p holds one: alive until we are done */
         }
         pthread_mutex_unlock(&c->park_lock);
         if (res == NULL)
             return;
         /* as complete_without_running (task.c): one CAS, one outcome wins */
         hive__obj_end_queued(eng(a), res, HIVE_EDEAD, HIVE__RUN_DONE);
-        hive__obj_release(eng(a), res);
+        hive__obj_unpin(eng(a), res);
     }
 }
 

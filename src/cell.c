@@ -45,7 +45,7 @@ static int take_version(hive_t *h, hive_ref_t version, const char *fn, hive__obj
     else if (v->kind == HIVE__CELL || v->kind == HIVE__ACTOR)
         rc = hive__fail(HIVE_ESTATE, "%s: object %llu is %s and cannot be a version", fn,
                         (unsigned long long)version.id, hive__kind_name(v->kind));
-    else if (!hive__obj_retain_live(v))
+    else if (!hive__obj_pin_live(v))     /* the cell's hold: a pin (store.h) */
         rc = hive__fail(HIVE_ENOENT, "%s: object %llu is being released", fn,
                         (unsigned long long)version.id);
     hive__rcu_unlock();
@@ -66,7 +66,7 @@ int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell)
     }
     cell_slot_t *slot = NULL;
     if (v != NULL && (slot = hive__pool_alloc(sizeof *slot)) == NULL) {
-        hive__obj_release(h, v);
+        hive__obj_unpin(h, v);
         return hive__fail(HIVE_ENOMEM, "hive_cell_new: cannot allocate a slot");
     }
     hive__obj_t *c;
@@ -74,7 +74,7 @@ int hive_cell_new(hive_t *h, hive_ref_t initial, hive_ref_t *cell)
     if (rc != HIVE_OK) {
         if (v != NULL) {
             hive__pool_free(slot, sizeof *slot);
-            hive__obj_release(h, v);
+            hive__obj_unpin(h, v);
         }
         return rc;
     }
@@ -114,7 +114,7 @@ int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
         return rc;
     cell_slot_t *slot = hive__pool_alloc(sizeof *slot);
     if (slot == NULL) {
-        hive__obj_release(h, v);
+        hive__obj_unpin(h, v);
         return hive__fail(HIVE_ENOMEM, "hive_cell_publish: cannot allocate a slot");
     }
     slot->version = v;
@@ -140,7 +140,7 @@ int hive_cell_publish(hive_t *h, hive_ref_t cell, hive_ref_t version)
         hive__rcu_unlock();
     }
     if (old != NULL) {
-        hive__obj_release(h, old->version);
+        hive__obj_unpin(h, old->version);
         atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
         hive__call_rcu(&old->rcu, slot_free_cb);
     }
@@ -175,6 +175,15 @@ int hive_cell_acquire(hive_t *h, hive_ref_t cell, hive_ref_t *version, uint64_t 
                 *seq = slot->seq;
             break;
         }
+        /* relaxed: the cell's pin keeps the record; only whether its users'
+         * half is full (hive_retain's limit), else it is on its way out */
+        int64_t n = atomic_load_explicit(&slot->version->refs, memory_order_relaxed);
+        if (unlikely((n & HIVE__USERS) == HIVE__USERS)) {
+            hive__rcu_unlock();
+            return hive__fail(HIVE_ESTATE, "hive_cell_acquire: version %llu of cell %llu already has "
+                              "%lld counts, the most it can hold", (unsigned long long)slot->version->id,
+                              (unsigned long long)cell.id, (long long)HIVE__USERS);
+        }
     }
     hive__rcu_unlock();
     return HIVE_OK;
@@ -189,7 +198,7 @@ static void cell_drop(struct hive *h, hive__obj_t *cell, bool closing)
     if (slot == NULL)
         return;
     if (!closing)
-        hive__obj_release(h, slot->version);
+        hive__obj_unpin(h, slot->version);
     hive__pool_free(slot, sizeof *slot);
 }
 

@@ -638,25 +638,37 @@ hive__obj_t *hive__obj_find(struct hive *h, hive_ref_t ref, const char *fn)
     return o;
 }
 
-bool hive__obj_retain_live(hive__obj_t *o)
+/* Add one count of unit (1: a user's, HIVE__PIN: the engine's). */
+static inline bool retain_unit(hive__obj_t *o, int64_t unit)
 {
     int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     do {
-        if (n <= 0)
+        if (n <= 0 || (unit == 1 && (n & HIVE__USERS) == HIVE__USERS))
             return false;
         /* relaxed: taking a count publishes nothing; the caller already
          * reached the object through an acquire (lookup or its own count) */
-    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n + 1, memory_order_relaxed,
+    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n + unit, memory_order_relaxed,
                                                     memory_order_relaxed));
     return true;
+}
+
+bool hive__obj_retain_live(hive__obj_t *o)
+{
+    return retain_unit(o, 1);
+}
+
+bool hive__obj_pin_live(hive__obj_t *o)
+{
+    return retain_unit(o, HIVE__PIN);
 }
 
 static void free_cb(struct rcu_head *head);
 static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsigned *n,
                       hive__obj_t *o, unsigned home);
 
-/* Drop one count. Returns false if there was none to drop. */
-static bool release_count(struct hive *h, hive__obj_t *o)
+/* Drop one count of unit (1: a user's, HIVE__PIN: a pin). Returns false if
+ * the record holds none of that kind to drop. */
+static bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)
 {
     hive__worker_t *w = hive__self;
     /* relaxed owner: written before the record was published to us (an
@@ -672,7 +684,7 @@ static bool release_count(struct hive *h, hive__obj_t *o)
      * owner reaches the record only through a promotion, which moves the
      * key off the private value first (then our CAS fails and the count
      * drops below as usual), and fails once the key is 0. */
-    if (mine && atomic_load_explicit(&o->refs, memory_order_acquire) == 1) {
+    if (mine && atomic_load_explicit(&o->refs, memory_order_acquire) == unit) {
         uint32_t k = hive__handles_key_priv(o->id);
         /* relaxed: as the CAS below (the count's acquire came first); the
          * load first spares a promoted record's release a failing CAS */
@@ -687,17 +699,19 @@ static bool release_count(struct hive *h, hive__obj_t *o)
     int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     /* the last count writes the second line too (the retire link): both
      * lines are fetched for writing at once, not one after the other */
-    if (n == 1)
+    if (n == unit)
         hive__prefetchw(&o->tail);
     do {
-        if (n <= 0)
+        /* none of unit's kind left: a user's release finds only pins (an
+         * over-release, refused), or the engine's finds no pin (a bug) */
+        if (n <= 0 || (unit == 1 ? (n & HIVE__USERS) == 0 : n < HIVE__PIN))
             return false;
         /* acq_rel: the release makes this holder's writes to the object
          * visible to whoever frees it; the acquire (for the last one) makes
          * every other holder's writes visible before we free */
-    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - 1, memory_order_acq_rel,
+    } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - unit, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    if (n == 1) {
+    if (n == unit) {
         /* relaxed owner: ours to read (the last count); the CAS decides
          * against promoters (relaxed: nothing is published by it, and a
          * promoter that loses reads nothing more of the record) */
@@ -735,8 +749,36 @@ static bool release_count(struct hive *h, hive__obj_t *o)
 
 void hive__obj_release(struct hive *h, hive__obj_t *o)
 {
-    if (!release_count(h, o))
+    if (!release_count(h, o, 1))
         HIVE_DIE("store: internal release of object %llu with no count", (unsigned long long)o->id);
+}
+
+void hive__obj_unpin(struct hive *h, hive__obj_t *o)
+{
+    if (!release_count(h, o, HIVE__PIN))
+        HIVE_DIE("store: internal unpin of object %llu with no pin", (unsigned long long)o->id);
+}
+
+void hive__ref_pin(struct hive *h, hive_ref_t ref)
+{
+    hive__rcu_lock();
+    hive__obj_t *o = lookup(h, ref.id);
+    if (o == NULL)
+        HIVE_DIE("store: pinning object %llu, which the caller holds no count on", (unsigned long long)ref.id);
+    /* relaxed: one user count becomes a pin in one RMW; the caller's count
+     * keeps the record meanwhile, and nothing is published by it */
+    atomic_fetch_add_explicit(&o->refs, HIVE__PIN - 1, memory_order_relaxed);
+    hive__rcu_unlock();
+}
+
+void hive__ref_unpin(struct hive *h, hive_ref_t ref)
+{
+    hive__rcu_lock();
+    hive__obj_t *o = lookup(h, ref.id);
+    if (o == NULL)
+        HIVE_DIE("store: unpinning object %llu, which is gone", (unsigned long long)ref.id);
+    hive__obj_unpin(h, o);
+    hive__rcu_unlock();
 }
 
 /* Free a chain of records (one, or a retire list's batch) a grace period
@@ -1420,10 +1462,15 @@ int hive_retain(hive_t *h, hive_ref_t ref)
     hive__obj_t *o = ref.id ? lookup(h, ref.id) : NULL;
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
     bool ok = o != NULL && !actor && hive__obj_retain_live(o);
+    /* relaxed: only which sentence to write */
+    int64_t n = o != NULL && !ok ? atomic_load_explicit(&o->refs, memory_order_relaxed) : 0;
     hive__rcu_unlock();
     if (unlikely(actor))
         return hive__fail(HIVE_ESTATE, "hive_retain: %llu is an actor handle, which is not counted",
                           (unsigned long long)ref.id);
+    if (unlikely(n > 0 && (n & HIVE__USERS) == HIVE__USERS))
+        return hive__fail(HIVE_ESTATE, "hive_retain: object %llu already has %lld counts, the most "
+                          "it can hold", (unsigned long long)ref.id, (long long)HIVE__USERS);
     if (unlikely(!ok))
         return hive__fail(HIVE_ENOENT, "hive_retain: object %llu does not exist (never created, "
                           "or released)", (unsigned long long)ref.id);
@@ -1455,11 +1502,18 @@ int hive_release(hive_t *h, hive_ref_t ref)
         o = ref.id ? lookup(h, ref.id) : NULL;
     }
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
-    bool ok = o != NULL && !actor && release_count(h, o);
+    bool ok = o != NULL && !actor && release_count(h, o, 1);
+    /* relaxed: only which sentence to write (the engine's pins, if any) */
+    int64_t pins = o != NULL && !ok ? atomic_load_explicit(&o->refs, memory_order_relaxed) / HIVE__PIN : 0;
     hive__rcu_unlock();
     if (unlikely(actor))
         return hive__fail(HIVE_ESTATE, "hive_release: %llu is an actor handle, which is not counted",
                           (unsigned long long)ref.id);
+    if (unlikely(pins > 0))
+        return hive__fail(HIVE_ESTATE, "hive_release: object %llu has no count left to release "
+                          "(released more often than put, retained or returned); the engine's own "
+                          "%lld hold(s) on it (task or call arguments and results, cell versions) "
+                          "stay", (unsigned long long)ref.id, (long long)pins);
     if (unlikely(!ok))
         return hive__fail(HIVE_ENOENT, "hive_release: object %llu does not exist (never created, "
                           "or already released)", (unsigned long long)ref.id);
@@ -1502,6 +1556,10 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
         if ((objs[i] = own_private(h, refs[i].id)) == NULL &&
             (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
             rc = HIVE_ENOENT;
+            goto out;
+        } else if (unlikely(objs[i]->kind == HIVE__ACTOR)) {   /* never pending: no future */
+            rc = hive__fail(HIVE_ESTATE, "hive_wait: refs[%zu] (object %llu) is an actor handle, "
+                            "which has nothing to wait for", i, (unsigned long long)refs[i].id);
             goto out;
         }
     hive__store_t *s = &h->store;

@@ -347,10 +347,30 @@ int  hive__obj_wait(struct hive *h, hive__obj_t *o, int64_t timeout_ns, const ch
 int  hive__obj_seal(struct hive *h, hive__obj_t *o);
 void hive__obj_fail(struct hive *h, hive__obj_t *o, int code);
 
-/* Counts on records already found. retain_live fails if the count already
- * reached zero (the object is on its way out). */
+/* Counts on records already found. A record's refs word holds two counts:
+ * its users' in the low 32 bits (a put's, a submit's result for its caller,
+ * hive_retain's, a cell acquire's: what hive_release drops) and the
+ * engine's own holds, pins, above (a task's on its arguments and its
+ * result, a parked call's, a cell's on its version). The record lives
+ * while either is nonzero. A user's release that finds no user count left
+ * is refused (hive_release: HIVE_ESTATE), so a user who releases once too
+ * often cannot take a count the engine still holds and free the object
+ * under a running task or a cell. retain_live and pin_live fail if the
+ * record has no count at all (the object is on its way out); retain_live
+ * also when the users' half is full. release drops a user count, unpin a
+ * pin; either one dropping the last count frees the record. */
+#define HIVE__PIN   ((int64_t)1 << 32)
+#define HIVE__USERS (HIVE__PIN - 1)
 bool hive__obj_retain_live(hive__obj_t *o);
+bool hive__obj_pin_live(hive__obj_t *o);
 void hive__obj_release(struct hive *h, hive__obj_t *o);
+void hive__obj_unpin(struct hive *h, hive__obj_t *o);
+/* The caller's user count on ref becomes a pin, and back to nothing: for
+ * a structure that keeps an object its users can also reach by id (a
+ * replay buffer's array, an env pool's batches), so that a user's release
+ * too many is refused instead of freeing the object under the structure. */
+void hive__ref_pin(struct hive *h, hive_ref_t ref);
+void hive__ref_unpin(struct hive *h, hive_ref_t ref);
 
 /* Register kind's drop hook (at hive_init, before any record of the kind). */
 

@@ -75,9 +75,9 @@ void hive__task_cleanup(hive__task_t *t)
     struct hive *h = t->h;
     for (size_t i = 0; i < t->nargs; i++)
         if (t->args[i].obj != NULL)
-            hive__obj_release(h, t->args[i].obj);
+            hive__obj_unpin(h, t->args[i].obj);
     if (t->result != NULL)
-        hive__obj_release(h, t->result);
+        hive__obj_unpin(h, t->result);
     free_record(t);
 }
 
@@ -134,7 +134,7 @@ static void undo_args(struct hive *h, hive__task_t *t, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (t->args[i].obj != NULL)
-            hive__obj_release(h, t->args[i].obj);
+            hive__obj_unpin(h, t->args[i].obj);
     free_record(t);
 }
 
@@ -191,7 +191,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
         if (args[i].ref.id != 0) {
             hive__rcu_lock();
             hive__obj_t *o = hive__obj_find(h, args[i].ref, fn);
-            bool ok = o != NULL && hive__obj_retain_live(o);
+            bool ok = o != NULL && hive__obj_pin_live(o);   /* the task's hold */
             hive__rcu_unlock();
             if (!ok) {
                 if (o != NULL)
@@ -228,7 +228,7 @@ int hive__task_new(struct hive *h, const hive_arg_t *args, size_t nargs, bool wi
             return rc;
         }
         hive__obj_init_run(t->result, HIVE__RUN_QUEUED);
-        atomic_store_explicit(&t->result->refs, 2, memory_order_relaxed);   /* caller + task */
+        atomic_store_explicit(&t->result->refs, 1 + HIVE__PIN, memory_order_relaxed);   /* caller + task */
         hive__obj_publish(h, t->result);
     }
     *out = t;
@@ -289,7 +289,7 @@ static inline bool small_fits(const hive_arg_t *args, size_t nargs, const hive_o
 static void small_unrun(struct hive *h, hive__obj_t *r, int code)
 {
     hive__obj_end_queued(h, r, code, HIVE__RUN_DONE);   /* one CAS against hive_cancel's */
-    hive__obj_release(h, r);
+    hive__obj_unpin(h, r);
 }
 
 static void handed_job(hive__job_t *job, hive__worker_t *w);
@@ -351,7 +351,7 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
         fill_body(q, h, fn, args, nargs, meta);
     /* relaxed, all: nobody can find the record yet; publish's release
      * carries them with the rest */
-    atomic_store_explicit(&r->refs, 2, memory_order_relaxed);   /* caller + task */
+    atomic_store_explicit(&r->refs, 1 + HIVE__PIN, memory_order_relaxed);   /* caller + task */
     if (handing) {
         hive__obj_init_run(r, HIVE__RUN_RUNNING);
         if (!bare)
@@ -525,7 +525,7 @@ void hive__task_run_handed(struct hive *h, void *rec, hive__worker_t *w)
     hive__obj_t *r = rec;
     if (w == NULL) {                  /* dropped at shutdown: it never ran */
         finish_result(h, r, HIVE_ESHUTDOWN);
-        hive__obj_release(h, r);
+        hive__obj_unpin(h, r);
         return;
     }
     hive_fn fn = r->u.task_fn;        /* before the function may turn u to its own use */
@@ -534,7 +534,7 @@ void hive__task_run_handed(struct hive *h, void *rec, hive__worker_t *w)
     struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
     run_claimed(&ctx, fn, 0, NULL);
-    hive__obj_release(h, r);
+    hive__obj_unpin(h, r);
 }
 
 /* A small task with arguments handed to its worker (submit_small):
@@ -546,7 +546,7 @@ static void handed_job(hive__job_t *job, hive__worker_t *w)
     struct hive *h = q->h;
     if (w == NULL) {                  /* dropped at shutdown: it never ran */
         finish_result(h, r, HIVE_ESHUTDOWN);
-        hive__obj_release(h, r);
+        hive__obj_unpin(h, r);
         return;
     }
     hive_fn fn = q->fn;
@@ -558,7 +558,7 @@ static void handed_job(hive__job_t *job, hive__worker_t *w)
     struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
     run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_release(h, r);
+    hive__obj_unpin(h, r);
 }
 
 /* A small task's job: take the body out of the result record (unpacking
@@ -579,13 +579,13 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     /* from here on the body is dead: the function may write the result
      * over it */
     if (!task_claim_result(r)) {
-        hive__obj_release(h, r);      /* cancelled while queued: result already failed */
+        hive__obj_unpin(h, r);        /* cancelled while queued: result already failed */
         return;
     }
     struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
                             .seq = ++w->task_seq };
     run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_release(h, r);
+    hive__obj_unpin(h, r);
 }
 
 void hive__task_finish(hive__task_t *t, int code)

@@ -702,6 +702,132 @@ static void test_lazy_tree(void **state)
     finish(h);
 }
 
+/* The sum tree's shapes: groups of eight entries per level, so capacities
+ * around the powers of eight (a level that is one full group, one more row
+ * than that, a last group of one entry) change the depth and the padding.
+ * With integer priorities (0 .. 4, alpha 1) every sum is exact, so the row a
+ * stratified batch draws in each segment is known exactly: the draws of one
+ * batch are in row order, each lands on a row with a priority above 0, and
+ * over many batches each row is drawn in proportion to its priority (the
+ * rows of priority 0, a whole group of them in a row at times, never). */
+static void test_tree_shapes(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const uint64_t caps[] = { 1, 2, 7, 8, 9, 63, 64, 65, 511, 512, 513, 4097 };
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        uint64_t cap = caps[c];
+        hive_replay_t *rb = make(h, cap, 1, 1.0, 0.4, 5);
+        push_n(rb, 0, cap);
+        uint64_t *keys = calloc(cap, sizeof *keys), *counts = calloc(cap, sizeof *counts);
+        double *prio = calloc(cap, sizeof *prio), *before = calloc(cap, sizeof *before);
+        assert_non_null(keys);
+        assert_non_null(counts);
+        assert_non_null(prio);
+        assert_non_null(before);
+        double sum = 0;
+        for (uint64_t i = 0; i < cap; i++) {
+            keys[i] = i;
+            /* rows 8 .. 23 (two groups of leaves) all 0, the rest i % 5 */
+            prio[i] = cap == 1 ? 3 : i >= 8 && i < 24 ? 0 : (double)(i % 5);
+            before[i] = sum;                /* the mass of the rows before i */
+            sum += prio[i];
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        assert_int_equal(hive__replay_tree_check(rb), 0);
+        hive_replay_stats_t st;
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == sum);
+        size_t batch = cap < 64 ? (size_t)cap : 64;
+        uint64_t out[64], got[64], rng = 11 + cap;
+        const uint64_t rounds = 4000;
+        for (uint64_t r = 0; r < rounds; r++) {
+            assert_int_equal(hive_replay_sample(rb, batch, &rng, out, got, NULL, 0), HIVE_OK);
+            for (size_t i = 0; i < batch; i++) {
+                assert_true(got[i] < cap);
+                assert_int_equal(out[i], got[i]);
+                if (!(prio[got[i]] > 0))
+                    fail_msg("capacity %llu: drew row %llu of priority 0",
+                             (unsigned long long)cap, (unsigned long long)got[i]);
+                /* segment i of the batch is [i, i + 1) * sum / batch: the
+                 * row drawn there overlaps it */
+                double lo = before[got[i]];
+                double seg = sum / (double)batch;
+                if (!(lo < (double)(i + 1) * seg && lo + prio[got[i]] > (double)i * seg))
+                    fail_msg("capacity %llu: draw %zu of %zu took row %llu, prefix [%g, %g), "
+                             "outside its segment [%g, %g)", (unsigned long long)cap, i, batch,
+                             (unsigned long long)got[i], lo, lo + prio[got[i]], i * seg,
+                             (i + 1) * seg);
+                if (i > 0)
+                    assert_true(got[i] >= got[i - 1]);
+                counts[got[i]]++;
+            }
+        }
+        double draws = (double)(rounds * batch);
+        for (uint64_t i = 0; i < cap; i++) {
+            double want = prio[i] / sum, f = (double)counts[i] / draws;
+            /* stratified draws vary less than independent ones: 5 sigma of
+             * a binomial is a loose bound */
+            if (fabs(f - want) > 5 * sqrt(want * (1 - want) / draws) + 1e-9)
+                fail_msg("capacity %llu: row %llu drawn with frequency %.5f, want %.5f",
+                         (unsigned long long)cap, (unsigned long long)i, f, want);
+        }
+        free(keys);
+        free(counts);
+        free(prio);
+        free(before);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
+/* A descent for a mass the tree does not hold, as a sampler meets one when
+ * the tree lags its leaves (a flush under way elsewhere, or priorities set
+ * to 0 between its look at the total and its descent): at or past the
+ * total it ends on the last row with mass; when no leaf has mass it finds
+ * none, and never leaves the rows (the padding of a group, entries past
+ * the capacity's, is no place to go: it used to walk into it and read past
+ * the leaves). Capacities of one group, one level and several levels. */
+static void test_descent_out_of_mass(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    static const uint64_t caps[] = { 4, 8, 9, 60, 513 };
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        uint64_t cap = caps[c];
+        hive_replay_t *rb = make(h, cap, 1, 1.0, 0.4, 3);
+        push_n(rb, 0, cap);
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        double *prio = calloc(cap, sizeof *prio);
+        assert_non_null(keys);
+        assert_non_null(prio);
+        for (uint64_t i = 0; i < cap; i++) {
+            keys[i] = i;
+            prio[i] = i == 1 ? 1 : 0;             /* one row with mass */
+        }
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        assert_int_equal(hive__replay_descend(rb, 0.5), 1);
+        assert_int_equal(hive__replay_descend(rb, 1.0), 1);     /* the total */
+        assert_int_equal(hive__replay_descend(rb, 1e9), 1);     /* far past it */
+        prio[1] = 0;
+        assert_int_equal(hive_replay_update_priorities(rb, keys, prio, cap), (int)cap);
+        hive_replay_stats_t st;
+        assert_int_equal(hive_replay_stats(rb, &st), HIVE_OK);
+        assert_true(st.total_priority == 0);
+        for (double m = 0; m < 20; m += 0.75)
+            assert_true(hive__replay_descend(rb, m) == UINT64_MAX);
+        /* every priority 0: sampling is uniform, over the rows */
+        uint64_t out[4], got[4], rng = 1;
+        assert_int_equal(hive_replay_sample(rb, 4, &rng, out, got, NULL, 0), HIVE_OK);
+        for (int i = 0; i < 4; i++)
+            assert_true(got[i] < cap);
+        free(keys);
+        free(prio);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -1149,6 +1275,8 @@ int main(void)
         cmocka_unit_test(test_priority_limits),
         cmocka_unit_test(test_sum_tree_never_drifts),
         cmocka_unit_test(test_lazy_tree),
+        cmocka_unit_test(test_tree_shapes),
+        cmocka_unit_test(test_descent_out_of_mass),
         cmocka_unit_test(test_keys_from_watermark),
         cmocka_unit_test(test_lagging_batch),
     };

@@ -93,8 +93,10 @@ typedef struct hive_replay_config {
  * @out: receives the buffer.
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
- * memory, per-row sequence words (8 bytes each) and, when prioritized, one priority leaf per row (8 bytes each) and a sum tree
- * over blocks of 8 leaves with the flusher's work list (3 bytes per row). Returns HIVE_EINVAL for NULL arguments,
+ * memory, per-row sequence words (8 bytes each) and, when prioritized, one
+ * priority leaf per row (8 bytes each) and an 8-ary sum tree over blocks
+ * of 8 leaves with the flusher's work list (about 2.2 bytes per row).
+ * Returns HIVE_EINVAL for NULL arguments,
  * a zero capacity or item size, capacity * item_size overflowing, alpha,
  * beta, error_buffer or samples_per_insert negative or not finite, alpha
  * above 16 (see "Limits of priorities" above), or min_size_to_sample above

@@ -33,16 +33,21 @@
  * holds back no more of someone else's batch.
  *
  * Sync. A batch is cut, per slice, into chunks of consecutive home envs of
- * about SYNC_CHUNK_NS of work (the owner's measured step cost): the owner sets
- * each slice's cursor to (chunks << 32), and participants claim chunk
- * indices with one fetch_add (claim_chunk) and step them in a plain loop -
- * no atomic per env: one RMW on a cursor per microsecond of work, and one
- * on sync_left at the end of a turn (the pthread peer's barrier costs as
- * much); at 1 us a step a chunk is one env, so whoever is free takes over
- * the untouched part of a late worker's share. Environment i writes row i of the
- * sync batch in place; the participant that brings sync_left to zero
- * signals the waiter. A batch cheaper than INLINE_NS is stepped by a
- * worker caller alone, with no atomics at all.
+ * about SYNC_CHUNK_NS of work (the owner's measured step cost): the owner
+ * moves each slice's `go` (chunks handed out, ever) on by the batch's
+ * chunks, and participants claim chunks by a CAS on the slice's `taken`
+ * (claim_chunk) and step them in a plain loop - no atomic per env: one
+ * RMW per microsecond of work, on a line only the home worker touches
+ * while it keeps up, and one on sync_left per slice a turn stepped from
+ * (the pthread peer's barrier costs as much); at 1 us a step a chunk is
+ * one env, so whoever is free takes over the untouched part of a late
+ * worker's share. A worker caller steps its own share first and looks at
+ * the others' only after a grace (LOOK_EVERY spins), so that in the common
+ * case nobody reads a line another worker claims from: per batch, go's
+ * line crosses to each worker and sync_left's back. Environment i writes
+ * row i of the sync batch in place; the participant that brings sync_left
+ * to zero signals the waiter. A batch cheaper than INLINE_NS is stepped by
+ * a worker caller alone, with no atomics at all.
  *
  * Async. A finishing environment claims the next position (claim, an
  * atomic counter), writes row pos % B of block (pos / B) % K and counts
@@ -64,7 +69,16 @@
  * Waiting: finishers bump `progress` (a futex word) and wake only if the
  * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
  * signal/wait_until). A waiter serves rings first; a waiter that is a
- * worker runs other jobs when none is left.
+ * worker runs other jobs when none is left; a sync owner, once a look
+ * found nothing, polls done() alone, looking again every LOOK_EVERY spins
+ * (its reads of the others' claim lines and rings would take the lines
+ * their workers claim from).
+ *
+ * Lines: what workers read at every claim (the pool's sizes, the envs,
+ * the batches) is written at creation only; the owner's bookkeeping
+ * (enter/leave, counts, estimates) has lines of its own; a sync batch's
+ * parameters travel in each slice's go line, so a worker takes one line
+ * from the owner per batch.
  *
  * Lifetime: the slices (with their jobs) live in a shell that outlives the
  * pool while posted jobs still hold it: a job posted to a worker that is
@@ -79,6 +93,7 @@
 #include "hive_impl.h"
 #include "arena.h"
 #include "sched.h"
+#include "store.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -108,6 +123,9 @@
 #define STAND_LOOK 64u
 #define STAND_COST_NS 4000u               /* ... only while a step costs less than this */
 #define COST_EVERY 32u                    /* batches (sends) between two measures of a step's cost */
+/* a sync owner with nothing to step polls done() alone, looking for work
+ * (steals, other jobs) every LOOK_EVERY spins: a few hundred ns */
+#define LOOK_EVERY 8u
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -139,12 +157,26 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     uint32_t              nhome;
     uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
-    HIVE_ALIGNED _Atomic uint64_t head;  /* positions claimed (any participant, CAS) */
-    _Atomic uint64_t      tail;          /* positions published (the owner thread) */
+    /* positions claimed (any participant, CAS): a line apart from the
+     * tail the owner stores, so that the home worker's claims hit its
+     * own cache while nobody else looks */
+    HIVE_ALIGNED _Atomic uint64_t head;
+    HIVE_ALIGNED _Atomic uint64_t tail;  /* positions published (the owner thread) */
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
-    /* sync: the chunks of the batch under way, (count << 32) | next chunk;
-     * set by the owner per batch, claimed by fetch_add (see claim_chunk) */
-    HIVE_ALIGNED _Atomic uint64_t cursor;
+    /* sync: chunks handed out so far, ever - the end of the batch under
+     * way; only the owner stores it, once per batch (see claim_chunk) */
+    HIVE_ALIGNED _Atomic uint64_t go;
+    /* sync: the batch's parameters, written by the owner before go's
+     * release and read by a claimer after its acquire - in go's line, so
+     * that one line crosses to a worker per batch, not two */
+    uint64_t              base;          /* the batch's first chunk number */
+    const unsigned char  *acts;          /* the caller's actions (NULL: reset) */
+    int                   kind;
+    uint32_t              chunk;         /* envs per chunk */
+    /* sync: chunks claimed so far, ever (a CAS, never past go). A line
+     * apart from go's: the home worker claims from it, and nobody else
+     * reads it unless it is late, so its claims hit its own cache */
+    HIVE_ALIGNED _Atomic uint64_t taken;
 } HIVE_ALIGNED slice_t;
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
@@ -185,14 +217,18 @@ struct hive_envpool {
     unsigned             *order;         /* per slice: the slices to steal from, nearest first */
     hive_envpool_batch_t  sync;
     hive_ref_t            sync_refs[4];
-    const unsigned char  *sync_acts;     /* sync step: the caller's actions (NULL: reset) */
-    int                   sync_kind;
-    double                step_ns;       /* owner: a step's cost as the owner measured it */
-    double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
-    uint32_t              sync_chunk;    /* envs per chunk of the sync batch under way */
-    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     block_t              *blocks;
     size_t                nblocks;
+    /* The owner's fields below, written by its calls and read by no
+     * worker: on lines of their own, so that the owner's bookkeeping does
+     * not take away from the workers the lines they read at every claim
+     * (the ones above, written at creation only). */
+    /* enter/leave's flag; acquire/release order the owners */
+    HIVE_ALIGNED _Atomic uint32_t inside;
+    _Atomic uint64_t      steps;         /* owner: steps returned (read by statistics) */
+    double                step_ns;       /* owner: a step's cost as the owner measured it */
+    double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
+    uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
     size_t                recv_blk;      /* owner: the block recv takes next (blocks taken
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
@@ -213,8 +249,6 @@ struct hive_envpool {
     HIVE_ALIGNED _Atomic uint32_t progress;   /* futex word: bumped at every signal */
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
     _Atomic uint32_t      shut;               /* a step was dropped by shutdown */
-    _Atomic uint32_t      inside;             /* a thread is in the pool's functions */
-    _Atomic uint64_t      steps;              /* owner: steps returned (read by statistics) */
     /* a step's cost in ns as last measured by anyone stepping (the owner,
      * or a slice job over its turn): sizes async claims, so that a claim
      * holds about CHUNK_NS of work - a participant that is preempted holds
@@ -433,46 +467,49 @@ static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
 
 /* ------------------------------------------------------------ sync chunks */
 
-/* Claim the next chunk of slice s's sync batch: its index, or -1 when
- * none is left. A relaxed look first, so that an exhausted slice costs no
- * read-modify-write. The fetch_add returns the cursor the owner stored
- * for the batch under way (or a later value of it): if its index is below
- * its count, that chunk of that batch is ours alone (every claimer gets a
- * different index). A claimer late from an earlier batch that lands after
- * the owner's reset simply takes a chunk of the current one - still its
- * alone, and it reads the batch's parameters after the claim (ABA is
- * harmless). acquire: pairs with the owner's release store of the cursor
- * (the fetch_adds continue its release sequence), so the batch's actions,
- * kind, chunk size and the envs' state from the last batch are visible. */
+/* Claim the next chunk of slice s's sync batch: its index in the batch,
+ * or -1 when none is left. Chunks are numbered for ever: the owner moves
+ * go from the last batch's end to this one's (base + chunks), and a
+ * claimer moves taken from t to t + 1 by CAS while t < go - never past
+ * it, so taken == go again when a batch is all claimed, which it is
+ * before the owner starts the next (sync_left reached 0). A CAS that wins
+ * t < go owns chunk t, and t is in the batch under way: a chunk of an
+ * earlier batch unclaimed would mean that batch had not ended. So base,
+ * read after the claim, is that batch's, and the owner does not rewrite
+ * it before our count. acquire on go: pairs with the owner's release
+ * store, so the batch's parameters and the envs' state from the last
+ * batch (whoever stepped them counted off, release, before the owner's
+ * acquire of sync_left) are visible. The CAS alone orders nothing else
+ * (relaxed): the chunk's uniqueness is its atomicity. */
 static int64_t claim_chunk(slice_t *s)
 {
-    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_relaxed);
-    if ((uint32_t)c >= (uint32_t)(c >> 32))
-        return -1;
-    c = atomic_fetch_add_explicit(&s->cursor, 1, memory_order_acquire);
-    if ((uint32_t)c >= (uint32_t)(c >> 32))
-        return -1;
-    return (int64_t)(uint32_t)c;
+    uint64_t t = atomic_load_explicit(&s->taken, memory_order_relaxed);
+    for (;;) {
+        if (t >= atomic_load_explicit(&s->go, memory_order_acquire))
+            return -1;
+        if (atomic_compare_exchange_weak_explicit(&s->taken, &t, t + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int64_t)(t - s->base);
+    }
 }
 
 static bool sync_pending(slice_t *s)
 {
     /* seq_cst: the job's half of the store-load pair in post_slices */
-    uint64_t c = atomic_load_explicit(&s->cursor, memory_order_seq_cst);
-    return (uint32_t)c < (uint32_t)(c >> 32);
+    return atomic_load_explicit(&s->taken, memory_order_seq_cst) <
+           atomic_load_explicit(&s->go, memory_order_seq_cst);
 }
 
 /* Step the envs home[lo..hi) (home NULL: the ids lo..hi-1) into the sync
  * batch's rows: a plain loop, no atomics - the caller's inline batch and
  * every claimed chunk. */
-static void step_rows(hive_envpool_t *p, const int32_t *home, size_t lo, size_t hi)
+static void step_rows(hive_envpool_t *p, const unsigned char *acts, int kind, const int32_t *home,
+                      size_t lo, size_t hi)
 {
     float *rw = p->sync.reward.data;
     uint8_t *dn = p->sync.done.data;
     unsigned char *obs = p->sync.obs.data;
-    const unsigned char *acts = p->sync_acts;
     const size_t ob = p->obs_bytes, ab = p->act_bytes;
-    const int kind = p->sync_kind;
     for (size_t k = lo; k < hi; k++) {
         size_t id = home ? (size_t)home[k] : k;
         float r;
@@ -483,11 +520,36 @@ static void step_rows(hive_envpool_t *p, const int32_t *home, size_t lo, size_t 
     }
 }
 
-/* Step chunk idx of slice s into the sync batch's rows (lost: drop it).
- * Returns the envs it covered. */
-static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
+/* A turn's rewards and dones, held until the turn counts off (flush):
+ * rows of envs of different workers share lines (4-byte rewards, 1-byte
+ * dones), and each claim's locked instruction waits for the stores before
+ * it - so stores into lines another core is writing would make every
+ * claim wait for a line crossing. Held here, they cost one wait, at the
+ * count. */
+#define STAGE_N 32
+typedef struct stage {
+    size_t  n;
+    int32_t id[STAGE_N];
+    float   r[STAGE_N];
+    uint8_t d[STAGE_N];
+} stage_t;
+
+static void flush_stage(hive_envpool_t *p, stage_t *st)
 {
-    size_t lo = (size_t)idx * p->sync_chunk, hi = lo + p->sync_chunk;
+    float *rw = p->sync.reward.data;
+    uint8_t *dn = p->sync.done.data;
+    for (size_t i = 0; i < st->n; i++) {
+        rw[st->id[i]] = st->r[i];
+        dn[st->id[i]] = st->d[i];
+    }
+    st->n = 0;
+}
+
+/* Step chunk idx of slice s into the sync batch's rows (lost: drop it),
+ * its rewards and dones through st. Returns the envs it covered. */
+static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost, stage_t *st)
+{
+    size_t lo = (size_t)idx * s->chunk, hi = lo + s->chunk;
     if (hi > s->nhome)
         hi = s->nhome;
     if (lost) {
@@ -501,32 +563,59 @@ static size_t step_chunk(hive_envpool_t *p, slice_t *s, uint32_t idx, bool lost)
         }
         return hi - lo;
     }
-    step_rows(p, s->home, lo, hi);
+    unsigned char *obs = p->sync.obs.data;
+    const size_t ob = p->obs_bytes, ab = p->act_bytes;
+    for (size_t k = lo; k < hi; k++) {
+        size_t id = (size_t)s->home[k];
+        int d;
+        if (st->n == STAGE_N)
+            flush_stage(p, st);
+        step_env(p, &p->env[id], s->kind, s->acts ? s->acts + id * ab : NULL, obs + id * ob,
+                 &st->r[st->n], &d);
+        st->d[st->n] = (uint8_t)d;
+        st->id[st->n++] = (int32_t)id;
+    }
     return hi - lo;
 }
 
-/* Sync envs counted off at once: one RMW per turn, not per env or chunk.
- * seq_cst: the rows are written before the count drops (release for the
- * waiter's acquire), and before signal's read of sleeping. */
-static void count_sync(hive_envpool_t *p, size_t k)
+/* Sync envs counted off at once: one RMW per slice a turn stepped from,
+ * not per env or chunk. seq_cst: the rows are written before the count
+ * drops (release for the waiter's acquire), and before signal's read of
+ * sleeping. Returns the envs still to be counted after ours (k == 0:
+ * unknown, SIZE_MAX). */
+static size_t count_sync(hive_envpool_t *p, size_t k)
 {
-    if (k && atomic_fetch_sub_explicit(&p->sync_left, (uint32_t)k, memory_order_seq_cst) == k)
+    if (k == 0)
+        return SIZE_MAX;
+    uint32_t was = atomic_fetch_sub_explicit(&p->sync_left, (uint32_t)k, memory_order_seq_cst);
+    if (was == k)
         signal_waiter(p);
+    return was - k;
 }
 
-/* A turn at the sync batch: the chunks of slice `me` first, then of the
- * others, nearest first; counted off once at the end. Returns the envs. */
-static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost)
+/* A turn at the sync batch: the chunks of slice `me` first, then (others)
+ * of the other slices, nearest first; counted off once per slice that had
+ * chunks for us, before the next slice is looked at, and no look at all
+ * once the count says the batch is done: a look at another slice's taken
+ * costs a line from the core that claims from it, and makes its next
+ * claim fetch it back. Returns the envs. */
+static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost, bool others)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
     size_t total = 0;
-    for (unsigned k = 0; k < p->nslices; k++) {
+    for (unsigned k = 0; k < (others ? p->nslices : 1); k++) {
         slice_t *s = &p->slices[ord[k]];
         int64_t c;
+        size_t got = 0;
+        stage_t st;
+        st.n = 0;
         while ((c = claim_chunk(s)) >= 0)
-            total += step_chunk(p, s, (uint32_t)c, lost);
+            got += step_chunk(p, s, (uint32_t)c, lost, &st);
+        flush_stage(p, &st);
+        total += got;
+        if (count_sync(p, got) == 0)
+            break;
     }
-    count_sync(p, total);
     return total;
 }
 
@@ -658,7 +747,7 @@ static bool any_pending(hive_envpool_t *p, unsigned me)
 }
 
 /* Work for slice s itself: ids in its ring, or chunks of a sync batch
- * left in its cursor. Loads only: what a standing job watches. */
+ * left in it (taken < go). Loads only: what a standing job watches. */
 static bool own_pending(slice_t *s)
 {
     return ring_nonempty(s) || sync_pending(s);
@@ -668,8 +757,8 @@ static bool own_pending(slice_t *s)
  * next step or send posts nothing - no inbox push, no wake, no job start,
  * no shell count: about five lines crossing cores, ~1 us on a 2-vCPU VM,
  * which at 1 us a step was a quarter of a 4-env batch) and watches its
- * own slice's lines (the cursor and tail the owner stores once per batch;
- * not every slice's, so that its reads do not pull the owner's own cursor
+ * own slice's lines (go and the tail the owner stores once per batch;
+ * not every slice's, so that its reads do not pull the owner's own taken
  * away at every claim; the others' only every STAND_LOOK spins) for
  * STAND_NS. True when work came: serve again.
  * False when it ran out, the engine stops or the pool is being freed
@@ -716,7 +805,7 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         for (;;) {
             bool lost = stopping(p);
             uint64_t t0 = hive__now_ns();
-            size_t k = serve_sync(p, me, lost) + serve_all(p, me, lost);
+            size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
@@ -786,17 +875,21 @@ static void publish_tails(hive_envpool_t *p)
  * job: a worker whose own slice is empty steals, and envs whose home
  * worker is busy for long (a long actor method) still get stepped.
  * queued: seq_cst, the owner's half of the store-load pair with
- * slice_job (tail or cursor stored before, then queued read): a job that
+ * slice_job (tail or go stored before, then queued read): a job that
  * ends either sees the work or is posted again. The exchange makes one
  * post per idle job. */
 static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
 {
     for (unsigned i = 0; i < p->nslices; i++) {
         slice_t *s = &p->slices[i];
-        if (i == skip || (!every && !ring_nonempty(s) && !sync_pending(s)))
+        /* queued first: a job that is queued (standing, the common case)
+         * needs no post whatever its slice holds, and the look at the
+         * slice's head and taken would take those lines from the worker
+         * about to claim from them */
+        if (i == skip || atomic_load_explicit(&s->queued, memory_order_seq_cst) != 0 ||
+            (!every && !ring_nonempty(s) && !sync_pending(s)))
             continue;
-        if (atomic_load_explicit(&s->queued, memory_order_seq_cst) == 0 &&
-            atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
+        if (atomic_exchange_explicit(&s->queued, 1, memory_order_seq_cst) == 0) {
             /* relaxed: the post publishes the job; the count only has
              * to be there before the job can drop it */
             atomic_fetch_add_explicit(&p->shell->refs, 1, memory_order_relaxed);
@@ -884,7 +977,8 @@ static void note_owner(hive_envpool_t *p, unsigned me)
  * HIVE_ETIMEDOUT. Serve rings meanwhile (own slice first; dropping the
  * ids once the engine stops, so the wait ends); on a worker, run other
  * jobs when no ring has anything. */
-static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, uint64_t deadline)
+static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, uint64_t deadline,
+                      bool grace)
 {
     hive__worker_t *w = hive__self_in(&p->h->sched);
     unsigned me = self_slice(p);
@@ -897,8 +991,26 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
      * all (a clock read per env would cost as much as a CartPole step) */
     uint64_t t0 = w != NULL ? hive__now_ns() : 0;
     size_t served = 0;
-    bool timing = w != NULL;
+    bool timing = w != NULL && !grace;   /* a grace's spins are no stepping */
+    /* spins since the last look for work (0: look now). grace: the
+     * first look comes after LOOK_EVERY spins - a sync owner that stepped
+     * its own share first gives the other workers, which got theirs a
+     * hand-off later, that long before it reads their lines to steal */
+    unsigned idle = grace ? 1 : 0;
     while (!done(p)) {
+        /* A sync owner (grace), between two looks for work once a look
+         * found none, polls done() alone: a look reads the other slices'
+         * taken and rings, and every read of a line a worker is claiming
+         * from makes that worker's next claim fetch it back from this core
+         * (at 1 us a step, that was a tenth of the batch). A late worker's
+         * envs are still taken within LOOK_EVERY spins. A recv looks at
+         * every spin, as before: the async rows did not move with the
+         * throttle, and the demo's samplers (3 workers on 2 cores) read
+         * no better with it on a loaded machine. */
+        if (grace && idle != 0 && idle++ % LOOK_EVERY != 0) {
+            hive__cpu_relax();
+            continue;
+        }
         if (deadline != 0 && hive__now_ns() >= deadline)
             return HIVE_ETIMEDOUT;
         /* a claim of `most` at a time, re-checking done between: a worker
@@ -907,15 +1019,18 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
         if (w != NULL || lost) {
-            size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost);
+            size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost, true);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
                 m = serve_once(p, &p->slices[ord[k]], most, lost);
             got = m != 0;
             served += m;
             timing = timing && !lost;
         }
-        if (got)
+        if (got) {
+            idle = 0;
             continue;
+        }
+        idle = 1;
         uint64_t now = hive__now_ns();
         if (timing) {                    /* the stepping stretch ended */
             note_cost(p, now - t0, served);
@@ -995,12 +1110,28 @@ static int new_batch(hive_envpool_t *p, size_t n, hive_envpool_batch_t *b, hive_
         shape[1 + i] = p->cls.obs_shape[i];
     const int64_t one[1] = { (int64_t)n };
     int rc = hive_array_new(p->h, p->cls.obs_dtype, 1 + p->cls.obs_ndim, shape, &refs[0]);
+    if (rc != HIVE_OK)
+        refs[0].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_F32, 1, one, &refs[1])) != HIVE_OK)
         refs[1].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_U8, 1, one, &refs[2])) != HIVE_OK)
         refs[2].id = 0;
     if (rc == HIVE_OK && (rc = hive_array_new(p->h, HIVE_I32, 1, one, &refs[3])) != HIVE_OK)
         refs[3].id = 0;
+    /* the pool's counts are the engine's own (store.h): a user who releases
+     * a batch array's ref by mistake is refused, not freeing it under the
+     * pool. Pinned only once all four are made, so free_batch meets pins
+     * alone: what a failure made goes back here */
+    for (int i = 0; i < 4; i++) {
+        if (refs[i].id == 0)
+            continue;
+        if (rc == HIVE_OK) {
+            hive__ref_pin(p->h, refs[i]);
+        } else {
+            hive_release(p->h, refs[i]);
+            refs[i].id = 0;
+        }
+    }
     if (rc != HIVE_OK)
         return rc;
     b->n = n;
@@ -1015,7 +1146,7 @@ static void free_batch(hive_envpool_t *p, hive_ref_t *refs)
 {
     for (int i = 0; i < 4; i++)
         if (refs[i].id != 0)
-            hive_release(p->h, refs[i]);
+            hive__ref_unpin(p->h, refs[i]);
 }
 
 static void destroy(hive_envpool_t *p)
@@ -1320,8 +1451,6 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
                           p->inflight);
     if (stopping(p))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine is shutting down", fn);
-    p->sync_kind = kind;
-    p->sync_acts = acts;
     unsigned me = self_slice(p);
     note_owner(p, me);
     /* the owner's cost estimate is refreshed every COST_EVERY batches (two
@@ -1331,7 +1460,7 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
     if (all_inline(p, me, p->n)) {
         t0 = timed ? hive__now_ns() : 0;
         /* too little work to hand out: step every env here, no atomics */
-        step_rows(p, NULL, 0, p->n);
+        step_rows(p, acts, kind, NULL, 0, p->n);
         if (timed)
             note_cost(p, hive__now_ns() - t0, p->n);
     } else {
@@ -1341,27 +1470,38 @@ static int run_sync(hive_envpool_t *p, int kind, const unsigned char *acts, hive
          * when a worker is late */
         uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
         double c = p->step_ns > 0 ? SYNC_CHUNK_NS / p->step_ns : hint ? SYNC_CHUNK_NS / hint : 1;
-        p->sync_chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
-        /* relaxed: published by the cursors' release below */
+        uint32_t chunk = c < 1 ? 1 : c > (double)p->n ? (uint32_t)p->n : (uint32_t)c;
+        /* relaxed: published by the go stores' release below */
         atomic_store_explicit(&p->sync_left, (uint32_t)p->n, memory_order_relaxed);
         for (unsigned i = 0; i < p->nslices; i++) {
             slice_t *s = &p->slices[i];
             if (s->nhome == 0)
                 continue;
-            uint64_t chunks = (s->nhome + (uint64_t)p->sync_chunk - 1) / p->sync_chunk;
+            /* plain: every claimer of the last batch has counted off
+             * (sync_left reached 0, acquired), and a claimer of this one
+             * reads them after go's acquire. relaxed load: the owner is
+             * go's only writer */
+            uint64_t end = atomic_load_explicit(&s->go, memory_order_relaxed);
+            s->base = end;
+            s->acts = acts;
+            s->kind = kind;
+            s->chunk = chunk;
+            uint64_t chunks = (s->nhome + (uint64_t)chunk - 1) / chunk;
             /* release: the batch's parameters and the envs' last state to
              * claim_chunk's acquire; seq_cst: also the owner's half of the
              * pair in post_slices (stored before queued is read) */
-            atomic_store_explicit(&s->cursor, chunks << 32, memory_order_seq_cst);
+            atomic_store_explicit(&s->go, end + chunks, memory_order_seq_cst);
         }
         post_slices(p, me, me == UINT32_MAX);
         if (me != UINT32_MAX) {          /* our own slice first, inline; then help */
             t0 = timed ? hive__now_ns() : 0;     /* the stepping alone, not the hand-off */
-            size_t k = serve_sync(p, me, false);
+            size_t k = serve_sync(p, me, false, false);
             if (timed)
                 note_cost(p, hive__now_ns() - t0, k);
         }
-        wait_until(p, sync_done, MAX_CLAIM, 0);
+        /* the others' slices only after a grace (wait_until): their
+         * workers started a hand-off later than we did */
+        wait_until(p, sync_done, MAX_CLAIM, 0, me != UINT32_MAX);
     }
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return hive__fail(HIVE_ESHUTDOWN, "%s: the engine shut down while environments stepped", fn);
@@ -1537,7 +1677,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
         if (lack > MAX_CLAIM)
             lack = MAX_CLAIM;
-        if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline) != HIVE_OK)
+        if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline, false) != HIVE_OK)
             return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                        "%lld ns", p->bsize, (long long)timeout_ns));
     }

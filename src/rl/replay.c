@@ -17,21 +17,33 @@
  *                          tree, rounding included, stays finite, and so do
  *                          the sampling targets and the importance weights
  *                          (ratios of two finite leaves, at most 1).
- *   dirty, todo            prioritized only: a bit per bottom node whose
- *                          leaves changed since the last flush (set by
- *                          writers), and the flusher's own list of the
- *                          nodes it recomputes (see "The sum tree is lazy").
- *   tree[1 .. 2P-1]        prioritized only: a sum tree whose P bottom
- *                          nodes (P a power of two) are the sums of blocks
- *                          of LEAF_BLOCK leaves: tree[P + b] sums rows
- *                          b * LEAF_BLOCK .., each inner node the sum of its
- *                          two children, tree[1] the total. A sampler walks
- *                          down to a block and then along its leaves (one
- *                          cache line), which is cheaper than three more
- *                          levels; a flush has three fewer levels to
- *                          recompute. (Blocks of 32 leaves cost more: a
- *                          longer scan, and longer sums per marked block.)
- *                          Doubles are kept as their bits in atomic uint64s.
+ *                          leaf[] is padded with 0 to whole blocks of 8
+ *                          and starts on a cache line, so a block of
+ *                          leaves is one line.
+ *   dirty, todo            prioritized only: a bit per block whose leaves
+ *                          changed since the last flush (set by writers),
+ *                          and the flusher's own list of the entries it
+ *                          recomputes (see "The sum tree is lazy").
+ *   tree, level[d]         prioritized only: an 8-ary sum tree whose groups
+ *                          of 8 entries fill one cache line. Level 0 has an
+ *                          entry per block of LEAF_BLOCK = 8 leaves (entry
+ *                          b sums rows 8b .. 8b+7), each level above an
+ *                          entry per group of 8 below (entry i of level d
+ *                          sums entries 8i .. 8i+7 of level d-1), up to a
+ *                          level of at most 8 entries, one group, whose sum
+ *                          is the total, tree[0]. Every level starts on a
+ *                          line and is padded with 0 to whole groups. A
+ *                          sampler's descent loads one line per level (the
+ *                          group) and picks the entry that holds its mass
+ *                          by counting the group's prefix sums at or below
+ *                          it, without a branch (group_pick), then does the
+ *                          same along the block's leaves: for 65536 rows 5
+ *                          lines and the leaves' line, where a binary tree
+ *                          over the blocks took 13 dependent loads and 13
+ *                          branches the predictor lost half the time. A
+ *                          flush recomputes 5 levels instead of 13, a group
+ *                          (one line) per entry. Doubles are kept as their
+ *                          bits in atomic uint64s.
  *   cursor                 the next key to hand out (keys are insertion
  *                          numbers; row = key % capacity).
  *
@@ -133,23 +145,23 @@
  * The sum tree is lazy: a leaf is only written by its row's holder, who
  * then marks the leaf's block stale (a bit in dirty[], mark_block; an
  * update marks the blocks of a chunk of 32 leaves after one fence,
- * marks_flush) and leaves the nodes alone. A sampler, update_priorities, stats and the tree
- * check first bring the tree up to its leaves (tree_flush): one flusher at
- * a time recomputes each marked block's node from its leaves and each node
- * above from its children, a level at a time from a sorted list, once per
- * node, never by adding a difference,
+ * marks_flush) and leaves the entries alone. A sampler, update_priorities,
+ * stats and the tree check first bring the tree up to its leaves
+ * (tree_flush): one flusher at a time recomputes each marked block's entry
+ * from its leaves and each entry above from its group, a level at a time
+ * from a sorted list, once per entry, never by adding a difference,
  * which rounding would let drift (a huge priority set and reset absorbs
  * the small ones). A caller that finds a flush under way does not wait:
  * it goes on with the tree as it is. So a push costs one locked
  * instruction for the tree (its leaf's store) where it made one exchange
  * per level up to the root, on lines every producer shared (two producers
- * bounced the top of the tree on every push); the nodes are recomputed
+ * bounced the top of the tree on every push); the entries are recomputed
  * once per flush, not once per leaf. Once updates stop, one flush leaves
- * every node the sum of its children. A sampler descending while leaves
- * change (or before the flush that covers them) can see a node disagree
- * with its children; the descent clamps to the side that has mass and
- * ends on a filled leaf (leaf > 0), scanning for the nearest one in the
- * rare case it does not.
+ * every entry the sum of its group. A sampler descending while leaves
+ * change (or before the flush that covers them) can see an entry disagree
+ * with its group; the descent clamps into the nearest entry that has mass
+ * (group_clamp) and ends on a filled leaf (leaf > 0), scanning for the
+ * nearest one in the rare case it does not.
  *
  * Inserts are counted by the cursor itself: a push counts from the moment
  * it claims its key (one atomic per push, not two). So the fill may include
@@ -164,6 +176,7 @@
  */
 #include <hive.h>
 #include "obslist.h"
+#include "store.h"
 #include "rl/replay_check.h"
 #include "util/error.h"
 #include "util/seqlock.h"
@@ -190,9 +203,12 @@
 #define SPIN_LIMIT      128
 #define CHUNK           32                  /* rows picked and prefetched at a time */
 #define UCHUNK          16                  /* the same for uniform draws (measured best) */
-#define LEAF_BLOCK      8                  /* leaves under one bottom node of the tree */
+#define LEAF_BLOCK      8                   /* leaves under one entry of the tree's bottom level */
 #define MAX_ALPHA       16.0                /* priorities up to 1e18 stay below the leaf bound */
 #define RUN_ROWS        32                  /* rows a batch takes before it copies them */
+#define FAN             8                   /* entries of a tree group: one cache line of doubles */
+#define MAX_DEPTH       16                  /* levels of 2^45 blocks (MAX_CAPACITY / 8): 15 */
+_Static_assert(LEAF_BLOCK == FAN, "a block of leaves is one group: one cache line");
 
 struct hive_replay {
     /* set by hive_replay_new, read-only afterwards */
@@ -202,12 +218,17 @@ struct hive_replay {
     uint64_t          cap;
     uint64_t          mask;         /* cap - 1 when cap is a power of two, else 0 */
     size_t            isz;
-    uint64_t          nodes;        /* P: power of two >= the number of leaf blocks */
+    uint64_t          blocks;       /* leaf blocks: entries of the tree's bottom level */
+    unsigned          depth;        /* levels of the tree; level depth - 1 is one group */
+    _Atomic uint64_t *level[MAX_DEPTH];   /* level d's entries (line-aligned groups of 8) */
+    uint64_t          level_len[MAX_DEPTH];   /* entries of level d (not counting padding) */
     _Atomic uint64_t *seq;          /* cap row sequence words */
-    _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits), NULL when uniform */
-    _Atomic uint64_t *tree;         /* 2P nodes (doubles' bits), NULL when uniform */
-    _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose node is stale */
-    uint64_t         *todo;         /* prioritized: the flusher's list of nodes, P entries */
+    _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits) and zero padding to a group
+                                       of 8, line-aligned; NULL when uniform */
+    _Atomic uint64_t *tree;         /* the total, then every level; NULL when uniform */
+    void             *leaf_mem, *tree_mem;    /* what calloc gave for leaf and tree */
+    _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose entry is stale */
+    uint64_t         *todo;         /* prioritized: the flusher's list of entries, blocks long */
     double            alpha, beta, spi, error_buffer;
     double            leaf_max;     /* the largest leaf allowed: DBL_MAX / (2 cap) */
     uint64_t          min_size;
@@ -256,6 +277,21 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Ask for a line in the state a store needs (exclusive): PREFETCHW on x86
+ * (executed as a NOP by the CPUs that predate it). GCC's
+ * __builtin_prefetch(p, 1) emits a read prefetch for the baseline x86-64
+ * target, whose shared copy the store must then upgrade: with two
+ * producers on neighbouring rows, that is a second transaction on a line
+ * the other core holds. A hint only: no memory is read or written. */
+static inline void prefetch_w(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Waiting for a row's holder: it is in the middle of a short copy, so spin,
  * then give the core away (it may be preempted, or share our core). */
 static inline void backoff(unsigned *spins)
@@ -301,44 +337,49 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 
 /* ------------------------------------------------------------------ sum tree */
 
-static inline double node_get(const hive_replay_t *rb, uint64_t i)
+static inline double entry_get(const _Atomic uint64_t *w)
 {
     /* relaxed: the tree publishes no other data; item bytes are validated
      * by the row's sequence word, never by a priority */
-    return bitsd(atomic_load_explicit(&rb->tree[i], memory_order_relaxed));
+    return bitsd(atomic_load_explicit(w, memory_order_relaxed));
+}
+
+/* The total mass: the root, above the top group. */
+static inline double tree_total(const hive_replay_t *rb)
+{
+    return entry_get(&rb->tree[0]);
 }
 
 static inline double leaf_get(const hive_replay_t *rb, uint64_t row)
 {
-    /* relaxed: as node_get */
+    /* relaxed: as entry_get */
     return bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_relaxed));
 }
 
-/* What lies under node i now: the sum of its block's leaves for a bottom
- * node, of its two children otherwise. seq_cst loads: see mark_block. */
-static double under_sum(const hive_replay_t *rb, uint64_t i)
+/* The sum of a group of FAN entries (one cache line), always in this
+ * order, so that the same entries always give the same sum: pairs, then
+ * pairs of pairs (three dependent adds where a left-to-right sum takes
+ * seven). The leaves' group is read with seq_cst loads (see mark_block),
+ * the tree's own with relaxed ones (entry_get). */
+static inline double group_sum(const _Atomic uint64_t *g, memory_order mo)
 {
-    if (i < rb->nodes)
-        return bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_seq_cst)) +
-               bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_seq_cst));
-    uint64_t row = (i - rb->nodes) * LEAF_BLOCK;
-    uint64_t end = row + LEAF_BLOCK < rb->cap ? row + LEAF_BLOCK : rb->cap;
-    /* four sums of every fourth leaf, then pairwise: four add chains of 8
-     * instead of one of 32 (each add waits for the one before). Always this
-     * order, so the same leaves always give the same node. */
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (; row + 4 <= end; row += 4) {
-        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
-        s1 += bitsd(atomic_load_explicit(&rb->leaf[row + 1], memory_order_seq_cst));
-        s2 += bitsd(atomic_load_explicit(&rb->leaf[row + 2], memory_order_seq_cst));
-        s3 += bitsd(atomic_load_explicit(&rb->leaf[row + 3], memory_order_seq_cst));
-    }
-    for (; row < end; row++)
-        s0 += bitsd(atomic_load_explicit(&rb->leaf[row], memory_order_seq_cst));
-    return (s0 + s1) + (s2 + s3);
+    double e[FAN];
+#pragma GCC unroll 8
+    for (int k = 0; k < FAN; k++)
+        e[k] = bitsd(atomic_load_explicit(&g[k], mo));
+    return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
 }
 
-/* Mark block b's node stale, for the next tree_flush. The caller stored a
+/* What lies under entry i of level d now: its block of leaves (level 0)
+ * or its group on the level below. */
+static double under_sum(const hive_replay_t *rb, unsigned d, uint64_t i)
+{
+    if (d == 0)
+        return group_sum(&rb->leaf[i * FAN], memory_order_seq_cst);
+    return group_sum(&rb->level[d - 1][i * FAN], memory_order_relaxed);
+}
+
+/* Mark block b's entry stale, for the next tree_flush. The caller stored a
  * leaf of the block with seq_cst just before (or stored leaves and then
  * issued a seq_cst fence: marks_flush); the mark is skipped when the
  * bit is set already (pushes of consecutive keys share a block, and the
@@ -422,33 +463,36 @@ static void marks_flush(hive_replay_t *rb, const uint64_t *blocks, size_t n)
 }
 
 /* Bring the tree up to its leaves: every block marked since the last flush
- * gets its node recomputed from its leaves, and every node above one
- * recomputed gets recomputed from its children, children before parents.
- * A node is recomputed, never adjusted by a difference: adding +1e300 and
- * then -1e300 to a total of 2 leaves 0 (the small part is absorbed by
- * rounding), and the tree would then say the buffer is empty while items
- * of priority 1 remain. Recomputing makes every node exact (to one
- * rounding per level) whatever came before.
+ * gets its entry recomputed from its leaves, and every entry above one
+ * recomputed gets recomputed from its group, groups before their parents,
+ * the total last. An entry is recomputed, never adjusted by a difference:
+ * adding +1e300 and then -1e300 to a total of 2 leaves 0 (the small part
+ * is absorbed by rounding), and the tree would then say the buffer is
+ * empty while items of priority 1 remain. Recomputing makes every entry
+ * exact (to the roundings of one group sum per level) whatever came before.
  *
- * One flusher at a time: the node stores are then plain (relaxed) stores
- * of the only writer, and each node is written once per flush. A caller
+ * One flusher at a time: the entry stores are then plain (relaxed) stores
+ * of the only writer, and each entry is written once per flush. A caller
  * that finds a flush under way does not wait for it and flushes nothing:
  * the marks it would have taken stay for the next flush, and it reads the
  * tree as it is (a descent copes with a tree that lags its leaves, see
- * descend). Samplers, update_priorities, stats and the tree check flush;
- * pushes only mark. So when everything is quiet, one flush leaves every
- * node the sum of what lies under it. */
+ * group_pick). Samplers, update_priorities, stats and the tree check
+ * flush; pushes only mark. So when everything is quiet, one flush leaves
+ * every entry the sum of what lies under it. */
+static uint64_t descend(const hive_replay_t *rb, double u);
+
 static void tree_flush(hive_replay_t *rb)
 {
     uint32_t idle = 0;
     /* relaxed look first: a sampler that meets a flush under way does not
-     * bounce its line. acquire on success: the previous flusher's node
+     * bounce its line. acquire on success: the previous flusher's entry
      * stores and its use of todo[] come before ours (release below) */
     if (atomic_load_explicit(&rb->flushing, memory_order_relaxed) != 0 ||
         !atomic_compare_exchange_strong_explicit(&rb->flushing, &idle, 1, memory_order_acquire,
                                                  memory_order_relaxed))
         return;
-    uint64_t words = (rb->nodes + 63) / 64, *todo = rb->todo;
+    uint64_t words = (rb->blocks + 63) / 64, *todo = rb->todo;
+    _Atomic uint64_t *bottom = rb->level[0];
     size_t n = 0;
     for (uint64_t w = 0; w < words; w++) {
         /* relaxed look: a clear word needs no exchange (a bit set after it
@@ -458,36 +502,46 @@ static void tree_flush(hive_replay_t *rb)
         /* seq_cst: see mark_block */
         uint64_t bits = atomic_exchange_explicit(&rb->dirty[w], 0, memory_order_seq_cst);
         for (; bits != 0; bits &= bits - 1) {
-            uint64_t i = rb->nodes + w * 64 + (uint64_t)__builtin_ctzll(bits);
-            /* relaxed: readers only descend by the nodes, see node_get */
-            atomic_store_explicit(&rb->tree[i], dbits(under_sum(rb, i)), memory_order_relaxed);
-            todo[n++] = i;
+            uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(bits);
+            /* relaxed: readers only descend by the entries, see entry_get */
+            atomic_store_explicit(&bottom[b], dbits(under_sum(rb, 0, b)), memory_order_relaxed);
+            todo[n++] = b;
         }
     }
-    /* the levels above, one at a time: todo holds the nodes recomputed on
-     * one level in increasing order (all bottom nodes are on one level), so
-     * their parents come in nondecreasing order too and a parent shared by
-     * two of them is the one just listed. The list is rewritten in place
-     * (parent k is written at or before child k is read) and each parent
-     * recomputed from its children, every one of them final by now. */
-    while (n > 0 && todo[0] > 1) {
+    if (n == 0)
+        return (void)atomic_store_explicit(&rb->flushing, 0, memory_order_release);
+    /* the levels above, one at a time: todo holds the entries recomputed on
+     * one level in increasing order (the bits were taken in order), so their
+     * parents come in nondecreasing order too and a parent shared by two of
+     * them is the one just listed. The list is rewritten in place (parent k
+     * is written at or before child k is read) and each parent recomputed
+     * from its group, every entry of which is final by now. */
+    for (unsigned d = 1; d < rb->depth; d++) {
         size_t m = 0;
         for (size_t k = 0; k < n; k++) {
-            uint64_t parent = todo[k] / 2;
+            uint64_t parent = todo[k] / FAN;
             if (m == 0 || todo[m - 1] != parent)
                 todo[m++] = parent;
         }
-        for (size_t k = 0; k < m; k++) {
-            uint64_t i = todo[k];
-            /* relaxed: the children are this flusher's own stores (or a
+        for (size_t k = 0; k < m; k++)
+            /* relaxed: the group is this flusher's own stores (or a
              * previous flusher's, ordered by the acquire above) */
-            double sum = bitsd(atomic_load_explicit(&rb->tree[2 * i], memory_order_relaxed)) +
-                         bitsd(atomic_load_explicit(&rb->tree[2 * i + 1], memory_order_relaxed));
-            atomic_store_explicit(&rb->tree[i], dbits(sum), memory_order_relaxed);
-        }
+            atomic_store_explicit(&rb->level[d][todo[k]], dbits(under_sum(rb, d, todo[k])),
+                                  memory_order_relaxed);
         n = m;
     }
+    /* relaxed: as above */
+    atomic_store_explicit(&rb->tree[0], dbits(group_sum(rb->level[rb->depth - 1], memory_order_relaxed)),
+                          memory_order_relaxed);
     atomic_store_explicit(&rb->flushing, 0, memory_order_release);
+}
+
+uint64_t hive__replay_descend(const hive_replay_t *rb, double mass)
+{
+    if (rb->tree == NULL)
+        return UINT64_MAX;
+    tree_flush((hive_replay_t *)rb);        /* the record is never const itself */
+    return descend(rb, mass);
 }
 
 uint64_t hive__replay_tree_check(const hive_replay_t *rb)
@@ -495,13 +549,19 @@ uint64_t hive__replay_tree_check(const hive_replay_t *rb)
     uint64_t bad = 0;
     if (rb->tree != NULL) {
         tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
-        for (uint64_t i = 1; i < 2 * rb->nodes; i++)
-            bad += node_get(rb, i) != under_sum(rb, i);
+        for (unsigned d = 0; d < rb->depth; d++) {
+            uint64_t padded = (rb->level_len[d] + FAN - 1) / FAN * FAN;
+            for (uint64_t i = 0; i < padded; i++)   /* the padding must stay 0 */
+                bad += entry_get(&rb->level[d][i]) != (i < rb->level_len[d] ? under_sum(rb, d, i) : 0);
+        }
+        bad += tree_total(rb) != group_sum(rb->level[rb->depth - 1], memory_order_relaxed);
+        for (uint64_t row = rb->cap; row < rb->blocks * FAN; row++)
+            bad += leaf_get(rb, row) != 0;
     }
     return bad;
 }
 
-/* Largest double below x (x > 0): keeps a target strictly inside a node. */
+/* Largest double below x (x > 0): keeps a target strictly inside an entry. */
 static inline double below(double x)
 {
     return nextafter(x, 0.0);
@@ -523,38 +583,77 @@ static uint64_t nearest_filled(const hive_replay_t *rb, uint64_t row)
     return UINT64_MAX;
 }
 
-/* One step of a descent from node *i with mass *u to the child that holds
- * it, clamped into a child that has mass. */
-static inline void descend_step(const hive_replay_t *rb, uint64_t *i, double *u)
+/* The rare end of group_pick: entry c of group e (its mass u) cannot hold
+ * u, because the sums above lagged the group or rounding left a sliver.
+ * Clamp into the nearest entry with mass: c itself (u to its last or first
+ * bit of mass), else the last one before it with mass (u at its end),
+ * else the first one after it (u at its start). An empty group gives its
+ * first entry with u = 0, and the leaves' scan then finds the nearest
+ * filled row. Never an entry of the padding: those are 0, and the first
+ * entry of every group a descent reaches is a real one (the group of real
+ * entry g above starts at entry 8g, below the level's length), so every
+ * entry chosen is real, and so is every group and block it leads to. */
+static __attribute__((noinline)) unsigned group_clamp(const double *e, unsigned c, double *u)
 {
-    /* the two children share a cache line: load both, and choose without
-     * a branch (left or right is a coin toss the predictor loses half the
-     * time); only the rare clamps below branch */
-    double l = node_get(rb, 2 * *i), r = node_get(rb, 2 * *i + 1);
-    bool right = !(*u < l);
-    double v = right ? *u - l : *u;
-    *i = 2 * *i + right;
-    *u = v;
-    if (__builtin_expect(right && !(v < r && v >= 0), 0)) {
-        if (r > 0) {                        /* right, clamped into its mass */
-            *u = v >= r ? below(r) : 0;
-        } else {                            /* right is empty: the last of left */
-            *u = l > 0 ? below(l) : 0;
-            *i -= 1;
-        }
+    if (e[c] > 0) {
+        *u = *u >= e[c] ? below(e[c]) : 0;
+        return c;
     }
+    for (unsigned k = c; k-- > 0;)
+        if (e[k] > 0) {
+            *u = below(e[k]);
+            return k;
+        }
+    for (unsigned k = c + 1; k < FAN; k++)
+        if (e[k] > 0) {
+            *u = 0;
+            return k;
+        }
+    *u = 0;
+    return 0;
 }
 
-static uint64_t block_scan(const hive_replay_t *rb, uint64_t i, double u);
+/* The entry of group g (one cache line of FAN entries) whose prefix-sum
+ * interval holds mass *u, and *u less the entries before it. The prefix
+ * sums of the line's entries are nondecreasing, so the entry is the count
+ * of them at or below *u: seven compares added up, no branch (which way a
+ * descent goes is a coin toss the predictor loses half the time), one
+ * load of a line where a binary tree takes three dependent loads and three
+ * branches. Only the rare clamp branches. */
+static inline unsigned group_pick(const _Atomic uint64_t *g, double *u)
+{
+    double v = *u, pre[FAN];
+    pre[0] = 0;
+#pragma GCC unroll 8
+    for (int k = 1; k < FAN; k++)
+        pre[k] = pre[k - 1] + entry_get(&g[k - 1]);
+    unsigned c = 0;
+#pragma GCC unroll 8
+    for (int k = 1; k < FAN; k++)
+        c += pre[k] <= v;
+    double ec = entry_get(&g[c]);
+    v -= pre[c];
+    *u = v;
+    if (__builtin_expect(!(v < ec && v >= 0), 0)) {
+        double e[FAN];
+        for (int k = 0; k < FAN; k++)
+            e[k] = entry_get(&g[k]);
+        c = group_clamp(e, c, u);
+    }
+    return c;
+}
+
+static uint64_t block_scan(const hive_replay_t *rb, uint64_t b, double u);
 
 /* The row whose prefix-sum interval holds mass u (0 <= u < total): down
- * the tree to a block, then along the block's leaves. */
+ * the levels a group (one line) at a time to a block, then along the
+ * block's leaves (one line). */
 static uint64_t descend(const hive_replay_t *rb, double u)
 {
-    uint64_t i = 1;
-    while (i < rb->nodes)
-        descend_step(rb, &i, &u);
-    return block_scan(rb, i, u);
+    uint64_t e = 0;                         /* the top level is one group, group 0 */
+    for (unsigned d = rb->depth; d-- > 0;)
+        e = e * FAN + group_pick(&rb->level[d][e * FAN], &u);
+    return block_scan(rb, e, u);
 }
 
 /* descend for m masses at once (m <= CHUNK), level by level: the loads of
@@ -563,41 +662,31 @@ static uint64_t descend(const hive_replay_t *rb, double u)
  * leaves are asked for before any is scanned. */
 static void descend_chunk(const hive_replay_t *rb, const double *mass, size_t m, uint64_t *rows)
 {
-    uint64_t node[CHUNK];
+    uint64_t e[CHUNK];
     double u[CHUNK];
     for (size_t j = 0; j < m; j++) {
-        node[j] = 1;
+        e[j] = 0;
         u[j] = mass[j];
     }
-    for (uint64_t level = 1; level < rb->nodes; level <<= 1)   /* every walk is as deep */
+    for (unsigned d = rb->depth; d-- > 0;) {
+        const _Atomic uint64_t *lv = rb->level[d];
         for (size_t j = 0; j < m; j++)
-            descend_step(rb, &node[j], &u[j]);
-    for (size_t j = 0; j < m; j++) {
-        uint64_t first = (node[j] - rb->nodes) * LEAF_BLOCK;
-        for (uint64_t row = first; row < first + LEAF_BLOCK && row < rb->cap; row += 8)
-            __builtin_prefetch(&rb->leaf[row]);       /* the block's lines */
+            e[j] = e[j] * FAN + group_pick(&lv[e[j] * FAN], &u[j]);
     }
     for (size_t j = 0; j < m; j++)
-        rows[j] = block_scan(rb, node[j], u[j]);
+        __builtin_prefetch(&rb->leaf[e[j] * FAN]);   /* the block's line */
+    for (size_t j = 0; j < m; j++)
+        rows[j] = block_scan(rb, e[j], u[j]);
 }
 
-/* Along bottom node i's block of leaves to the row that holds mass u. */
-static uint64_t block_scan(const hive_replay_t *rb, uint64_t i, double u)
+/* Along block b's leaves (one line) to the row that holds mass u. */
+static uint64_t block_scan(const hive_replay_t *rb, uint64_t b, double u)
 {
-    uint64_t first = (i - rb->nodes) * LEAF_BLOCK, last = UINT64_MAX;
-    uint64_t end = first + LEAF_BLOCK < rb->cap ? first + LEAF_BLOCK : rb->cap;
-    for (uint64_t row = first; row < end; row++) {
-        double v = leaf_get(rb, row);
-        if (v > 0) {
-            if (u < v)
-                return row;
-            u -= v;
-            last = row;
-        }
-    }
-    /* the block held less than its node said: its last filled leaf */
-    if (last != UINT64_MAX)
-        return last;
+    uint64_t first = b * FAN;
+    unsigned c = group_pick(&rb->leaf[first], &u);
+    if (first + c < rb->cap && leaf_get(rb, first + c) > 0)
+        return first + c;
+    /* the block had no mass (a lagging tree): the nearest filled row */
     return nearest_filled(rb, first < rb->cap ? first : rb->cap - 1);
 }
 
@@ -642,14 +731,14 @@ static inline void row_prefetch_at(const unsigned char *p, size_t isz, bool byte
         __builtin_prefetch(p + off);
 }
 
-/* Ask for a row's lines (its leaf, the sequence word if the caller takes
- * the row, and the bytes if wanted) ahead of their use. Samplers do not
+/* Ask for a row's lines (its leaf, the sequence word for writing if the
+ * caller takes the row, and the bytes if wanted) ahead of their use. Samplers do not
  * ask for the word: their fast path never reads it (see "Samplers and
  * done"). */
 static inline void row_prefetch(const hive_replay_t *rb, uint64_t row, bool bytes, bool word)
 {
     if (word)
-        __builtin_prefetch(&rb->seq[row]);
+        prefetch_w(&rb->seq[row]);          /* taken with a CAS: read and written */
     row_prefetch_at(rb->data + row * rb->isz, rb->isz, bytes);
     if (rb->leaf != NULL)
         __builtin_prefetch(&rb->leaf[row]);
@@ -765,9 +854,12 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
 {
     _Atomic uint64_t *sq = &rb->seq[row];
     unsigned char *dst = rb->data + row * rb->isz;
-    /* the row's lines for writing, so that their misses overlap the word's */
-    __builtin_prefetch(dst, 1);
-    __builtin_prefetch(dst + rb->isz - 1, 1);
+    /* the word's line and the row's, for writing, so that their misses
+     * overlap (the word is read and then written: one transfer, not a
+     * shared copy and then its upgrade) */
+    prefetch_w(sq);
+    prefetch_w(dst);
+    prefetch_w(dst + rb->isz - 1);
     row_claim(rb, sq, ready_word(rb, key), key + 1);
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
@@ -808,7 +900,11 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
      * the takes of the words below instead of coming one after another
      * under the memcpy */
     for (size_t off = 0; off < n * isz; off += 64)
-        __builtin_prefetch(dst + off, 1);
+        prefetch_w(dst + off);
+    prefetch_w(dst + n * isz - 1);          /* the last line, if dst is not on a line */
+    for (size_t i = 0; i < n; i += 8)
+        prefetch_w(&sq[i]);                 /* the words' lines, read and then written */
+    prefetch_w(&sq[n - 1]);
     if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
         /* the common case: every row's previous key is k - cap, so the
          * ready words and ours are two runs of consecutive labels */
@@ -1141,6 +1237,60 @@ static inline void wake_samplers(hive_replay_t *rb)
     }
 }
 
+/* calloc'd room for n words, line-aligned: *mem gets what to free. All-zero
+ * bits are 0.0 doubles, and big tables come from fresh (lazily zeroed)
+ * pages. n is far below SIZE_MAX / 8 (MAX_CAPACITY). */
+static _Atomic uint64_t *words_aligned(uint64_t n, void **mem)
+{
+    *mem = hive__calloc(n + FAN - 1, sizeof(uint64_t));
+    if (*mem == NULL)
+        return NULL;
+    uintptr_t p = ((uintptr_t)*mem + FAN * sizeof(uint64_t) - 1) & ~(uintptr_t)(FAN * sizeof(uint64_t) - 1);
+    return (_Atomic uint64_t *)p;
+}
+
+/* The leaves (padded with 0 to whole blocks) and the levels of the sum tree
+ * above them: level 0 one entry per block of FAN leaves, each level above
+ * one entry per group of FAN below, up to a level of at most FAN entries
+ * (one group) whose sum is the total, tree[0]. Every level starts on a
+ * line and is padded with 0 to whole groups, so a group is one line. With
+ * the marks (a bit per block) and the flusher's list (a word per block). */
+static int tree_new(hive_replay_t *rb)
+{
+    rb->blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
+    uint64_t len = rb->blocks, words = FAN;     /* the total, alone on its line */
+    unsigned d = 0;
+    for (;;) {
+        rb->level_len[d] = len;
+        words += (len + FAN - 1) / FAN * FAN;
+        d++;
+        if (len <= FAN)
+            break;
+        len = (len + FAN - 1) / FAN;
+    }
+    rb->depth = d;
+    rb->leaf = words_aligned(rb->blocks * FAN, &rb->leaf_mem);
+    rb->tree = words_aligned(words, &rb->tree_mem);
+    rb->dirty = hive__calloc((rb->blocks + 63) / 64, sizeof *rb->dirty);
+    rb->todo = hive__calloc(rb->blocks, sizeof *rb->todo);
+    if (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL || rb->todo == NULL)
+        return HIVE_ENOMEM;
+    uint64_t at = FAN;
+    for (unsigned k = d; k-- > 0;) {            /* the top level first, the bottom last */
+        rb->level[k] = rb->tree + at;
+        at += (rb->level_len[k] + FAN - 1) / FAN * FAN;
+    }
+    return HIVE_OK;
+}
+
+static void tree_free(hive_replay_t *rb)
+{
+    free(rb->todo);
+    free(rb->dirty);
+    free(rb->tree_mem);
+    free(rb->leaf_mem);
+}
+
 /* ------------------------------------------------------------------ API */
 
 int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **out)
@@ -1218,29 +1368,18 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         free(rb);
         return rc;
     }
+    /* the buffer's count is the engine's own: a user who releases
+     * hive_replay_array's ref by mistake is refused, not freeing the rows */
+    hive__ref_pin(h, rb->ref);
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
     rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
-    if (cfg->prioritized && rb->seq != NULL) {
-        uint64_t blocks = (rb->cap + LEAF_BLOCK - 1) / LEAF_BLOCK;
-        rb->nodes = 1;
-        while (rb->nodes < blocks)
-            rb->nodes <<= 1;
-        rb->leaf = hive__calloc(rb->cap, sizeof *rb->leaf);
-        rb->tree = hive__calloc(2 * rb->nodes, sizeof *rb->tree);
-        /* a bit per node: the leaf blocks' marks, and the flusher's */
-        rb->dirty = hive__calloc((rb->nodes + 63) / 64, sizeof *rb->dirty);
-        rb->todo = hive__calloc(rb->nodes, sizeof *rb->todo);
-    }
-    if (rb->seq == NULL ||
-        (cfg->prioritized && (rb->leaf == NULL || rb->tree == NULL || rb->dirty == NULL ||
-                              rb->todo == NULL))) {
+    if (cfg->prioritized && rb->seq != NULL && tree_new(rb) != HIVE_OK)
+        rb->tree = NULL;
+    if (rb->seq == NULL || (cfg->prioritized && rb->tree == NULL)) {
         uint64_t cap = rb->cap;
-        hive_release(h, rb->ref);
-        free(rb->todo);
-        free(rb->dirty);
-        free(rb->tree);
-        free(rb->leaf);
+        hive__ref_unpin(h, rb->ref);
+        tree_free(rb);
         free(rb->seq);
         free(rb);
         return hive__fail(HIVE_ENOMEM, "hive_replay_new: cannot allocate the sequence words%s of "
@@ -1270,14 +1409,11 @@ int hive_replay_free(hive_replay_t *rb)
     if (rb == NULL)
         return hive__fail(HIVE_EINVAL, "hive_replay_free: buffer is NULL");
     hive__listed_remove(rb->h, &rb->listed);
-    int rc = hive_release(rb->h, rb->ref);
-    free(rb->todo);
-    free(rb->dirty);
-    free(rb->tree);
-    free(rb->leaf);
+    hive__ref_unpin(rb->h, rb->ref);
+    tree_free(rb);
     free(rb->seq);
     free(rb);
-    return rc;
+    return HIVE_OK;
 }
 
 hive_ref_t hive_replay_array(const hive_replay_t *rb)
@@ -1481,7 +1617,7 @@ static int sample_with_replacement(hive_replay_t *rb, size_t batch, uint64_t fil
     unsigned char *dst = out_items;
     if (rb->tree != NULL)
         tree_flush(rb);                     /* the pushes' and updates' leaves since the last */
-    double total = rb->tree != NULL ? node_get(rb, 1) : 0;
+    double total = rb->tree != NULL ? tree_total(rb) : 0;
     bool uniform = !(total > 0);            /* not prioritized, or every priority is 0 */
     if (uniform) {
         uniform_rows(&rd, &st, fill, batch, dst, out_keys);
@@ -1581,7 +1717,7 @@ static uint64_t pick_prioritized(const hive_replay_t *rb, uint64_t *st, uint64_t
                                  bool *massless)
 {
     for (int tries = 0; !*massless && tries < SET_REDRAWS; tries++) {
-        double total = node_get(rb, 1);
+        double total = tree_total(rb);
         if (!(total > 0))
             break;
         double u = rng_unit(st) * total;
@@ -1625,7 +1761,7 @@ static int sample_distinct(hive_replay_t *rb, size_t batch, uint64_t fill, uint6
     uint64_t st = call_state(rb, rng_state);
     if (rb->tree != NULL)
         tree_flush(rb);
-    double total = rb->tree != NULL ? node_get(rb, 1) : 0;
+    double total = rb->tree != NULL ? tree_total(rb) : 0;
     bool uniform = !(total > 0);
     if (uniform) {
         pick_uniform(&st, fill, batch, set, rows);
@@ -1857,7 +1993,7 @@ int hive_replay_stats(const hive_replay_t *rb, hive_replay_stats_t *out)
     st.max_priority = bitsd(atomic_load_explicit(&rb->max_prio, memory_order_relaxed));
     if (rb->tree != NULL)
         tree_flush((hive_replay_t *)rb);    /* the record is never const itself */
-    st.total_priority = rb->tree != NULL ? node_get(rb, 1) : 0;
+    st.total_priority = rb->tree != NULL ? tree_total(rb) : 0;
     *out = st;
     return HIVE_OK;
 }

@@ -12,6 +12,12 @@
  * updates have ended it must be 0: no leaf was left out of the tree. */
 uint64_t hive__replay_tree_check(const hive_replay_t *rb);
 
+/* With no push or update in flight: brings the sum tree up to its leaves
+ * and returns the row a sampler's descent takes for mass (any value, also
+ * at or past the total, which a descent meets when the tree lags its
+ * leaves), or UINT64_MAX when no leaf has mass (and for a uniform buffer). */
+uint64_t hive__replay_descend(const hive_replay_t *rb, double mass);
+
 /* A batch push in two steps, for tests of a batch that lags: claim n
  * keys (returns the first; they count as inserts at once), then, later,
  * write the n items of those keys as hive_replay_push_batch does (until

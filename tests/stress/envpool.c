@@ -18,7 +18,8 @@
  * sent straight back from a task, the cost flipping between cheap and
  * dear) go from sends stepped at once to sends through the rings and
  * back, with both kinds in flight together. Two runs pause at random
- * (up to ~2x the 20 us a slice job stands) before their sends.
+ * (up to ~2x the 20 us a slice job stands) before their sends. The sync
+ * runs step all envs back to back, the cost changing under them.
  */
 #include "testutil.h"
 
@@ -248,12 +249,53 @@ static void drive_echo(hive_t *h, size_t n, size_t batch, int rounds, int flip)
     assert_int_equal(hive_envpool_free(p), HIVE_OK);
 }
 
+/* Sync steps back to back, the cost unit changing every 64 steps (0, 30,
+ * 300 and 3000 ns: chunks of many envs down to one), a random pause now
+ * and then: every env stepped exactly once per step, its row in place -
+ * the claims of chunks by home workers and thieves (the caller after its
+ * grace, the other workers after their own share), batch after batch. */
+static void drive_sync(hive_t *h, size_t n, int rounds)
+{
+    hive_envpool_opts_t o = { .num_envs = n };
+    hive_envpool_t *p;
+    assert_int_equal(hive_envpool_new(h, &ctr_class, &o, &p), HIVE_OK);
+    bool busy[MAXN] = { false };
+    int64_t life[MAXN] = { 0 };
+    int32_t want_reward[MAXN] = { 0 }, act[MAXN];
+    hive_array_t a = { .data = act, .dtype = HIVE_I32, .ndim = 1, .shape = { (int64_t)n },
+                       .strides = { 4 } };
+    static const uint64_t unit[] = { 0, 30, 300, 3000 };
+    for (int r = 0; r < rounds; r++) {
+        atomic_store_explicit(&spin_ns, unit[(r / 64) % 4], memory_order_relaxed);
+        if (next_rand() % 16 == 0) {
+            struct timespec ts = { 0, (long)(next_rand() % 30000) };
+            nanosleep(&ts, NULL);
+        }
+        for (size_t i = 0; i < n; i++) {
+            act[i] = want_reward[i] = (int32_t)(next_rand() % 1000);
+            busy[i] = true;
+            life[i]++;
+        }
+        hive_envpool_batch_t b;
+        assert_int_equal(hive_envpool_step(p, &a, &b), HIVE_OK);
+        assert_int_equal(b.n, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(((const int32_t *)b.env_id.data)[i], (int32_t)i);
+            check_row(&b, i, busy, life, want_reward);
+        }
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+    atomic_store_explicit(&spin_ns, 300, memory_order_relaxed);
+}
+
 typedef struct drive_args { size_t n, batch; int rounds; int flip; } drive_args_t;
 
 static int drive_task(hive_ctx_t *ctx)
 {
     const drive_args_t *a = hive_arg(ctx, 0, NULL);
-    if (a->flip)
+    if (a->flip < 0)
+        drive_sync(hive_engine(ctx), a->n, a->rounds);
+    else if (a->flip)
         drive_echo(hive_engine(ctx), a->n, a->batch, a->rounds, a->flip);
     else
         drive(hive_engine(ctx), a->n, a->batch, a->rounds);
@@ -317,6 +359,20 @@ static void test_envpool_stress(void **state)
         drive_from_task_and_shut(h, a);
     }
     atomic_store(&spin_ns, 300);
+    /* sync steps back to back, from a user thread and from a task */
+    static const struct { const char *topo; size_t n; } syncs[] = {
+        { "pack:1 numa:1 core:2 pu:1", 4 },
+        { "pack:1 numa:1 core:2 pu:1", 9 },
+        { "pack:2 numa:1 core:2 pu:1", 37 },
+        { "pack:1 numa:1 core:3 pu:1", 64 },
+    };
+    for (size_t k = 0; k < sizeof syncs / sizeof syncs[0]; k++) {
+        hive_config_t cfg = { .topology = syncs[k].topo };
+        hive_t *h;
+        assert_int_equal(hive_init(&cfg, &h), HIVE_OK);
+        drive_sync(h, syncs[k].n, rounds / 2);
+        drive_from_task_and_shut(h, (drive_args_t){ syncs[k].n, syncs[k].n, rounds / 2, -1 });
+    }
 }
 
 int main(void)
