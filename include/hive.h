@@ -613,7 +613,9 @@ int hive_submit(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
  * hive_cancel - a queued (or still waiting) task never runs and its result
  * fails with HIVE_ECANCELED at once; a running one sees hive_cancelled()
  * turn true, and its result fails with HIVE_ECANCELED when it returns,
- * whatever it returns. An actor call waiting for a ref argument is let go
+ * whatever it returns. A small task a user thread submits while a worker
+ * spins idle is handed straight to that worker and counts as running from
+ * then on. An actor call waiting for a ref argument is let go
  * (the actor moves on). HIVE_ESTATE if result is not a task's or the task
  * has finished.
  */

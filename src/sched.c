@@ -197,7 +197,28 @@ static bool may_steal(hive__worker_t *w, const hive__deque_t *d, int64_t t, int6
  * submits alternate between the two, and both spin beside the client
  * (issue 10). */
 #define HANDOFF_MARK(index) (((uintptr_t)(index) << 1) | 1u)
-_Static_assert(_Alignof(hive__job_t) >= 2, "a job pointer is even");
+/* A record handed bare (hive__sched_hand_rec): its address | 2; a job
+ * pointer has both low bits clear. */
+#define HANDOFF_REC 2u
+_Static_assert(_Alignof(hive__job_t) >= 4, "a job pointer's two low bits are clear");
+
+/* The job a taken slot value stands for: the job itself, or for a record
+ * handed bare w's rec_job, which runs it (rec_run). */
+static void rec_run(hive__job_t *job, hive__worker_t *w)
+{
+    hive__worker_t *owner = HIVE_CONTAINER_OF(job, hive__worker_t, rec_job);
+    void *rec = owner->rec;              /* before anything can reuse it */
+    hive__task_run_handed(owner->sched->h, rec, w);
+}
+
+static inline hive__job_t *taken_job(hive__worker_t *w, uintptr_t v)
+{
+    if ((v & 3) != HANDOFF_REC)
+        return (hive__job_t *)v;
+    w->rec = (void *)(v & ~(uintptr_t)3);
+    w->rec_job.fn = rec_run;
+    return &w->rec_job;
+}
 
 static inline _Atomic uintptr_t *handoff_slot(hive__worker_t *w)
 {
@@ -237,7 +258,7 @@ static bool handoff_take(hive__worker_t *w)
      * now, but the line is fetched for the mark w stores there before its
      * job's seal (hive__sched_about_idle), while the job's own lines come */
     hive__prefetchw(slot);
-    w->handed = (hive__job_t *)v;
+    w->handed = taken_job(w, v);
     w->held = false;
     w->reserved = true;
     return true;
@@ -267,7 +288,7 @@ static void handoff_close(hive__worker_t *w)
     if (!atomic_compare_exchange_strong_explicit(slot, &v, 0, memory_order_acquire,
                                                  memory_order_acquire)) {
         atomic_store_explicit(slot, 0, memory_order_relaxed);
-        w->handed = (hive__job_t *)v;
+        w->handed = taken_job(w, v);
     }
     w->held = false;
 }
@@ -813,6 +834,52 @@ void hive__sched_wake_one(hive__sched_t *s, unsigned node)
 
 #define pushed_own hive__sched_pushed_own   /* sched.h */
 
+/* Store job in place of the mark of node nq's hand-off slot; false if no
+ * worker holds it. */
+static inline bool hand_to_holder(hive__nodeq_t *nq, uintptr_t job)
+{
+    /* a worker of the node spins idle holding the hand-off slot: the
+     * job goes there, and it takes it (see top; nothing to wake).
+     * release: the job's body reaches it through its acquire load.
+     * First a CAS from the mark this thread last handed a job to: in a
+     * submit-get loop the same spinner holds the slot again, and one
+     * CAS takes the line once, where a load and a CAS take it twice
+     * (shared, then exclusive: issue 10). A miss forgets the guess, so
+     * the next spawns take the relaxed load first as before: no write
+     * while the slot is empty. */
+    uintptr_t v = handoff_guess;
+    if (v != 0) {
+        if (atomic_compare_exchange_strong_explicit(&nq->handoff, &v, job,
+                                                    memory_order_release, memory_order_relaxed))
+            return true;
+        handoff_guess = 0;
+    } else {
+        v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
+    }
+    if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, job,
+                                                           memory_order_release,
+                                                           memory_order_relaxed)) {
+        handoff_guess = v;
+        return true;
+    }
+    return false;
+}
+
+static inline hive__nodeq_t *user_node(hive__sched_t *s, int node)
+{
+    return &s->nodes[node >= 0 && (unsigned)node < s->nnodes ? (unsigned)node : 0];
+}
+
+bool hive__sched_hand(hive__sched_t *s, hive__job_t *job, int node)
+{
+    return hand_to_holder(user_node(s, node), (uintptr_t)job);
+}
+
+bool hive__sched_hand_rec(hive__sched_t *s, void *rec, int node)
+{
+    return hand_to_holder(user_node(s, node), (uintptr_t)rec | HANDOFF_REC);
+}
+
 void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int node)
 {
     hive__worker_t *self = hive__self_in(s);
@@ -832,30 +899,8 @@ void hive__sched_spawn(hive__sched_t *s, hive__job_t *job, unsigned lane, int no
     }
     {
         hive__nodeq_t *nq = &s->nodes[target];
-        /* a worker of the node spins idle holding the hand-off slot: the
-         * job goes there, and it takes it (see top; nothing to wake).
-         * release: the job's body reaches it through its acquire load.
-         * First a CAS from the mark this thread last handed a job to: in a
-         * submit-get loop the same spinner holds the slot again, and one
-         * CAS takes the line once, where a load and a CAS take it twice
-         * (shared, then exclusive: issue 10). A miss forgets the guess, so
-         * the next spawns take the relaxed load first as before: no write
-         * while the slot is empty. */
-        uintptr_t v = handoff_guess;
-        if (v != 0) {
-            if (atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
-                                                        memory_order_release, memory_order_relaxed))
-                return;
-            handoff_guess = 0;
-        } else {
-            v = atomic_load_explicit(&nq->handoff, memory_order_relaxed);
-        }
-        if ((v & 1) && atomic_compare_exchange_strong_explicit(&nq->handoff, &v, (uintptr_t)job,
-                                                               memory_order_release,
-                                                               memory_order_relaxed)) {
-            handoff_guess = v;
+        if (hand_to_holder(nq, (uintptr_t)job))
             return;
-        }
         if (unlikely(!hive__ring_put(&nq->ring[lane], job))) {
             /* the node's ring is full: hand it to one of its workers directly */
             unsigned k = atomic_fetch_add_explicit(&nq->rr, 1, memory_order_relaxed);

@@ -73,6 +73,8 @@ typedef struct hive__worker {
     uint64_t            rng;                  /* victim choice */
     hive__job_t        *handed;               /* a job taken from its node's hand-off slot,
                                                  run next (sched.c) */
+    hive__job_t         rec_job;              /* ... the job for a record handed bare */
+    void               *rec;                  /* ... that record */
     bool                held;                 /* it holds that slot (sched.c) */
     bool                reserved;             /* it runs a job taken from the slot, which
                                                  stays reserved for it (sched.c) */
@@ -230,6 +232,19 @@ static inline bool hive__sched_push_own(hive__worker_t *w, hive__job_t *job, uns
     hive__sched_pushed_own(s, w->slot->node);
     return true;
 }
+
+/* From a user thread: store job in the hand-off slot of node (< 0: node
+ * 0, as hive__sched_spawn from a user thread) if one of the node's workers
+ * spins idle holding it; false if none does (then hive__sched_spawn). A
+ * handed job runs on that worker - next, or after the one job it found
+ * elsewhere in the same look - or is dropped at a stop (fn(job, NULL)),
+ * exactly once; no other worker can take it. One CAS. */
+bool hive__sched_hand(hive__sched_t *s, hive__job_t *job, int node);
+/* hive__sched_hand for a task result record alone (64-byte aligned): the
+ * slot's word carries the record, so the worker reads nothing else before
+ * it runs hive__task_run_handed(h, rec, w) (w NULL: dropped at a stop). */
+bool hive__sched_hand_rec(hive__sched_t *s, void *rec, int node);
+void hive__task_run_handed(struct hive *h, void *rec, struct hive__worker *w);
 
 /* w's job is about to end (a task about to seal its result, at the top
  * of w's stack): if w has nothing queued of its own, it takes its node's

@@ -124,6 +124,8 @@ typedef struct hive__obj {
         struct {                     /* HIVE__ACTOR: a handle's record (actor.c) */
             struct hive__actor *actor;
         } actor;
+        hive_fn task_fn;             /* a task result handed bare to its worker: the
+                                        function, read once before it runs (task.c) */
     } u;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS |
                                         HIVE__RUN_* << 4 (a result's task) | -code << 8 */

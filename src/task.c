@@ -292,21 +292,12 @@ static void small_unrun(struct hive *h, hive__obj_t *r, int code)
     hive__obj_unpin(h, r);
 }
 
-static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
-                        const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
+static void handed_job(hive__job_t *job, hive__worker_t *w);
+
+/* Write a small task's queued body into its record's inline line. */
+static inline void fill_body(hive__qtask_t *q, hive_t *h, hive_fn fn, const hive_arg_t *args,
+                             size_t nargs, uint64_t meta)
 {
-    hive__obj_t *r;
-    /* from a worker: a private result (store.h), the spawner's own until
-     * its id reaches another thread */
-    hive__worker_t *w = hive__self_in(&h->sched);
-    int rc = w != NULL ? hive__obj_new_private(h, w, &r) : hive__obj_new(h, HIVE__BLOB, 0, false, &r);
-    if (unlikely(rc != HIVE_OK))
-        return rc;
-    hive__qtask_t *q = &r->tail.queued;
-    unsigned lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
-    int node = opts != NULL && opts->place == HIVE_PLACE_NODE ? (int)opts->place_index : -1;
-    uint64_t meta = (uint64_t)nargs | (uint64_t)lane << 2 | (uint64_t)(node + 1) << 4 |
-                    (uint64_t)(opts ? opts->max_retries : 0) << 16;
     if (likely(nargs <= 1)) {         /* none or one (a fork-join's n): no loop */
         if (nargs == 1) {
             meta |= (uint64_t)args[0].size << 24;
@@ -325,15 +316,71 @@ static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t na
     q->fn = fn;
     q->h = h;
     q->meta = meta;
-    /* relaxed, both: nobody can find the record yet; publish's release
+}
+
+/* A user thread's small task is handed to a worker of its node that spins
+ * idle holding the hand-off slot (hive__sched_hand), if one does. A handed
+ * task is RUNNING from the hand on - it is that worker's, which no other
+ * worker can take - so its worker makes no claim: the claim's CAS took the
+ * record's first line from the client spinning on it in hive_get, and the
+ * seal took it back (issue 10). A cancel from then on asks a running task:
+ * its result fails with HIVE_ECANCELED when it returns. A bare task (no
+ * argument, no retry) goes as its record alone (hive__sched_hand_rec), its
+ * function in the record's first line (u.task_fn): the worker reads
+ * neither the body's line nor anything else the client wrote but that
+ * header, which the client's spin in hive_get reads anyway, and the
+ * client's release writes no line the worker read (issue 10: the body's
+ * line cost a transfer to the worker and one back). The record is
+ * published before the hand (nobody has its id before submit returns);
+ * if no worker takes it, it becomes QUEUED and is spawned as usual (the
+ * spawn's release carries that). Traced engines take the usual path (the
+ * submit event comes before the run). */
+static int submit_small(hive_t *h, hive_fn fn, const hive_arg_t *args, size_t nargs,
+                        const hive_opts_t *opts, hive_ref_t *result, uint64_t t0)
+{
+    hive__obj_t *r;
+    /* from a worker: a private result (store.h), the spawner's own until
+     * its id reaches another thread */
+    hive__worker_t *w = hive__self_in(&h->sched);
+    int rc = w != NULL ? hive__obj_new_private(h, w, &r) : hive__obj_new(h, HIVE__BLOB, 0, false, &r);
+    if (unlikely(rc != HIVE_OK))
+        return rc;
+    hive__qtask_t *q = &r->tail.queued;
+    unsigned lane = hive__prio_lane(opts ? opts->priority : HIVE_PRIO_NORMAL);
+    int node = opts != NULL && opts->place == HIVE_PLACE_NODE ? (int)opts->place_index : -1;
+    uint64_t meta = (uint64_t)nargs | (uint64_t)lane << 2 | (uint64_t)(node + 1) << 4 |
+                    (uint64_t)(opts ? opts->max_retries : 0) << 16;
+    bool handing = w == NULL && likely(!h->trace.on);
+    bool bare = handing && nargs == 0 && (opts == NULL || opts->max_retries == 0);
+    if (bare)
+        r->u.task_fn = fn;
+    else
+        fill_body(q, h, fn, args, nargs, meta);
+    /* relaxed, all: nobody can find the record yet; publish's release
      * carries them with the rest */
-    hive__obj_init_run(r, HIVE__RUN_QUEUED);
     atomic_store_explicit(&r->refs, 1 + HIVE__PIN, memory_order_relaxed);   /* caller + task */
+    if (handing) {
+        hive__obj_init_run(r, HIVE__RUN_RUNNING);
+        if (!bare)
+            q->job.fn = handed_job;
+        /* release (the publish, then the hand's CAS): as below */
+        hive__obj_publish(h, r);
+        if (bare ? hive__sched_hand_rec(&h->sched, r, node) : hive__sched_hand(&h->sched, &q->job, node)) {
+            result->id = r->id;
+            return HIVE_OK;
+        }
+        if (bare)
+            fill_body(q, h, fn, args, nargs, meta);
+        else
+            q->job.fn = small_job;
+    }
+    hive__obj_init_run(r, HIVE__RUN_QUEUED);
     /* release (publish, then the spawn's queue): the body above reaches the
-     * worker that takes the job; the record's fields anyone who finds it */
+     * worker that takes the job; the record's fields anyone who finds it
+     * (published already if it was to be handed) */
     if (w != NULL)
         hive__obj_publish_private(h, r);
-    else
+    else if (!handing)
         hive__obj_publish(h, r);
     result->id = r->id;
     if (unlikely(h->trace.on))        /* before it can run: the flow starts here */
@@ -462,6 +509,75 @@ static void run_task(hive__task_t *t, hive__worker_t *w)
     cleanup(t);
 }
 
+/* Unpack a small task's arguments (meta's sizes, bytes in 8-byte steps)
+ * into sa, on the worker's stack. */
+static inline void unpack_args(hive__sargs_t *sa, uint64_t meta, const unsigned char *args)
+{
+    sa->nargs = (unsigned)(meta & 3);
+    if (likely(sa->nargs <= 1)) {
+        /* none or one argument (a fork-join's n): it sits at offset 0 in
+         * both layouts, so the whole body's argument bytes move as three
+         * fixed words, with no per-argument loop (the bytes past it are
+         * copied too and never read) */
+        sa->size[0] = (uint8_t)((meta >> 24) & 31);
+        sa->off[0] = 0;
+        memcpy(sa->bytes, args, HIVE__QTASK_ARGS);
+        return;
+    }
+    size_t from = 0, to = 0;
+    for (unsigned i = 0; i < sa->nargs; i++) {
+        size_t n = (meta >> (24 + 5 * i)) & 31;
+        sa->size[i] = (uint8_t)n;
+        sa->off[i] = (uint8_t)to;
+        copy_arg(sa->bytes + to, args + from, n);
+        from += align8(n);
+        to += align16(n);
+    }
+}
+
+/* A bare task handed as its record (submit_small, hive__sched_hand_rec):
+ * its function in the record's header, no argument, no retry, RUNNING. */
+void hive__task_run_handed(struct hive *h, void *rec, hive__worker_t *w)
+{
+    hive__obj_t *r = rec;
+    if (w == NULL) {                  /* dropped at shutdown: it never ran */
+        finish_result(h, r, HIVE_ESHUTDOWN);
+        hive__obj_unpin(h, r);
+        return;
+    }
+    hive_fn fn = r->u.task_fn;        /* before the function may turn u to its own use */
+    hive__sargs_t sa;
+    sa.nargs = 0;
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, 0, NULL);
+    hive__obj_unpin(h, r);
+}
+
+/* A small task with arguments handed to its worker (submit_small):
+ * small_job without the claim - its result is RUNNING already. */
+static void handed_job(hive__job_t *job, hive__worker_t *w)
+{
+    hive__obj_t *r = HIVE_CONTAINER_OF(job, hive__obj_t, tail.queued.job);
+    const hive__qtask_t *q = &r->tail.queued;
+    struct hive *h = q->h;
+    if (w == NULL) {                  /* dropped at shutdown: it never ran */
+        finish_result(h, r, HIVE_ESHUTDOWN);
+        hive__obj_unpin(h, r);
+        return;
+    }
+    hive_fn fn = q->fn;
+    uint64_t meta = q->meta;
+    hive__sargs_t sa;
+    unpack_args(&sa, meta, q->args);
+    /* from here on the body is dead: the function may write the result
+     * over it */
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
+    hive__obj_unpin(h, r);
+}
+
 /* A small task's job: take the body out of the result record (unpacking
  * the arguments onto this stack), then run it as a full record runs. */
 static void small_job(hive__job_t *job, hive__worker_t *w)
@@ -476,26 +592,7 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     hive_fn fn = q->fn;
     uint64_t meta = q->meta;
     hive__sargs_t sa;
-    sa.nargs = (unsigned)(meta & 3);
-    if (likely(sa.nargs <= 1)) {
-        /* none or one argument (a fork-join's n): it sits at offset 0 in
-         * both layouts, so the whole body's argument bytes move as three
-         * fixed words, with no per-argument loop (the bytes past it are
-         * copied too and never read) */
-        sa.size[0] = (uint8_t)((meta >> 24) & 31);
-        sa.off[0] = 0;
-        memcpy(sa.bytes, q->args, HIVE__QTASK_ARGS);
-    } else {
-        size_t from = 0, to = 0;
-        for (unsigned i = 0; i < sa.nargs; i++) {
-            size_t n = (meta >> (24 + 5 * i)) & 31;
-            sa.size[i] = (uint8_t)n;
-            sa.off[i] = (uint8_t)to;
-            copy_arg(sa.bytes + to, q->args + from, n);
-            from += align8(n);
-            to += align16(n);
-        }
-    }
+    unpack_args(&sa, meta, q->args);
     /* from here on the body is dead: the function may write the result
      * over it */
     if (!task_claim_result(r)) {

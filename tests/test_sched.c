@@ -258,6 +258,13 @@ static int wait_for_arg(hive_ctx_t *ctx)
     return hive_get(hive_engine(ctx), r, HIVE_FOREVER, &p, NULL);
 }
 
+static int echo_arg(hive_ctx_t *ctx)
+{
+    size_t n;
+    const void *p = hive_arg(ctx, 0, &n);
+    return hive_return(ctx, p, n);
+}
+
 static void test_a_waiting_handed_job_frees_the_slot(void **state)
 {
     (void)state;
@@ -278,6 +285,100 @@ static void test_a_waiting_handed_job_frees_the_slot(void **state)
     assert_int_equal(hive_release(h, obj), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
     atomic_store(&hive__idle_spin_ns, spin);
+}
+
+/* A small task a user thread submits to a worker spinning with the slot
+ * is handed to it RUNNING (task.c, hand_small): no claim. A cancel then
+ * asks a running task - the task sees hive_cancelled() and its result
+ * fails with HIVE_ECANCELED - and the worker marks the slot again after. */
+static _Atomic int cancel_seen, handed_started;
+
+static int until_cancelled(hive_ctx_t *ctx)
+{
+    atomic_store(&handed_started, 1);
+    for (long i = 0; i < 20000000000L && !hive_cancelled(ctx); i++)
+        sched_yield();
+    atomic_store(&cancel_seen, hive_cancelled(ctx));
+    return 0;                         /* the cancel decides: HIVE_ECANCELED all the same */
+}
+
+static void test_a_handed_task_is_running(void **state)
+{
+    (void)state;
+    uint64_t spin;
+    hive_t *h = spinning_worker(&spin);
+    _Atomic uintptr_t *slot = &h->sched.nodes[0].handoff;
+    atomic_store(&cancel_seen, 0);
+    atomic_store(&handed_started, 0);
+    uint64_t handoffs = atomic_load(&h->sched.w[0].handoffs);
+    hive_ref_t r;
+    assert_int_equal(hive_submit(h, until_cancelled, NULL, 0, NULL, &r), HIVE_OK);
+    /* handed: the slot holds the job (its reservation) as it runs */
+    assert_true(atomic_load(slot) != (uintptr_t)1 && atomic_load(slot) != 0);
+    WAIT_UNTIL(atomic_load(&handed_started) == 1, 5000);
+    assert_int_equal(atomic_load(&h->sched.w[0].handoffs), handoffs + 1);
+    assert_int_equal(hive_cancel(h, r), HIVE_OK);
+    const void *p;
+    assert_int_equal(hive_get(h, r, 5000000000, &p, NULL), HIVE_ECANCELED);
+    assert_int_equal(atomic_load(&cancel_seen), 1);
+    assert_int_equal(hive_cancel(h, r), HIVE_ESTATE);   /* finished */
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    WAIT_UNTIL(atomic_load(slot) == (uintptr_t)1, 5000);   /* idle: marked again */
+    /* and a plain handed task returns its value */
+    int64_t seventy_seven = 77;
+    assert_int_equal(hive_submit(h, echo_arg, &HIVE_VAL(seventy_seven), 1, NULL, &r), HIVE_OK);
+    size_t size;
+    assert_int_equal(hive_get(h, r, 5000000000, &p, &size), HIVE_OK);
+    assert_int_equal(size, sizeof(int64_t));
+    assert_int_equal(*(const int64_t *)p, 77);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(atomic_load(&h->sched.w[0].handoffs), handoffs + 2);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    atomic_store(&hive__idle_spin_ns, spin);
+}
+
+/* A small task handed to a worker that sees the stop before it runs it is
+ * dropped (its result fails), never run, and nothing of it is lost: the
+ * worker is busy in a job, holding the slot by hand as in
+ * test_stop_drops_a_handed_job, when the submit hands the task over. */
+static _Atomic int dropped_task_ran;
+
+static int must_not_run(hive_ctx_t *ctx)
+{
+    (void)ctx;
+    atomic_store(&dropped_task_ran, 1);
+    return 0;
+}
+
+/* with_arg: a task with an argument (its body in the record's inline
+ * line, handed as a job); else a bare one (handed as its record alone) */
+static void stop_drops_a_handed_task(bool with_arg)
+{
+    hive_t *h = start(1);
+    static hive__job_t blocker;
+    atomic_store(&blocker_started, 0);
+    atomic_store(&dropped_task_ran, 0);
+    blocker.fn = blocker_fn;
+    hive__sched_post(&h->sched, 0, &blocker);
+    WAIT_UNTIL(atomic_load(&blocker_started) == 1, 5000);
+    h->sched.w[0].held = true;
+    atomic_store(&h->sched.nodes[0].handoff, (uintptr_t)1);   /* worker 0's mark */
+    hive_ref_t r;
+    int64_t one = 1;
+    assert_int_equal(hive_submit(h, must_not_run, with_arg ? &HIVE_VAL(one) : NULL, with_arg, NULL, &r),
+                     HIVE_OK);
+    uintptr_t v = atomic_load(&h->sched.nodes[0].handoff);
+    assert_true(v != (uintptr_t)1 && v != 0);                  /* handed, not queued */
+    assert_int_equal(v & 3, with_arg ? 0 : 2);                 /* a job, or a record bare */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+    assert_int_equal(atomic_load(&dropped_task_ran), 0);
+}
+
+static void test_stop_drops_a_handed_task(void **state)
+{
+    (void)state;
+    stop_drops_a_handed_task(true);
+    stop_drops_a_handed_task(false);
 }
 
 static double cpu_seconds(void)
@@ -483,6 +584,8 @@ int main(void)
         cmocka_unit_test(test_a_handed_job_reserves_the_slot),
         cmocka_unit_test(test_a_waiting_handed_job_frees_the_slot),
         cmocka_unit_test(test_stop_while_a_handed_job_runs),
+        cmocka_unit_test(test_a_handed_task_is_running),
+        cmocka_unit_test(test_stop_drops_a_handed_task),
         cmocka_unit_test(test_idle_engine_uses_no_cpu),
         cmocka_unit_test(test_lone_job_is_stolen_from_a_blocked_owner),
         cmocka_unit_test(test_spawn_wakes_a_parked_worker),
