@@ -829,11 +829,6 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
     return HIVE_OK;
 }
 
-/* The idle worker's shortcut: a call whose arguments are all inline
- * bytes, for an actor whose turn is free, claims that turn here (under
- * poll_lock) and runs after poll_lock is let go (run_in_place): no task
- * record, no result record, no job, the reply sent from what the method
- * returned. False: the call goes the usual way. */
 /* A short call's arguments (wire_calls_t): where each one's bytes are and
  * how many; false if the message is malformed. */
 static bool short_args(const wire_hdr_t *hdr, const char *buf, size_t n, const char **from, uint64_t *sizes)
@@ -857,6 +852,11 @@ static bool short_args(const wire_hdr_t *hdr, const char *buf, size_t n, const c
     return true;
 }
 
+/* The idle worker's shortcut: a call whose arguments are all inline
+ * bytes, for an actor whose turn is free, claims that turn here (under
+ * poll_lock) and runs after poll_lock is let go (run_in_place): no task
+ * record, no result record, no job, the reply sent from what the method
+ * returned. False: the call goes the usual way. */
 static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const char *buf, size_t n, bool shortf)
 {
     here_t *x = here_slot;
