@@ -535,23 +535,40 @@ static inline void unpack_args(hive__sargs_t *sa, uint64_t meta, const unsigned 
     }
 }
 
+/* The common end of a small task's three ways in (small_job, handed_job,
+ * hive__task_run_handed): its function runs on w with the arguments sa
+ * (unpacked onto the caller's stack), then the task's pin on its result
+ * goes. */
+static inline void run_small(struct hive *h, hive__worker_t *w, hive__obj_t *r, hive_fn fn,
+                             hive__sargs_t *sa, unsigned retries)
+{
+    struct hive_ctx ctx = { .h = h, .w = w, .sargs = sa, .result = r, .depth = w->depth,
+                            .seq = ++w->task_seq };
+    run_claimed(&ctx, fn, retries, NULL);
+    hive__obj_unpin_by(h, w, r);
+}
+
+/* A handed task dropped at shutdown: it never ran. RUNNING from the hand,
+ * so there is no claim to lose: its result fails here. */
+static void handed_unrun(struct hive *h, hive__obj_t *r)
+{
+    finish_result(h, r, HIVE_ESHUTDOWN);
+    hive__obj_unpin(h, r);
+}
+
 /* A bare task handed as its record (submit_small, hive__sched_hand_rec):
  * its function in the record's header, no argument, no retry, RUNNING. */
 void hive__task_run_handed(struct hive *h, void *rec, hive__worker_t *w)
 {
     hive__obj_t *r = rec;
-    if (w == NULL) {                  /* dropped at shutdown: it never ran */
-        finish_result(h, r, HIVE_ESHUTDOWN);
-        hive__obj_unpin(h, r);
+    if (w == NULL) {
+        handed_unrun(h, r);
         return;
     }
     hive_fn fn = r->u.task_fn;        /* before the function may turn u to its own use */
     hive__sargs_t sa;
     sa.nargs = 0;
-    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
-                            .seq = ++w->task_seq };
-    run_claimed(&ctx, fn, 0, NULL);
-    hive__obj_unpin(h, r);
+    run_small(h, w, r, fn, &sa, 0);
 }
 
 /* A small task with arguments handed to its worker (submit_small):
@@ -561,9 +578,8 @@ static void handed_job(hive__job_t *job, hive__worker_t *w)
     hive__obj_t *r = HIVE_CONTAINER_OF(job, hive__obj_t, tail.queued.job);
     const hive__qtask_t *q = &r->tail.queued;
     struct hive *h = q->h;
-    if (w == NULL) {                  /* dropped at shutdown: it never ran */
-        finish_result(h, r, HIVE_ESHUTDOWN);
-        hive__obj_unpin(h, r);
+    if (w == NULL) {
+        handed_unrun(h, r);
         return;
     }
     hive_fn fn = q->fn;
@@ -572,10 +588,7 @@ static void handed_job(hive__job_t *job, hive__worker_t *w)
     unpack_args(&sa, meta, q->args);
     /* from here on the body is dead: the function may write the result
      * over it */
-    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
-                            .seq = ++w->task_seq };
-    run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_unpin(h, r);
+    run_small(h, w, r, fn, &sa, (unsigned)(meta >> 16) & QT_RETRIES_MAX);
 }
 
 /* A small task's job: take the body out of the result record (unpacking
@@ -599,10 +612,7 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
         hive__obj_unpin_by(h, w, r);   /* cancelled while queued: result already failed */
         return;
     }
-    struct hive_ctx ctx = { .h = h, .w = w, .sargs = &sa, .result = r, .depth = w->depth,
-                            .seq = ++w->task_seq };
-    run_claimed(&ctx, fn, (unsigned)(meta >> 16) & QT_RETRIES_MAX, NULL);
-    hive__obj_unpin_by(h, w, r);
+    run_small(h, w, r, fn, &sa, (unsigned)(meta >> 16) & QT_RETRIES_MAX);
 }
 
 void hive__task_finish(hive__task_t *t, int code)
