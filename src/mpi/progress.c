@@ -790,6 +790,20 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
     return hive__mpi_request(w, (int)hive__id_tag(rid) - 1, h, sizeof *h, p, true);
 }
 
+/* The next long-form argument of a call at *at (a wire_arg_t, then for
+ * inline bytes the bytes padded to 8): *a, and *at moved past the
+ * wire_arg_t; false if the message ends early or the inline bytes run
+ * past it. The caller moves *at past the bytes (*padded). */
+static bool next_wire_arg(const char *buf, size_t n, size_t *at, wire_arg_t *a, uint64_t *padded)
+{
+    if (n - *at < sizeof *a)
+        return false;
+    memcpy(a, buf + *at, sizeof *a);
+    *at += sizeof *a;
+    *padded = (a->size + 7) & ~(uint64_t)7;
+    return a->ref != 0 || (a->size <= n && *padded <= n - *at);
+}
+
 /* Parse a call's arguments; remote refs become local placeholders. */
 static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t n, hive_arg_t *args,
                       served_t *s)
@@ -797,14 +811,10 @@ static int parse_args(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t
     size_t at = sizeof *hdr;
     for (uint32_t i = 0; i < hdr->nargs; i++) {
         wire_arg_t a;
-        if (n - at < sizeof a)
+        uint64_t padded;
+        if (!next_wire_arg(buf, n, &at, &a, &padded))
             return HIVE_EINVAL;
-        memcpy(&a, buf + at, sizeof a);
-        at += sizeof a;
         if (a.ref == 0) {
-            uint64_t padded = (a.size + 7) & ~(uint64_t)7;
-            if (a.size > n || padded > n - at)
-                return HIVE_EINVAL;
             args[i] = HIVE_BYTES(buf + at, a.size);
             at += padded;
             continue;
@@ -869,13 +879,9 @@ static bool claim_in_place(world_t *w, int src, const wire_hdr_t *hdr, const cha
     for (uint32_t i = 0; i < hdr->nargs; i++) {
         if (!shortf) {
             wire_arg_t a;
-            if (n - at < sizeof a)
-                return false;            /* malformed: serve_call says so */
-            memcpy(&a, buf + at, sizeof a);
-            at += sizeof a;
-            uint64_t padded = (a.size + 7) & ~(uint64_t)7;
-            if (a.ref != 0 || a.size > n || padded > n - at)
-                return false;            /* a ref argument (or malformed): the usual way */
+            uint64_t padded;
+            if (!next_wire_arg(buf, n, &at, &a, &padded) || a.ref != 0)
+                return false;            /* malformed (serve_call says so) or a ref: the usual way */
             from[i] = buf + at;
             x->sizes[i] = a.size;
             at += padded;
