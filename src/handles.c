@@ -93,13 +93,14 @@ void hive__handles_close(hive__handles_t *t)
 {
     if (t->dir == NULL)
         return;
+    /* skip what the settler has queued (of any table), then wait until it
+     * holds none of ours: a collapse it runs finishes before we unmap */
+    hive__settle_pause(true);
     /* relaxed: written by takers this caller has joined or waited for */
-    if (atomic_load_explicit(&t->settling, memory_order_relaxed)) {
-        hive__settle_pause(true);          /* their records and regions go now */
-        hive__rcu_barrier();
-        hive__settle_pause(false);
-    }
-    hive__settle_quiesced();               /* after this barrier or the caller's */
+    if (atomic_load_explicit(&t->settling, memory_order_relaxed))
+        hive__rcu_barrier();               /* our queued settles reach the settler */
+    hive__settle_drain();
+    hive__settle_pause(false);
     for (size_t i = 0; i < HIVE__DIR_SIZE; i++) {
         unsigned char *c = atomic_load_explicit(&t->dir[i], memory_order_relaxed);   /* quiet */
         if (c != NULL) {

@@ -137,7 +137,8 @@ typedef struct hive__handles_cache {
 
 /* Open a table with the given tag (its low 12 bits); HIVE_ENOMEM. Close
  * runs an rcu_barrier first (settles skipped) if a full region's settle may
- * still be queued: clear settling after a barrier of your own to spare it.
+ * still be queued: clear settling after a barrier of your own to spare it;
+ * then it waits for the settler to let go of its regions.
  * Not from an RCU read section or callback. */
 int  hive__handles_open(hive__handles_t *t, uint32_t tag);
 void hive__handles_close(hive__handles_t *t);

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A record as the table lays it out (handles.h): the id word first, the
  * key at HIVE__REC_KEY, 128 bytes; the rest is the owner's. */
@@ -214,13 +215,16 @@ static void test_full_regions_settle(void **state)
     const uint32_t n = 2 * per_region + 100;     /* two full regions and 100 records */
     rec_t **recs = malloc(n * sizeof *recs);
     unsigned long refused0, refused1;
+    hive__rcu_barrier();                          /* earlier tests' settles: done first */
+    hive__settle_drain();
     unsigned long settled0 = hive__settle_count(&refused0, NULL);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t id;
         recs[i] = take(&t, &id);
         recs[i]->mine = i;
     }
-    hive__rcu_barrier();                          /* the settles have run */
+    hive__rcu_barrier();                          /* the settles are with the settler */
+    hive__settle_drain();                         /* and it has run them */
     int err = 0;
     unsigned long settled = hive__settle_count(&refused1, &err) - settled0;
     assert_int_equal(settled + (refused1 - refused0), 2);   /* one per full region, no more */
@@ -243,6 +247,43 @@ static void test_full_regions_settle(void **state)
                refused1 - refused0, err);
     }
     free(recs);
+    hive__handles_close(&t);
+}
+
+/* The collapse runs on the settler, not on the call_rcu thread: while a
+ * collapse copies its 2 MiB no deferred free may wait behind it (a store
+ * growing under puts and releases would find no slot freed and grow on). */
+static _Atomic int cb_tid;
+
+static void note_tid(struct rcu_head *head)
+{
+    hive__rcu_callback_begin();
+    atomic_store(&cb_tid, (int)gettid());
+    free(head);
+}
+
+static void test_settles_leave_the_call_rcu_thread(void **state)
+{
+    (void)state;
+    hive__handles_t t;
+    assert_int_equal(hive__handles_open(&t, 3), HIVE_OK);
+    const uint32_t per_region = (uint32_t)(HIVE__HUGE_PAGE / HIVE__REC_BYTES);
+    for (uint32_t i = 0; i < per_region; i++) {   /* one full region: one settle */
+        uint64_t id;
+        take(&t, &id);
+    }
+    struct rcu_head *head = malloc(sizeof *head);
+    assert_non_null(head);
+    hive__rcu_thread();
+    hive__call_rcu(head, note_tid);
+    hive__rcu_barrier();
+    hive__settle_drain();
+    int settler = hive__settle_last_tid();
+    assert_true(settler != 0);
+    assert_true(atomic_load(&cb_tid) != 0);
+    if (settler == atomic_load(&cb_tid))
+        fail_msg("the settle ran on the call_rcu thread (tid %d)", settler);
+    assert_true(settler != (int)gettid());
     hive__handles_close(&t);
 }
 
@@ -645,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_cache_stress),
         cmocka_unit_test(test_grows_past_a_chunk),
         cmocka_unit_test(test_full_regions_settle),
+        cmocka_unit_test(test_settles_leave_the_call_rcu_thread),
         cmocka_unit_test(test_chunk_map_fails),
         cmocka_unit_test(test_slot_limit),
         cmocka_unit_test(test_stress_nothing_lost_or_doubled),

@@ -136,6 +136,8 @@ static void test_full_regions_settle(void **state)
     enum { BS = 256, N = (48 << 20) / BS };   /* 48 MiB of blocks: chunks of 2 MiB and more */
     unsigned char **b = malloc(N * sizeof *b);
     unsigned long refused0, refused1;
+    hive__rcu_barrier();                          /* earlier tests' settles: done first */
+    hive__settle_drain();
     unsigned long settled0 = hive__settle_count(&refused0, NULL);
     for (size_t i = 0; i < N; i++) {
         b[i] = hive__pool_alloc(BS);
@@ -143,6 +145,7 @@ static void test_full_regions_settle(void **state)
         b[i][BS - 1] = (unsigned char)i;
     }
     hive__rcu_barrier();
+    hive__settle_drain();
     int err = 0;
     unsigned long queued = hive__settle_count(&refused1, &err) - settled0 + (refused1 - refused0);
     /* the chunks before the first huge one are small; of the 48 MiB, at

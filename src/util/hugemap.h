@@ -11,12 +11,20 @@
  * mapping starts advised MADV_NOHUGEPAGE, and memory costs what is touched,
  * to the 4 KiB page - and each 2 MiB region, once every byte of it has been
  * handed out, is settled: advised MADV_HUGEPAGE and collapsed into a huge
- * page (MADV_COLLAPSE, Linux 6.1) by hive's call_rcu thread, off the
- * caller's path (hive__settle_later). Collapsing copies the region (a few
- * ms; a thread touching that region meanwhile waits in a page fault) and
- * changes nothing a program can see; where it is refused (an older
- * kernel, no free huge page), the region stays in small pages, or
- * khugepaged collapses it later: only slower lookups, never wrong ones.
+ * page (MADV_COLLAPSE, Linux 6.1). Collapsing copies the region (2-5 ms; a
+ * thread touching that region meanwhile waits in a page fault) and changes
+ * nothing a program can see; where it is refused (an older kernel, no free
+ * huge page), the region stays in small pages, or khugepaged collapses it
+ * later: only slower lookups, never wrong ones.
+ *
+ * Who collapses: a full region is queued with call_rcu from the path that
+ * filled it (no system call there), and hive's call_rcu thread hands it to
+ * the settler, one thread per process started with the call_rcu thread,
+ * which collapses the regions one by one. Not the call_rcu thread itself:
+ * while it copies, no deferred free runs, a store growing under puts and
+ * releases finds no slot freed and grows further - each 5 ms collapse at
+ * 25 M puts/s queued eight more regions, and a 20 M-put loop ended with
+ * 512 MiB of records where 50 MiB do and 3x the CPU per put.
  */
 #ifndef HIVE_UTIL_HUGEMAP_H
 #define HIVE_UTIL_HUGEMAP_H
@@ -76,20 +84,27 @@ static inline void *hive__map_frontier(size_t bytes)
 /* A 2 MiB region of a frontier mapping waiting to become a huge page: the
  * owner keeps one per region (no allocation on the path that fills it). */
 typedef struct hive__settle {
-    struct rcu_head rcu;
-    void           *region;
+    struct rcu_head      rcu;
+    void                *region;
+    struct hive__settle *next;     /* the settler's queue */
 } hive__settle_t;
 
-/* Region (2 MiB aligned, every byte handed out) is settled a grace period
- * from now on the call_rcu thread: no system call or allocation here (the
- * call_rcu thread polls). n must stay valid until then: owners that unmap
- * call hive__rcu_barrier() first, under hive__settle_pause. */
+/* Region (2 MiB aligned, every byte handed out) is settled by the settler
+ * after a grace period: no system call or allocation here (the call_rcu
+ * thread polls). n must stay valid until then: owners that unmap call
+ * hive__rcu_barrier() and then hive__settle_drain() first, under
+ * hive__settle_pause. */
 void hive__settle_later(hive__settle_t *n, void *region);
 
-/* After an rcu_barrier, before freeing settle records: orders every
- * settle callback's last access before the free (for TSan: the barrier
- * does, uninstrumented). */
-void hive__settle_quiesced(void);
+/* Start the settler (once per process; the call_rcu thread's start calls
+ * it). If it cannot start, regions are settled on the call_rcu thread. */
+void hive__settler_start(void);
+
+/* After an rcu_barrier (every settle the caller queued is with the
+ * settler): wait until the settler holds no settle record and runs no
+ * collapse - under a pause it skips what is queued, so this waits out one
+ * collapse at most. Then the records may be freed and the regions unmapped. */
+void hive__settle_drain(void);
 
 /* While any pause is on (a store closing, which waits for every callback
  * before unmapping), settles are skipped - the regions stay in small pages -
@@ -100,6 +115,10 @@ void hive__settle_pause(bool on);
 /* Settles done so far (MADV_COLLAPSE returned 0) and refused (it failed:
  * the errno of the last refusal in *last_errno, if not NULL). For tests. */
 unsigned long hive__settle_count(unsigned long *refused, int *last_errno);
+
+/* The thread id (gettid) that ran the last settle, 0 before the first. For
+ * tests: the settler's, not the call_rcu thread's. */
+int hive__settle_last_tid(void);
 
 /* LeakSanitizer scans the heap, stacks and globals for pointers, not
  * mappings of our own: a record in such a mapping holding the only pointer

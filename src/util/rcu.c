@@ -1,5 +1,6 @@
 /* rcu.c - lazy RCU reader registration (see rcu.h). */
 #include "util/rcu.h"
+#include "util/hugemap.h"
 
 #include <pthread.h>
 
@@ -35,6 +36,7 @@ static void make_key(void)
     free_thread = urcu_memb_create_call_rcu_data(URCU_CALL_RCU_RT, -1);
     if (free_thread == NULL)
         HIVE_DIE("cannot start the call_rcu thread");
+    hive__settler_start();          /* its helper for huge-page collapses (hugemap.h) */
 }
 
 void hive__rcu_register_slow(void)
