@@ -287,6 +287,10 @@ static void test_long_chain_fails_iteratively(void **state)
 
 /* ------------------------------------------------------------ defect 4 */
 
+/* recurse's children are awaited with hive_wait (then read at once) rather
+ * than hive_get: the same nesting through the other waiting call */
+static bool recurse_by_wait;
+
 static int recurse(hive_ctx_t *ctx)
 {
     int64_t depth;
@@ -299,15 +303,22 @@ static int recurse(hive_ctx_t *ctx)
     if (hive_submit(hive_engine(ctx), recurse, &a, 1, NULL, &child) != HIVE_OK)
         return 1;
     const void *p;
-    int rc = hive_get(hive_engine(ctx), child, HIVE_FOREVER, &p, NULL);
+    int rc = HIVE_OK;
+    if (recurse_by_wait) {
+        unsigned char ready = 0;
+        rc = hive_wait(hive_engine(ctx), &child, 1, 1, HIVE_FOREVER, &ready);
+        rc = rc == 1 && ready ? HIVE_OK : HIVE_ESTATE;
+    }
+    if (rc == HIVE_OK)
+        rc = hive_get(hive_engine(ctx), child, recurse_by_wait ? 0 : HIVE_FOREVER, &p, NULL);
     int64_t got = rc == HIVE_OK ? *(const int64_t *)p + 1 : -1;
     hive_release(hive_engine(ctx), child);
     return rc == HIVE_OK ? hive_return(ctx, &got, sizeof got) : 1;
 }
 
-static void test_recursive_get_10000_deep(void **state)
+static void recursive_10000_deep(bool by_wait)
 {
-    (void)state;
+    recurse_by_wait = by_wait;
     size_t reserve = hive__stack_reserve;
     /* workers = 1 and 2 with the real stacks, then with stacks that fill
      * after a few hundred levels, so that spare threads take over */
@@ -345,6 +356,20 @@ static void test_recursive_get_10000_deep(void **state)
         disarm();
     }
     hive__stack_reserve = reserve;
+}
+
+static void test_recursive_get_10000_deep(void **state)
+{
+    (void)state;
+    recursive_10000_deep(false);
+}
+
+/* The same chain through hive_wait: a wait nested past the stack's reserve
+ * hands its worker to a spare with its own completion test (wait_set_done). */
+static void test_recursive_wait_10000_deep(void **state)
+{
+    (void)state;
+    recursive_10000_deep(true);
 }
 
 /* ------------------------------------------------------------ defect 6 */
@@ -831,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_shutdown_wakes_user_waiters),
         cmocka_unit_test(test_long_chain_fails_iteratively),
         cmocka_unit_test(test_recursive_get_10000_deep),
+        cmocka_unit_test(test_recursive_wait_10000_deep),
         cmocka_unit_test(test_seal_refuses_task_results),
         cmocka_unit_test(test_high_call_overtakes_low_turn),
         cmocka_unit_test(test_actor_churn_small_store),

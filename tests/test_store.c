@@ -750,6 +750,38 @@ static void test_worker_frees_before_parking(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* Users' counts on one object stop at 2^32-1 (the word's upper half is the
+ * engine's pins): a retain, or a cell's acquire of a version, past that is
+ * refused with HIVE_ESTATE and the number, and the object is unharmed. The
+ * count is brought to its limit directly (2^32 retains would take a minute). */
+static void test_user_counts_cap(void **state)
+{
+    (void)state;
+    hive_t *h = engine(64 * MiB, 1, NULL);
+    int64_t v = 7;
+    hive_ref_t r, cell, got;
+    assert_int_equal(hive_put(h, &v, sizeof v, &r), HIVE_OK);
+    assert_int_equal(hive_cell_new(h, r, &cell), HIVE_OK);   /* a pin: the other half */
+    hive__rcu_lock();
+    hive__obj_t *o = hive__obj_lookup(h, r.id);
+    hive__rcu_unlock();
+    assert_non_null(o);                 /* our count keeps it */
+    atomic_fetch_add(&o->refs, HIVE__USERS - 1);            /* 1 + that: the users' half full */
+    ASSERT_FAILS_WITH(hive_retain(h, r), HIVE_ESTATE, "4294967295 counts, the most it can hold");
+    ASSERT_FAILS_WITH(hive_cell_acquire(h, cell, &got, NULL), HIVE_ESTATE,
+                      "4294967295 counts, the most it can hold");
+    atomic_fetch_sub(&o->refs, HIVE__USERS - 1);
+    assert_int_equal(hive_cell_acquire(h, cell, &got, NULL), HIVE_OK);
+    assert_int_equal(got.id, r.id);
+    const void *d;
+    assert_int_equal(hive_get(h, got, 0, &d, NULL), HIVE_OK);
+    assert_int_equal(*(const int64_t *)d, 7);
+    assert_int_equal(hive_release(h, got), HIVE_OK);
+    assert_int_equal(hive_release(h, cell), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -773,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_get_many_bad_input),
         cmocka_unit_test(test_get_many_inside_a_task),
         cmocka_unit_test(test_get_many_returns_at_shutdown),
+        cmocka_unit_test(test_user_counts_cap),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
