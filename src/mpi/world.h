@@ -455,7 +455,27 @@ bool  hive__mpi_serving(void);
 pend_t *hive__mpi_pend_new(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 
-/* A pending record with no payload yet: the future a remote answer fills. */
-int   hive__mpi_placeholder(world_t *w, hive__obj_t **out);
+/* Holds on records. The layer's own holds are pins (store.h: HIVE__PIN):
+ * a request's on the record its answer fills, the cache's and each
+ * user's while it reads on a remote object's copy, a cell copy list's, a
+ * slot's on its future's record, a served request's on its result, its
+ * object or its fetched arguments, a send's per part in flight, a remote
+ * call's on its local ref arguments (keep). A user count is taken only
+ * for what is handed to a user: the record-path future of a remote call,
+ * the version of a remote cell an acquire returns. So a user's release
+ * once too many is refused (HIVE_ESTATE) instead of freeing a record
+ * under the layer. */
+
+/* A pending record with no payload yet: the future a remote answer fills,
+ * with the request's pin and first (1: a user count for the caller;
+ * HIVE__PIN: a pin for the caller; 0: none more). */
+int   hive__mpi_placeholder(world_t *w, int64_t first, hive__obj_t **out);
+/* A placeholder never sent: failed with code, both its holds dropped. */
+void  hive__mpi_placeholder_drop(world_t *w, hive__obj_t *o, int code, int64_t first);
+/* progress.c: a local ref argument of a remote call kept until the answer
+ * (a pin; a slot future's id: a count on its slot), i its index for the
+ * sentence; and the list of them given back and freed */
+int   hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i);
+void  hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n);
 
 #endif
