@@ -195,6 +195,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     atomic_store_explicit(&f->st, FUT_PENDING, memory_order_relaxed);
     atomic_store_explicit(&f->rec, NULL, memory_order_relaxed);
     atomic_store_explicit(&f->sealed, 0, memory_order_relaxed);
+    f->heap = NULL;
     f->dest = dest;
     f->actor = actor.id;
     f->nkeep = 0;
@@ -423,7 +424,7 @@ static int fut_get(world_t *w, uint64_t id, int64_t timeout_ns, const void **dat
         }
     }
     if (st == FUT_DONE) {
-        *data = f->bytes;
+        *data = hive__mpi_fut_bytes(f);
         if (size)
             *size = f->size;
         return HIVE_OK;
@@ -549,6 +550,8 @@ static void drop_futs(world_t *w)
         hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
         if (atomic_load_explicit(&f->key, memory_order_relaxed) != 0 && r != NULL)
             hive__obj_unpin(w->h, r);    /* the slot's */
+        if (atomic_load_explicit(&f->key, memory_order_relaxed) != 0)
+            free(f->heap);
     }
     free(w->futs);
 }

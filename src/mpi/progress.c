@@ -451,7 +451,7 @@ static void fut_seal_rec(world_t *w, fut_t *f, hive__obj_t *r, uint32_t st)
     if (atomic_exchange_explicit(&f->sealed, 1, memory_order_acq_rel))
         return;
     if (st == FUT_DONE)
-        seal_bytes(w, r, f->bytes, f->size);
+        seal_bytes(w, r, hive__mpi_fut_bytes(f), f->size);
     else
         hive__obj_fail(w->h, r, f->status);
 }
@@ -484,6 +484,7 @@ void hive__mpi_fut_free(world_t *w, fut_t *f)
     hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
     if (r != NULL)
         hive__obj_unpin(w->h, r);        /* the slot's */
+    free(f->heap);                       /* an adopted receive buffer (claimers reset it) */
     /* release: everything above before the slot's next claimer (its CAS acquires) */
     atomic_store_explicit(&f->key, 0, memory_order_release);
 }
@@ -546,6 +547,7 @@ static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
 
 static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr_t *hdr, const char *buf,
                          size_t n, bool own);
+static bool own_adopt(const char *buf);
 
 /* The answer to a record-free future's call. */
 static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
@@ -566,14 +568,21 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
             hive__mpi_forget_actor(w, f->actor);
         f->status = hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL;
         st = FUT_FAILED;
+    } else if (hdr->size <= HIVE__MPI_INLINE && n - sizeof *hdr < hdr->size) {
+        f->status = HIVE_EINVAL;
+        st = FUT_FAILED;
     } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
-        if (n - sizeof *hdr < hdr->size) {
-            f->status = HIVE_EINVAL;
-            st = FUT_FAILED;
-        } else {
-            memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
-            f->size = (uint32_t)hdr->size;
-        }
+        memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+        f->size = (uint32_t)hdr->size;
+    } else if (hdr->size <= HIVE__MPI_INLINE && own_adopt(buf)) {
+        /* the waiter's receive buffer, answer and all, becomes the slot's:
+         * no record, no payload block, no copy (a 4 KiB answer). Cut to
+         * the answer (a shrinking realloc splits the block, no copy), so
+         * held futures keep their answers' bytes, not 32 KiB each (4,096
+         * slots: at most 128 MiB, outside the store's bound) */
+        char *cut = realloc((char *)buf, sizeof *hdr + hdr->size);
+        f->heap = cut != NULL ? cut : (char *)buf;
+        f->size = (uint32_t)hdr->size;
     } else {                             /* too big for the slot: a record takes it */
         hive__obj_t *r = hive__mpi_fut_rec(w, f);
         if (r == NULL) {
@@ -1544,6 +1553,19 @@ static char *own_buffer(void)
         own_buf = b;
     }
     return own_buf;
+}
+
+/* Is buf this thread's receive buffer (an answer its own posted receive
+ * took)? Then it is the caller's from now on (the slot's: it frees it),
+ * and the thread's next receive gets a new one. */
+static bool own_adopt(const char *buf)
+{
+    if (buf == NULL || buf != own_buf)
+        return false;
+    own_buf = NULL;
+    if (own_key_ok)
+        pthread_setspecific(own_key, NULL);
+    return true;
 }
 
 /* Polls for other ranks' requests while a receive is posted for one's

@@ -1289,6 +1289,31 @@ static void test_call_futures(void **state)
     assert_int_equal(hive_call(h, all[next], ALL, bad, 2, NULL, &x), HIVE_ENOENT);
     assert_int_equal(hive_release(h, mine), HIVE_OK);
     assert_int_equal(hive_get(h, mine, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* no count kept */
+    /* an answer above the slot's 48 bytes, taken by the get's own receive
+     * (its buffer becomes the slot's): read, then made a record (a wait),
+     * read again, and passed on as a ref argument */
+    uint32_t big_n = 4096;
+    assert_int_equal(hive_call(h, all[next], BIG, &HIVE_VAL(big_n), 1, NULL, &r), HIVE_OK);
+    const unsigned char *bp;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&bp, &n), HIVE_OK);
+    assert_int_equal(n, big_n);
+    uint64_t want_sum = 0;
+    for (uint32_t i = 0; i < big_n; i++) {
+        assert_int_equal(bp[i], (unsigned char)(i * 13 + big_n));
+        want_sum += bp[i];
+    }
+    unsigned char ready[1];
+    assert_int_equal(hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready), 1);
+    assert_int_equal(hive_get(h, r, 0, (const void **)&bp, &n), HIVE_OK);
+    assert_int_equal(n, big_n);
+    assert_int_equal(bp[big_n - 1], (unsigned char)((big_n - 1) * 13 + big_n));
+    assert_int_equal(hive_call(h, all[(rank + 2) % size], SUM, &HIVE_REF(r), 1, NULL, &x), HIVE_OK);
+    assert_int_equal(hive_get(h, x, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+    assert_int_equal(sum[0], want_sum);
+    assert_int_equal(sum[1], big_n);
+    assert_int_equal(hive_release(h, x), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_ENOENT);
     /* two short-form arguments, the second not at a multiple of 16 in the
      * message (12 bytes before it): copied out where it runs in place */
     unsigned char twelve[12], five[5];
@@ -1465,6 +1490,9 @@ static void test_call_future_faults(void **state)
             int grc = HIVE_OK;
             const unsigned char *p = NULL;
             size_t len = 0;
+            if (rc == HIVE_OK && c == ANSWER_REC)
+                test_sleep_ms(20);       /* taken by another thread (a record), not by the
+                                            get's own receive (its buffer, no record) */
             if (rc == HIVE_OK && c == WAIT_REC) {   /* a wait: the future needs a record */
                 unsigned char ready[1];
                 int nr = hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready);
