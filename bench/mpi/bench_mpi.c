@@ -7,7 +7,8 @@
  * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
  * every rank. Prints a table and writes JSON lines to the path in argv[1]
  * (if given). argv[2] "rt" runs the round trips only, 100 times longer,
- * "get" the 64 MiB get only, 4 times longer (to profile them).
+ * "get" the 64 MiB get only, 4 times longer, "cell" the cell rows only,
+ * 3 times each (to profile them).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -429,6 +430,13 @@ int main(int argc, char **argv)
     int rt_only = argc > 2 && strcmp(argv[2], "rt") == 0;
     if (argc > 2 && strcmp(argv[2], "get") == 0) {
         bench_get((size_t)64 << 20, 100);
+        goto out;
+    }
+    if (argc > 2 && strcmp(argv[2], "cell") == 0) {   /* the cell rows only, 3 times each */
+        for (int i = 0; i < 3; i++) {
+            bench_cell(500, 0);
+            bench_cell(500, 1);
+        }
         goto out;
     }
     bench_round_trip(all[1], 8, rt_only ? 200000 : 2000);
