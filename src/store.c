@@ -1654,7 +1654,9 @@ int hive_wait(hive_t *h, const hive_ref_t *refs, size_t n, size_t num_ready, int
     for (size_t i = 0; i < n; i++)   /* a worker's own results without the find (own_private) */
         if ((objs[i] = own_private(h, w, refs[i].id)) == NULL &&
             (objs[i] = hive__obj_find(h, refs[i], "hive_wait")) == NULL) {
-            rc = HIVE_ENOENT;
+            /* HIVE_ENOENT, or why another rank's ref has no copy here
+             * (HIVE_ENOMEM, HIVE_ESHUTDOWN: the find's sentence) */
+            rc = hive__fail_code() < 0 ? hive__fail_code() : HIVE_ENOENT;
             goto out;
         } else if (unlikely(objs[i]->kind == HIVE__ACTOR)) {   /* never pending: no future */
             rc = hive__fail(HIVE_ESTATE, "hive_wait: refs[%zu] (object %llu) is an actor handle, "
@@ -1767,8 +1769,8 @@ int hive_store_stats(hive_t *h, hive_store_stats_t *out)
 static int many_find(struct hive *h, hive_ref_t ref, size_t i, hive__obj_t **o)
 {
     *o = hive__obj_find(h, ref, "hive_get_many");
-    if (unlikely(*o == NULL))
-        return HIVE_ENOENT;
+    if (unlikely(*o == NULL))         /* HIVE_ENOENT, or why a remote ref has no copy (hive_wait) */
+        return hive__fail_code() < 0 ? hive__fail_code() : HIVE_ENOENT;
     if (unlikely((*o)->kind != HIVE__BLOB && (*o)->kind != HIVE__ARRAY))
         return hive__fail(HIVE_ESTATE, "hive_get_many: refs[%zu] (object %llu) is %s", i,
                           (unsigned long long)ref.id, hive__kind_name((*o)->kind));

@@ -6,8 +6,9 @@
  * (getrusage over a few seconds: workers, hive's progress thread and Open
  * MPI's own threads together). Ranks 0 and 1 measure; the idle figure sums
  * every rank. Prints a table and writes JSON lines to the path in argv[1]
- * (if given). argv[2] "rt" runs the round trips only, 100 times longer (to
- * profile them).
+ * (if given). argv[2] "rt" runs the round trips only, 100 times longer,
+ * "get" the 64 MiB get only, 4 times longer, "cell" the cell rows only,
+ * 3 times each (to profile them).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -424,8 +425,20 @@ int main(int argc, char **argv)
     free(ids);
     if (rank == 0)
         printf("hive MPI layer vs raw MPI (%d ranks, ranks 0 and 1 measure)\n", size);
-    /* argv[2] "rt": the round trips only, longer (for profiling them) */
+    /* argv[2] "rt": the round trips only, longer (for profiling them);
+     * "get": the 64 MiB get only, 100 transfers (the same) */
     int rt_only = argc > 2 && strcmp(argv[2], "rt") == 0;
+    if (argc > 2 && strcmp(argv[2], "get") == 0) {
+        bench_get((size_t)64 << 20, 100);
+        goto out;
+    }
+    if (argc > 2 && strcmp(argv[2], "cell") == 0) {   /* the cell rows only, 3 times each */
+        for (int i = 0; i < 3; i++) {
+            bench_cell(500, 0);
+            bench_cell(500, 1);
+        }
+        goto out;
+    }
     bench_round_trip(all[1], 8, rt_only ? 200000 : 2000);
     bench_round_trip(all[1], 4096, rt_only ? 20000 : 2000);
     if (rt_only)

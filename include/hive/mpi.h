@@ -47,6 +47,16 @@
  *       the cell's next version; the owner's status comes back.
  * Not remote: arrays (views and writes stay on the owner).
  *
+ * Counts: what the layer holds for itself - a request's answer record, a
+ * remote ref's copy (a task or method that has it as an argument can name
+ * it: hive_arg_ref), a remote cell's kept copy, a served object, a call's
+ * local ref arguments until its answer - it holds with the engine's own
+ * holds, as a task holds its arguments: a hive_release once too many on
+ * one of them (or on a call's store-record future) is refused with
+ * HIVE_ESTATE and takes nothing the layer still uses. hive_wait and
+ * hive_get_many on another rank's ref whose copy cannot be made say
+ * HIVE_ENOMEM.
+ *
  * Threading: hive_mpi_attach needs MPI_Init_thread(..., MPI_THREAD_MULTIPLE)
  * (Open MPI 4.1 provides it): hive makes MPI calls on the calling thread
  * (a request is sent by the thread that makes it; a thread that waits for

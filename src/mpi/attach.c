@@ -38,7 +38,7 @@ static int owner(const world_t *w, uint64_t id)
     return id != 0 && tag >= 1 && tag <= w->size ? tag - 1 : -1;
 }
 
-int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
+int hive__mpi_placeholder(world_t *w, int64_t first, hive__obj_t **out)
 {
     hive__obj_t *o;
     /* a fault injected here (tests/util/fault.h) stands for a full store */
@@ -53,10 +53,21 @@ int hive__mpi_placeholder(world_t *w, hive__obj_t **out)
      * below releases it */
     hive__obj_init_run(o, HIVE__RUN_DONE);
     hive__obj_publish(w->h, o);
-    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the request's count;
-                                                    relaxed: nobody else knows o yet */
+    /* obj_new's one user count becomes first and the request's pin;
+     * relaxed: nobody else knows o yet */
+    atomic_fetch_add_explicit(&o->refs, first + HIVE__PIN - 1, memory_order_relaxed);
     *out = o;
     return HIVE_OK;
+}
+
+void hive__mpi_placeholder_drop(world_t *w, hive__obj_t *o, int code, int64_t first)
+{
+    hive__obj_fail(w->h, o, code);
+    if (first == 1)
+        hive__obj_release(w->h, o);
+    else if (first == HIVE__PIN)
+        hive__obj_unpin(w->h, o);
+    hive__obj_unpin(w->h, o);            /* the request's: the last */
 }
 
 static int refuse_closing(world_t *w, const char *fn)
@@ -120,7 +131,7 @@ static int write_args(world_t *w, const hive_arg_t *args, size_t nargs, char *ms
                 memcpy(at, args[i].data, a.size);
             at += (a.size + 7) & ~(uint64_t)7;
         } else if (owner(w, a.ref) == w->rank) {
-            int rc = hive_retain(w->h, args[i].ref);   /* kept alive until the callee has it */
+            int rc = hive__mpi_keep(w, args[i].ref, i);   /* kept alive until the callee has it */
             if (rc != HIVE_OK)
                 return rc;
             keep[(*nkeep)++] = a.ref;
@@ -184,6 +195,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
     atomic_store_explicit(&f->st, FUT_PENDING, memory_order_relaxed);
     atomic_store_explicit(&f->rec, NULL, memory_order_relaxed);
     atomic_store_explicit(&f->sealed, 0, memory_order_relaxed);
+    f->heap = NULL;
     f->dest = dest;
     f->actor = actor.id;
     f->nkeep = 0;
@@ -222,9 +234,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
 fail:
     if (msg != (char *)small)
         free(msg);
-    for (size_t i = 0; i < f->nkeep; i++)
-        hive_release(w->h, (hive_ref_t){ f->keep[i] });
-    free(f->keep);
+    hive__mpi_unkeep(w, f->keep, f->nkeep);
     f->keep = NULL;
     f->nkeep = 0;
     /* relaxed: no id of this generation went out; no count on it then */
@@ -271,7 +281,8 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
                        .prio = opts ? opts->priority : 0, .has_prio = opts != NULL,
                        .size = len - sizeof hdr };
     pend_t *p = NULL;
-    if (msg == NULL || (rc = hive__mpi_placeholder(w, &fut)) != HIVE_OK ||
+    /* the future: the caller's count and the request's pin */
+    if (msg == NULL || (rc = hive__mpi_placeholder(w, 1, &fut)) != HIVE_OK ||
         (p = new_pend(w, M_CALL, fut, &hdr)) == NULL || (refs && (p->keep = hive__calloc(nargs, 8)) == NULL)) {
         rc = msg == NULL || fut != NULL ? hive__fail(HIVE_ENOMEM, "hive_call: cannot allocate a "
                                                      "remote call of %zu bytes", len) : rc;
@@ -292,11 +303,8 @@ fail:
         free(msg);
     if (p != NULL)
         hive__mpi_pend_free(w, p);
-    if (fut != NULL) {
-        hive__obj_fail(w->h, fut, rc);
-        hive__obj_release(w->h, fut);
-        hive__obj_release(w->h, fut);
-    }
+    if (fut != NULL)
+        hive__mpi_placeholder_drop(w, fut, rc, 1);
     return rc;
 }
 
@@ -328,15 +336,18 @@ static cached_t **bucket(world_t *w, uint64_t rid)
     return &w->cache[(rid * 0x9e3779b97f4a7c15ull) >> 52 & (HIVE__MPI_BUCKETS - 1)];
 }
 
-/* The local copy of rid, fetching it if this is the first get; a count on
- * it for the caller. */
+/* The local copy of rid, fetching it if this is the first get; a pin on
+ * it for the caller. Every hold on a copy is the layer's, a pin: the
+ * cache's, the request's, a caller's while it uses it; the user's holds
+ * are counted in c->holds (and the user never names the copy, but a task
+ * or method that has it as its argument does: hive_arg_ref). */
 static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds, hive__obj_t **out)
 {
     pthread_mutex_lock(&w->clock);
     for (cached_t *c = *bucket(w, rid); c != NULL; c = c->next)
         if (c->rid == rid) {
-            atomic_fetch_add_explicit(&c->obj->refs, 1, memory_order_relaxed);   /* relaxed: the
-                                                    cache's own count keeps it alive meanwhile */
+            atomic_fetch_add_explicit(&c->obj->refs, HIVE__PIN, memory_order_relaxed);   /* relaxed:
+                                                    the cache's own pin keeps it alive meanwhile */
             c->holds += (uint64_t)holds;
             *out = c->obj;
             pthread_mutex_unlock(&w->clock);
@@ -348,16 +359,13 @@ static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds,
     cached_t *c = calloc(1, sizeof *c);
     wire_hdr_t *msg = malloc(sizeof *msg);
     pend_t *p = NULL;
-    int rc = c && msg ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    int rc = c && msg ? hive__mpi_placeholder(w, HIVE__PIN, &o) : HIVE_ENOMEM;   /* the cache's */
     if (rc == HIVE_OK && (p = new_pend(w, M_GET, o, &hdr)) == NULL)
         rc = HIVE_ENOMEM;
     if (rc != HIVE_OK) {
         pthread_mutex_unlock(&w->clock);
-        if (o != NULL) {
-            hive__obj_fail(w->h, o, HIVE_ENOMEM);
-            hive__obj_release(w->h, o);
-            hive__obj_release(w->h, o);
-        }
+        if (o != NULL)
+            hive__mpi_placeholder_drop(w, o, HIVE_ENOMEM, HIVE__PIN);
         free(c);
         free(msg);
         return hive__fail(HIVE_ENOMEM, "hive_get: cannot allocate the fetch of %llu",
@@ -368,7 +376,7 @@ static int local_copy(world_t *w, uint64_t rid, int dest, bool drive, int holds,
     c->holds = 1;
     c->next = *bucket(w, rid);
     *bucket(w, rid) = c;
-    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* the caller's; relaxed: as above */
+    atomic_fetch_add_explicit(&o->refs, HIVE__PIN, memory_order_relaxed);   /* the caller's; relaxed: as above */
     pthread_mutex_unlock(&w->clock);
     *msg = hdr;
     *out = o;
@@ -416,7 +424,7 @@ static int fut_get(world_t *w, uint64_t id, int64_t timeout_ns, const void **dat
         }
     }
     if (st == FUT_DONE) {
-        *data = f->bytes;
+        *data = hive__mpi_fut_bytes(f);
         if (size)
             *size = f->size;
         return HIVE_OK;
@@ -448,7 +456,7 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
         return rc;
     /* the copy is a local object: the core's own get waits for it */
     rc = hive_get(w->h, (hive_ref_t){ o->id }, timeout_ns, data, size);
-    hive__obj_release(w->h, o);          /* the cache's count keeps the payload */
+    hive__obj_unpin(w->h, o);            /* the cache's pin keeps the payload */
     return rc;
 }
 
@@ -482,7 +490,7 @@ static int remote_release(void *ctx, hive_ref_t ref)
         return owner(w, ref.id) >= 0 ? HIVE_OK
                : hive__fail(HIVE_ENOENT, "hive_release: object %llu belongs to no rank of this "
                             "world", (unsigned long long)ref.id);
-    hive__obj_release(w->h, c->obj);
+    hive__obj_unpin(w->h, c->obj);
     free(c);
     return HIVE_OK;
 }
@@ -509,7 +517,7 @@ static hive__obj_t *remote_localize(void *ctx, hive_ref_t ref)
     hive__obj_t *o = NULL;
     if (refuse_closing(w, "hive mpi") != HIVE_OK || local_copy(w, ref.id, dest, false, 0, &o) != HIVE_OK)
         return NULL;
-    hive__obj_release(w->h, o);          /* the cache's count keeps the record */
+    hive__obj_unpin(w->h, o);            /* the cache's pin keeps the record */
     return o;
 }
 
@@ -528,7 +536,7 @@ static int remote_retain(void *ctx, hive_ref_t ref)
     hive__obj_t *o = NULL;
     if ((rc = local_copy(w, ref.id, dest, false, 1, &o)) != HIVE_OK)
         return rc;
-    hive__obj_release(w->h, o);          /* the cache's count keeps the record */
+    hive__obj_unpin(w->h, o);            /* the cache's pin keeps the record */
     return HIVE_OK;
 }
 
@@ -541,7 +549,9 @@ static void drop_futs(world_t *w)
         /* relaxed: every thread that used the world is done with it */
         hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
         if (atomic_load_explicit(&f->key, memory_order_relaxed) != 0 && r != NULL)
-            hive__obj_release(w->h, r);
+            hive__obj_unpin(w->h, r);    /* the slot's */
+        if (atomic_load_explicit(&f->key, memory_order_relaxed) != 0)
+            free(f->heap);
     }
     free(w->futs);
 }
@@ -552,7 +562,7 @@ static void drop_cache(world_t *w)
         while (w->cache[b] != NULL) {
             cached_t *c = w->cache[b];
             w->cache[b] = c->next;
-            hive__obj_release(w->h, c->obj);
+            hive__obj_unpin(w->h, c->obj);
             free(c);
         }
 }
@@ -571,16 +581,19 @@ static cell_copy_t *cell_copy(world_t *w, uint64_t cell)
     return c;
 }
 
-/* Keep o as the copy of seq if it is newer than the one kept; a count for
- * the caller on whichever copy is newest. */
-static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o, uint64_t *seq_out)
+/* Keep o as the copy of seq if it is newer than the one kept (o comes
+ * with a pin, which the list takes: the list's hold is the layer's); the
+ * copy that is newest, with a user count on it for the caller if user
+ * (a cell acquire hands it to its user). */
+static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t *o, uint64_t *seq_out,
+                                bool user)
 {
     pthread_mutex_lock(&w->clock);
     cell_copy_t *c = cell_copy(w, cell);
     if (c == NULL && o != NULL && (c = calloc(1, sizeof *c)) != NULL) {
         *c = (cell_copy_t){ .next = w->cells, .cell = cell, .seq = seq, .obj = o };
         w->cells = c;
-        o = NULL;                            /* the list took our count */
+        o = NULL;                            /* the list took our pin */
     } else if (c != NULL && o != NULL && seq > c->seq) {
         hive__obj_t *old = c->obj;
         c->obj = o;
@@ -589,13 +602,14 @@ static hive__obj_t *keep_newest(world_t *w, uint64_t cell, uint64_t seq, hive__o
     }
     hive__obj_t *keep = c ? c->obj : NULL;
     if (keep) {
-        atomic_fetch_add_explicit(&keep->refs, 1, memory_order_relaxed);   /* relaxed: the list's
-                                                    count keeps it alive meanwhile */
+        if (user)
+            atomic_fetch_add_explicit(&keep->refs, 1, memory_order_relaxed);   /* relaxed: the
+                                                    list's pin keeps it alive meanwhile */
         *seq_out = c->seq;
     }
     pthread_mutex_unlock(&w->clock);
     if (o != NULL)
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
     return keep;
 }
 
@@ -610,12 +624,11 @@ void hive__mpi_cell_pushed(world_t *w, uint64_t cell, uint64_t seq, hive__obj_t 
         return;
     }
     uint64_t got;
-    hive__obj_t *keep = keep_newest(w, cell, seq, o, &got);   /* takes o's count */
-    if (keep != NULL)
-        hive__obj_release(w->h, keep);
+    keep_newest(w, cell, seq, o, &got, false);   /* takes o's pin */
 }
 
-/* The pushed copy, if this rank is subscribed and has it: a count on it. */
+/* The pushed copy, if this rank is subscribed and has it: a user count on
+ * it (the acquire hands it to its user). */
 static hive__obj_t *pushed_copy(world_t *w, uint64_t cell, uint64_t *seq)
 {
     hive__mpi_poll_once(w);              /* take in what has arrived */
@@ -624,7 +637,7 @@ static hive__obj_t *pushed_copy(world_t *w, uint64_t cell, uint64_t *seq)
     hive__obj_t *o = c != NULL && c->pushed ? c->obj : NULL;
     if (o != NULL) {
         atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);   /* relaxed: the list's
-                                                    count keeps it alive meanwhile */
+                                                    pin keeps it alive meanwhile */
         *seq = c->seq;
     }
     pthread_mutex_unlock(&w->clock);
@@ -666,17 +679,14 @@ static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64
     cell_answer_t *ans = calloc(1, sizeof *ans);
     hive__obj_t *o = NULL;
     pend_t *p = NULL;
-    rc = msg && ans ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    rc = msg && ans ? hive__mpi_placeholder(w, HIVE__PIN, &o) : HIVE_ENOMEM;   /* ours, for the list */
     if (rc == HIVE_OK && (p = new_pend(w, M_CELL, o, &hdr)) == NULL)
         rc = HIVE_ENOMEM;
     if (rc != HIVE_OK) {
         free(msg);
         free(ans);
-        if (o != NULL) {
-            hive__obj_fail(w->h, o, rc);
-            hive__obj_release(w->h, o);
-            hive__obj_release(w->h, o);
-        }
+        if (o != NULL)
+            hive__mpi_placeholder_drop(w, o, rc, HIVE__PIN);
         return hive__fail(rc, "hive_cell_acquire: cannot allocate the request");
     }
     p->cell = ans;
@@ -690,15 +700,15 @@ static int cell_acquire(world_t *w, hive_ref_t cell, hive_ref_t *version, uint64
     int unchanged = ans->unchanged, subscribed = ans->subscribed;
     free(ans);
     if (rc != HIVE_OK) {
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
         return hive__fail(rc, "hive_cell_acquire: cell %llu on rank %d: %s", (unsigned long long)cell.id,
                           dest, hive_strerror(rc));
     }
     if (unchanged) {
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
         o = NULL;
     }
-    hive__obj_t *keep = keep_newest(w, cell.id, got, o, &got);
+    hive__obj_t *keep = keep_newest(w, cell.id, got, o, &got, true);
     if (keep != NULL && subscribed)
         mark_pushed(w, cell.id);         /* later publishes come to us */
     if (keep == NULL)
@@ -777,7 +787,7 @@ static void drop_cells(world_t *w)
     while (w->cells != NULL) {
         cell_copy_t *c = w->cells;
         w->cells = c->next;
-        hive__obj_release(w->h, c->obj);
+        hive__obj_unpin(w->h, c->obj);
         free(c);
     }
 }
@@ -793,16 +803,13 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void 
     char *msg = malloc(sizeof hdr + nlen);
     hive__obj_t *o = NULL;
     pend_t *p = NULL;
-    int rc = msg ? hive__mpi_placeholder(w, &o) : HIVE_ENOMEM;
+    int rc = msg ? hive__mpi_placeholder(w, HIVE__PIN, &o) : HIVE_ENOMEM;   /* ours while we wait */
     if (rc == HIVE_OK && (p = new_pend(w, kind, o, &hdr)) == NULL)
         rc = HIVE_ENOMEM;
     if (rc != HIVE_OK) {
         free(msg);
-        if (o != NULL) {
-            hive__obj_fail(w->h, o, rc);
-            hive__obj_release(w->h, o);
-            hive__obj_release(w->h, o);
-        }
+        if (o != NULL)
+            hive__mpi_placeholder_drop(w, o, rc, HIVE__PIN);
         return hive__fail(rc, "hive mpi: cannot allocate a request");
     }
     p->waiting = dest < 0 ? w->size - 1 : 1;
@@ -819,7 +826,7 @@ static int ask_and_wait(world_t *w, int kind, int dest, uint64_t id, const void 
     rc = hive_get(w->h, ref, HIVE_FOREVER, &data, &size);
     if (rc == HIVE_OK && size == sizeof *answer)
         memcpy(answer, data, sizeof *answer);
-    hive_release(w->h, ref);
+    hive__obj_unpin(w->h, o);
     return rc;
 }
 

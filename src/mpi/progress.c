@@ -116,12 +116,12 @@ static void finish_xfer(world_t *w, xfer_t *x)
 {
     free(x->free_buf);
     if (x->release)
-        hive__obj_release(w->h, x->release);
+        hive__obj_unpin(w->h, x->release);
     /* acq_rel: the last part's receiver sees every other part's bytes */
     if (x->seal && atomic_fetch_sub_explicit(x->parts, 1, memory_order_acq_rel) == 1) {
         free(x->parts);
         hive__obj_seal(w->h, x->seal);
-        hive__obj_release(w->h, x->seal);   /* the request's count */
+        hive__obj_unpin(w->h, x->seal);  /* the request's pin */
     }
 }
 
@@ -327,11 +327,37 @@ pend_t *hive__mpi_pend_new(void)
     return p;
 }
 
+int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
+{
+    if (hive__id_future(ref.id))         /* a slot's future: its count is the slot's */
+        return hive_retain(w->h, ref);
+    hive__rcu_lock();                    /* the record must not go while we look */
+    hive__obj_t *o = hive__obj_lookup(w->h, ref.id);
+    bool actor = o != NULL && o->kind == HIVE__ACTOR;
+    bool ok = o != NULL && !actor && hive__obj_pin_live(o);
+    hive__rcu_unlock();
+    if (actor)
+        return hive__fail(HIVE_ESTATE, "hive_call: argument %zu, %llu, is an actor handle, which is "
+                          "not counted: pass its id as bytes", i, (unsigned long long)ref.id);
+    if (!ok)
+        return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, object %llu, does not exist (never "
+                          "created, or released)", i, (unsigned long long)ref.id);
+    return HIVE_OK;
+}
+
+void hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (hive__id_future(keep[i]))
+            hive_release(w->h, (hive_ref_t){ keep[i] });
+        else
+            hive__ref_unpin(w->h, (hive_ref_t){ keep[i] });
+    free(keep);
+}
+
 void hive__mpi_pend_free(world_t *w, pend_t *p)
 {
-    for (size_t i = 0; i < p->nkeep; i++)
-        hive_release(w->h, (hive_ref_t){ p->keep[i] });
-    free(p->keep);
+    hive__mpi_unkeep(w, p->keep, p->nkeep);
     if (pend_spare == NULL) {            /* p->cell is the requester's */
         pthread_once(&pend_once, pend_key_make);
         if (pend_key_ok && pthread_setspecific(pend_key, p) == 0) {
@@ -367,7 +393,7 @@ static pend_t *pend_take(world_t *w, int src, const wire_hdr_t *hdr)
 static void refuse(world_t *w, pend_t *p)
 {
     hive__obj_fail(w->h, p->obj, HIVE_ESHUTDOWN);
-    hive__obj_release(w->h, p->obj);
+    hive__obj_unpin(w->h, p->obj);
     hive__mpi_pend_free(w, p);
 }
 
@@ -425,7 +451,7 @@ static void fut_seal_rec(world_t *w, fut_t *f, hive__obj_t *r, uint32_t st)
     if (atomic_exchange_explicit(&f->sealed, 1, memory_order_acq_rel))
         return;
     if (st == FUT_DONE)
-        seal_bytes(w, r, f->bytes, f->size);
+        seal_bytes(w, r, hive__mpi_fut_bytes(f), f->size);
     else
         hive__obj_fail(w->h, r, f->status);
 }
@@ -437,14 +463,13 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f)
     if (r != NULL)
         return r;
     hive__obj_t *o;
-    if (hive__mpi_placeholder(w, &o) != HIVE_OK)
+    if (hive__mpi_placeholder(w, 0, &o) != HIVE_OK)   /* one pin, the slot's */
         return NULL;
-    hive__obj_release(w->h, o);          /* one count, the slot's */
     /* seq_cst: against the answer's writer, who stores st and then loads
      * rec (on_fut_reply): either it sees our record, or we see its state */
     if (!atomic_compare_exchange_strong_explicit(&f->rec, &r, o, memory_order_seq_cst, memory_order_acquire)) {
         hive__obj_fail(w->h, o, HIVE_ESTATE);   /* another thread made one first */
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
         return r;
     }
     uint32_t st = atomic_load_explicit(&f->st, memory_order_seq_cst);
@@ -458,7 +483,8 @@ void hive__mpi_fut_free(world_t *w, fut_t *f)
     /* relaxed: the last hold's acq_rel ordered every other holder's use */
     hive__obj_t *r = atomic_load_explicit(&f->rec, memory_order_relaxed);
     if (r != NULL)
-        hive__obj_release(w->h, r);
+        hive__obj_unpin(w->h, r);        /* the slot's */
+    free(f->heap);                       /* an adopted receive buffer (claimers reset it) */
     /* release: everything above before the slot's next claimer (its CAS acquires) */
     atomic_store_explicit(&f->key, 0, memory_order_release);
 }
@@ -521,6 +547,7 @@ static void drain_payload(world_t *w, size_t size, int src, int tag, bool own)
 
 static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr_t *hdr, const char *buf,
                          size_t n, bool own);
+static bool own_adopt(const char *buf);
 
 /* The answer to a record-free future's call. */
 static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
@@ -532,9 +559,7 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
     if (atomic_load_explicit(&f->key, memory_order_acquire) != hdr->req ||
         atomic_load_explicit(&f->st, memory_order_relaxed) != FUT_PENDING)
         return;                          /* nobody asked: ignore */
-    for (size_t i = 0; i < f->nkeep; i++)
-        hive_release(w->h, (hive_ref_t){ f->keep[i] });
-    free(f->keep);
+    hive__mpi_unkeep(w, f->keep, f->nkeep);
     f->keep = NULL;
     f->nkeep = 0;
     uint32_t st = FUT_DONE;
@@ -543,14 +568,21 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
             hive__mpi_forget_actor(w, f->actor);
         f->status = hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL;
         st = FUT_FAILED;
+    } else if (hdr->size <= HIVE__MPI_INLINE && n - sizeof *hdr < hdr->size) {
+        f->status = HIVE_EINVAL;
+        st = FUT_FAILED;
     } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
-        if (n - sizeof *hdr < hdr->size) {
-            f->status = HIVE_EINVAL;
-            st = FUT_FAILED;
-        } else {
-            memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
-            f->size = (uint32_t)hdr->size;
-        }
+        memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+        f->size = (uint32_t)hdr->size;
+    } else if (hdr->size <= HIVE__MPI_INLINE && own_adopt(buf)) {
+        /* the waiter's receive buffer, answer and all, becomes the slot's:
+         * no record, no payload block, no copy (a 4 KiB answer). Cut to
+         * the answer (a shrinking realloc splits the block, no copy), so
+         * held futures keep their answers' bytes, not 32 KiB each (4,096
+         * slots: at most 128 MiB, outside the store's bound) */
+        char *cut = realloc((char *)buf, sizeof *hdr + hdr->size);
+        f->heap = cut != NULL ? cut : (char *)buf;
+        f->size = (uint32_t)hdr->size;
     } else {                             /* too big for the slot: a record takes it */
         hive__obj_t *r = hive__mpi_fut_rec(w, f);
         if (r == NULL) {
@@ -561,8 +593,8 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
         } else {
             atomic_store_explicit(&f->sealed, 1, memory_order_relaxed);   /* relaxed: st (REC)
                                         tells the record's readers to wait on it instead */
-            atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* take_payload's;
-                                        relaxed: the slot's count keeps it */
+            atomic_fetch_add_explicit(&r->refs, HIVE__PIN, memory_order_relaxed);   /* take_payload's;
+                                        relaxed: the slot's pin keeps it */
             /* release: readers of REC find the record (made before) */
             atomic_store_explicit(&f->st, FUT_REC, memory_order_release);
             pend_t tmp = { .kind = M_CALL, .obj = r };
@@ -586,7 +618,7 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
 /* ---------------------------------------------------------- serving */
 
 /* Answer req with size bytes at data. hold: the record data belongs to,
- * which a payload above HIVE__MPI_INLINE is sent straight out of (a count
+ * which a payload above HIVE__MPI_INLINE is sent straight out of (a pin
  * on it per part in flight); NULL: data is gone after the call, so such
  * a payload goes from a copy. */
 static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, size_t size, uint64_t id,
@@ -633,7 +665,8 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
     for (size_t off = 0; off < size; off += HIVE__MPI_CHUNK) {   /* straight out of the arena */
         size_t n = size - off < HIVE__MPI_CHUNK ? size - off : HIVE__MPI_CHUNK;
         if (hold != NULL)
-            atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);   /* relaxed: we hold one */
+            atomic_fetch_add_explicit(&hold->refs, HIVE__PIN, memory_order_relaxed);   /* relaxed: we
+                                                    hold one */
         /* the copy is freed with its last part */
         bool last = off + n == size;
         send_msg(w, w->dcomm, (copy ? copy : (const char *)data) + off, n, dest, tag,
@@ -671,9 +704,9 @@ static void on_served_ready(hive__dep_t *dep, bool failed)
 static void served_free(world_t *w, served_t *s)
 {
     if (s->obj)
-        hive__obj_release(w->h, s->obj);
+        hive__obj_unpin(w->h, s->obj);
     for (size_t i = 0; i < s->nfetched; i++)
-        hive__obj_release(w->h, s->fetched[i]);
+        hive__obj_unpin(w->h, s->fetched[i]);
     free(s->fetched);
     free(s);
 }
@@ -713,7 +746,7 @@ static void serve_when_done(world_t *w, served_t *s)
 }
 
 /* A record-free future of this rank asked for by another (its id passed
- * on as a value, or as a call's argument): its record, with a count for
+ * on as a value, or as a call's argument): its record, with a pin for
  * the caller; NULL if no future holds that id. */
 static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
 {
@@ -728,8 +761,8 @@ static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
     hive__obj_t *r = hive__mpi_fut_rec(w, f);
     *why = HIVE_ENOMEM;                  /* if r is NULL */
     if (r != NULL)
-        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);   /* relaxed: the slot's
-                                                    count keeps it meanwhile */
+        atomic_fetch_add_explicit(&r->refs, HIVE__PIN, memory_order_relaxed);   /* relaxed: the
+                                                    slot's pin keeps it meanwhile */
     hive__mpi_fut_drop(w, f, 2);
     return r;
 }
@@ -746,14 +779,14 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
         hive__rcu_lock();
         o = hive__obj_lookup(w->h, hdr->id);
         payload = o != NULL && (o->kind == HIVE__BLOB || o->kind == HIVE__ARRAY);
-        ok = payload && hive__obj_retain_live(o);
+        ok = payload && hive__obj_pin_live(o);
         hive__rcu_unlock();
     }
     hive__mpi_count(&w->st_gets_served, 1);
     served_t *s = ok ? calloc(1, sizeof *s) : NULL;
     if (s == NULL) {
         if (ok)
-            hive__obj_release(w->h, o);
+            hive__obj_unpin(w->h, o);
         reply_small(w, src, hdr->req, ok || why == HIVE_ENOMEM ? HIVE_ENOMEM
                                       : payload || o == NULL ? HIVE_ENOENT : HIVE_ESTATE, 0);
         return;
@@ -763,11 +796,12 @@ static void serve_get(world_t *w, int src, const wire_hdr_t *hdr)
 }
 
 /* A remote ref argument of a call served here: fetch it into a local
- * placeholder that the actor waits for. */
+ * placeholder that the actor waits for (a pin for the served record: the
+ * method may name it, hive_arg_ref, but the layer holds it). */
 static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
 {
     hive__obj_t *o;
-    int rc = hive__mpi_placeholder(w, &o);
+    int rc = hive__mpi_placeholder(w, HIVE__PIN, &o);
     if (rc != HIVE_OK)
         return rc;
     pend_t *p = hive__mpi_pend_new();
@@ -776,7 +810,7 @@ static int fetch_arg(world_t *w, uint64_t rid, hive__obj_t **out)
         free(p);
         free(h);
         hive__obj_fail(w->h, o, HIVE_ENOMEM);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);        /* the request's */
         *out = o;                        /* the call sees a failed argument */
         return HIVE_OK;
     }
@@ -1005,6 +1039,9 @@ static void serve_call(world_t *w, int src, const wire_hdr_t *hdr, const char *b
     hive__rcu_lock();
     s->obj = hive__obj_lookup(w->h, res.id);   /* our count (from hive_call) keeps it */
     hive__rcu_unlock();
+    /* our count becomes a pin (a user of this rank who names the result
+     * cannot release it under the answer); relaxed: as hive__ref_pin */
+    atomic_fetch_add_explicit(&s->obj->refs, HIVE__PIN - 1, memory_order_relaxed);
     s->src = src;
     s->req = hdr->req;
     hive__mpi_count_locked(&w->st_calls_served);   /* after the push: a gate may count on it */
@@ -1033,7 +1070,13 @@ static void serve_cell(world_t *w, int src, const wire_hdr_t *hdr)
         hive__rcu_lock();
         hive__obj_t *o = hive__obj_lookup(w->h, v.id);   /* our count keeps it */
         hive__rcu_unlock();
+        /* a pin while we send from it (the version's users cannot release
+         * it under us); relaxed: as hive__ref_pin */
+        atomic_fetch_add_explicit(&o->refs, HIVE__PIN, memory_order_relaxed);
+        hive_release(w->h, v);
         send_object(w, src, hdr->req, o, seq, sub);
+        hive__obj_unpin(w->h, o);
+        return;
     }
     hive_release(w->h, v);
 }
@@ -1046,8 +1089,9 @@ static void serve_publish(world_t *w, int src, const wire_hdr_t *hdr, const char
     int rc = hdr->size > n - sizeof *hdr ? HIVE_EINVAL
              : hive_put(w->h, buf + sizeof *hdr, hdr->size, &v);
     if (rc == HIVE_OK) {
+        hive__ref_pin(w->h, v);          /* ours: no user of this rank releases it under us */
         rc = hive_cell_publish(w->h, (hive_ref_t){ hdr->id }, v);
-        hive_release(w->h, v);
+        hive__ref_unpin(w->h, v);
     }
     reply_small(w, src, hdr->req, rc, 0);
 }
@@ -1091,7 +1135,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
             hive__obj_fail(w->h, o, HIVE_EINVAL);
         else
             seal_bytes(w, o, buf + sizeof *hdr, size);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
         return;
     }
     int err = HIVE_ENOMEM;
@@ -1102,7 +1146,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
     if (data == NULL) {                      /* drain the data, fail the object */
         free(parts);
         hive__obj_fail(w->h, o, err);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
         drain_payload(w, size, src, tag, own);
         return;
     }
@@ -1130,25 +1174,25 @@ static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const 
             seal_bytes(w, o, &p->found, sizeof p->found);
         else
             hive__obj_fail(w->h, o, HIVE_ENOENT);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
     } else if (hdr->status != HIVE_OK) {
         if (hdr->status == HIVE_EDEAD && p->actor != 0)
             hive__mpi_forget_actor(w, p->actor);
         hive__obj_fail(w->h, o, hdr->status < 0 && hdr->status >= HIVE_ETOPO ? hdr->status : HIVE_EINVAL);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
     } else if (p->kind == M_CELL) {
         p->cell->seq = hdr->id;              /* read by the requester after the seal */
         p->cell->unchanged = hdr->method == 1;
         p->cell->subscribed = hdr->nargs == 1;
         if (hdr->method == 1) {
             seal_bytes(w, o, NULL, 0);
-            hive__obj_release(w->h, o);
+            hive__obj_unpin(w->h, o);
         } else
             take_payload(w, src, tag, p, hdr, buf, n, own);
     } else if (p->kind == M_KILL || p->kind == M_PUBLISH) {
         uint64_t zero = 0;
         seal_bytes(w, o, &zero, sizeof zero);
-        hive__obj_release(w->h, o);
+        hive__obj_unpin(w->h, o);
     } else
         take_payload(w, src, tag, p, hdr, buf, n, own);
     hive__mpi_pend_free(w, p);
@@ -1197,9 +1241,9 @@ void hive__mpi_push_version(world_t *w, uint64_t cell, hive__obj_t *v, uint64_t 
         return;
     /* acquire: a rank past its barrier pushes no more (the others may be gone) */
     bool open = atomic_load_explicit(&w->phase, memory_order_acquire) < 2;
-    bool whole = open && hive__obj_retain_live(v);
+    bool whole = open && hive__obj_pin_live(v);
     if (whole && (hive__obj_state(v) != HIVE__SEALED || v->size > SMALL_MSG - sizeof(wire_hdr_t))) {
-        hive__obj_release(w->h, v);
+        hive__obj_unpin(w->h, v);
         whole = false;                   /* announce only: the next acquire fetches it */
     }
     size_t size = whole ? v->size : 0;
@@ -1216,7 +1260,7 @@ void hive__mpi_push_version(world_t *w, uint64_t cell, hive__obj_t *v, uint64_t 
     }
     free(buf);
     if (whole)
-        hive__obj_release(w->h, v);
+        hive__obj_unpin(w->h, v);
     free(ranks);
 }
 
@@ -1225,12 +1269,12 @@ static void on_push(world_t *w, const wire_hdr_t *hdr, const char *buf, size_t n
     uint64_t seq = (uint64_t)hdr->method | (uint64_t)hdr->nargs << 32;
     hive__obj_t *o = NULL;
     if (hdr->status != HIVE_OK || n - sizeof *hdr < hdr->size ||
-        hive__mpi_placeholder(w, &o) != HIVE_OK) {
+        hive__mpi_placeholder(w, HIVE__PIN, &o) != HIVE_OK) {   /* the list's pin and the request's */
         hive__mpi_cell_pushed(w, hdr->id, seq, NULL);   /* stale: the next acquire asks */
         return;
     }
     seal_bytes(w, o, buf + sizeof *hdr, hdr->size);
-    hive__obj_release(w->h, o);          /* the placeholder's request count */
+    hive__obj_unpin(w->h, o);            /* the placeholder's request pin */
     hive__mpi_cell_pushed(w, hdr->id, seq, o);   /* takes the other */
 }
 
@@ -1509,6 +1553,19 @@ static char *own_buffer(void)
         own_buf = b;
     }
     return own_buf;
+}
+
+/* Is buf this thread's receive buffer (an answer its own posted receive
+ * took)? Then it is the caller's from now on (the slot's: it frees it),
+ * and the thread's next receive gets a new one. */
+static bool own_adopt(const char *buf)
+{
+    if (buf == NULL || buf != own_buf)
+        return false;
+    own_buf = NULL;
+    if (own_key_ok)
+        pthread_setspecific(own_key, NULL);
+    return true;
 }
 
 /* Polls for other ranks' requests while a receive is posted for one's

@@ -201,7 +201,10 @@ typedef struct pend {
  * slot and releases it through st; hive_get of the id reads it from there.
  * A record is made for it only where the core needs one (localize: a
  * task's argument, hive_wait, ...), or for an answer above
- * HIVE__MPI_FUT_INLINE bytes (state FUT_REC: the record has it). A call
+ * HIVE__MPI_FUT_INLINE bytes (state FUT_REC: the record has it) - but
+ * one of up to HIVE__MPI_INLINE bytes that its waiter took with its own
+ * posted receive stays in that receive's buffer, which the slot keeps
+ * (heap; FUT_DONE). A call
  * whose slot is still held by an older future takes the record path.
  *
  * The user's counts live in `holds` beside the generation of the future
@@ -233,7 +236,12 @@ typedef struct fut {
     _Atomic(hive__obj_t *) rec;   /* the record made for it (a count held by the slot), or NULL */
     _Atomic int   sealed;    /* rec has been given the answer (claimed by exchange) */
     int32_t       status;    /* FUT_FAILED: the code */
-    uint32_t      size;      /* FUT_DONE: bytes in `bytes` */
+    uint32_t      size;      /* FUT_DONE: bytes in `bytes`, or at heap + sizeof(wire_hdr_t) */
+    /* FUT_DONE with an answer above HIVE__MPI_FUT_INLINE bytes that its
+     * waiter received with its own posted receive (up to HIVE__MPI_INLINE):
+     * the waiter's receive buffer itself, header first, given to the slot
+     * (freed with it) instead of copied into a record; else NULL */
+    char         *heap;
     int           dest;      /* the callee's rank */
     uint64_t      actor;
     uint64_t     *keep;      /* local refs retained until the answer (malloc'd) */
@@ -436,6 +444,11 @@ int   hive__mpi_request(world_t *w, int dest, void *msg, size_t len, pend_t *p, 
 void  hive__mpi_drive(world_t *w, hive__obj_t *obj, int64_t budget_ns, int src, uint64_t req);
 /* The same for a record-free future: until f's answer is in. */
 void  hive__mpi_drive_fut(world_t *w, fut_t *f, int64_t budget_ns);
+/* The bytes of a FUT_DONE answer (acquire of st first) */
+static inline const void *hive__mpi_fut_bytes(const fut_t *f)
+{
+    return f->heap != NULL ? (const void *)(f->heap + sizeof(wire_hdr_t)) : (const void *)f->bytes;
+}
 /* progress.c: f's record, made if it has none (a count held by the slot;
  * NULL: out of memory, the failure set) */
 hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
@@ -455,7 +468,27 @@ bool  hive__mpi_serving(void);
 pend_t *hive__mpi_pend_new(void);
 void  hive__mpi_pend_free(world_t *w, pend_t *p);
 
-/* A pending record with no payload yet: the future a remote answer fills. */
-int   hive__mpi_placeholder(world_t *w, hive__obj_t **out);
+/* Holds on records. The layer's own holds are pins (store.h: HIVE__PIN):
+ * a request's on the record its answer fills, the cache's and each
+ * user's while it reads on a remote object's copy, a cell copy list's, a
+ * slot's on its future's record, a served request's on its result, its
+ * object or its fetched arguments, a send's per part in flight, a remote
+ * call's on its local ref arguments (keep). A user count is taken only
+ * for what is handed to a user: the record-path future of a remote call,
+ * the version of a remote cell an acquire returns. So a user's release
+ * once too many is refused (HIVE_ESTATE) instead of freeing a record
+ * under the layer. */
+
+/* A pending record with no payload yet: the future a remote answer fills,
+ * with the request's pin and first (1: a user count for the caller;
+ * HIVE__PIN: a pin for the caller; 0: none more). */
+int   hive__mpi_placeholder(world_t *w, int64_t first, hive__obj_t **out);
+/* A placeholder never sent: failed with code, both its holds dropped. */
+void  hive__mpi_placeholder_drop(world_t *w, hive__obj_t *o, int code, int64_t first);
+/* progress.c: a local ref argument of a remote call kept until the answer
+ * (a pin; a slot future's id: a count on its slot), i its index for the
+ * sentence; and the list of them given back and freed */
+int   hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i);
+void  hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n);
 
 #endif

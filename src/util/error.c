@@ -12,6 +12,7 @@
 /* One sentence per thread; 256 bytes fit every message hive writes with room
  * for the numbers. Thread-local, so no thread ever sees another's error. */
 static __thread char last_error[256];
+static __thread int last_code;
 
 const char *hive_strerror(int status)
 {
@@ -43,7 +44,13 @@ int hive__fail(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    last_code = code;
     return code;
+}
+
+int hive__fail_code(void)
+{
+    return last_code;
 }
 
 void hive__die(const char *file, int line, const char *func, const char *fmt, ...)

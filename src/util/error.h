@@ -13,4 +13,9 @@
 __attribute__((format(printf, 2, 3)))
 int hive__fail(int code, const char *fmt, ...);
 
+/* The code of the calling thread's last hive__fail (HIVE_OK if none yet):
+ * for a caller that got only NULL from a function that failed (a lookup
+ * that may fail for lack of memory, not only for a missing object). */
+int hive__fail_code(void);
+
 #endif

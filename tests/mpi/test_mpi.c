@@ -142,12 +142,32 @@ static int m_boom(void *self, hive_ctx_t *ctx)
     return HIVE_RESTART;
 }
 
-enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, BIG, BOOM, NAP, NMETHODS };
+/* drop(ref): release the argument's ref once more than this rank holds it
+ * (a remote ref's copy, held by the layer): {the release's status, the
+ * byte sum of the argument's payload} */
+static int t_drop(hive_ctx_t *ctx)
+{
+    int64_t r[2] = { hive_release(hive_engine(ctx), hive_arg_ref(ctx, 0)), 0 };
+    size_t n = 0;
+    const unsigned char *p = hive_arg(ctx, 0, &n);
+    for (size_t i = 0; i < n; i++)
+        r[1] += p[i];
+    return hive_return(ctx, r, sizeof r);
+}
+
+static int m_drop(void *self, hive_ctx_t *ctx)
+{
+    (void)self;
+    return t_drop(ctx);
+}
+
+enum { SEQ, COUNTS, GATE, REC, ORDER, SUM, FAIL, RANK, ALL, BIG, BOOM, NAP, DROP, NMETHODS };
 static const hive_method_t methods[NMETHODS] = {
     [SEQ] = { "seq", m_seq, 0 }, [COUNTS] = { "counts", m_counts, 0 }, [GATE] = { "gate", m_gate, 0 },
     [REC] = { "rec", m_rec, 0 }, [ORDER] = { "order", m_order, 0 }, [SUM] = { "sum", m_sum, 0 },
     [FAIL] = { "fail", m_fail, 0 }, [RANK] = { "rank", m_rank, 0 }, [ALL] = { "all", m_all, 0 },
     [BIG] = { "big", m_big, 0 }, [BOOM] = { "boom", m_boom, 0 }, [NAP] = { "nap", m_nap, 0 },
+    [DROP] = { "drop", m_drop, 0 },
 };
 static const hive_actor_class_t logger_class = {
     .name = "Logger", .size = sizeof(logger_t), .methods = methods, .nmethods = NMETHODS,
@@ -1269,6 +1289,31 @@ static void test_call_futures(void **state)
     assert_int_equal(hive_call(h, all[next], ALL, bad, 2, NULL, &x), HIVE_ENOENT);
     assert_int_equal(hive_release(h, mine), HIVE_OK);
     assert_int_equal(hive_get(h, mine, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* no count kept */
+    /* an answer above the slot's 48 bytes, taken by the get's own receive
+     * (its buffer becomes the slot's): read, then made a record (a wait),
+     * read again, and passed on as a ref argument */
+    uint32_t big_n = 4096;
+    assert_int_equal(hive_call(h, all[next], BIG, &HIVE_VAL(big_n), 1, NULL, &r), HIVE_OK);
+    const unsigned char *bp;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&bp, &n), HIVE_OK);
+    assert_int_equal(n, big_n);
+    uint64_t want_sum = 0;
+    for (uint32_t i = 0; i < big_n; i++) {
+        assert_int_equal(bp[i], (unsigned char)(i * 13 + big_n));
+        want_sum += bp[i];
+    }
+    unsigned char ready[1];
+    assert_int_equal(hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready), 1);
+    assert_int_equal(hive_get(h, r, 0, (const void **)&bp, &n), HIVE_OK);
+    assert_int_equal(n, big_n);
+    assert_int_equal(bp[big_n - 1], (unsigned char)((big_n - 1) * 13 + big_n));
+    assert_int_equal(hive_call(h, all[(rank + 2) % size], SUM, &HIVE_REF(r), 1, NULL, &x), HIVE_OK);
+    assert_int_equal(hive_get(h, x, HIVE_FOREVER, (const void **)&sum, NULL), HIVE_OK);
+    assert_int_equal(sum[0], want_sum);
+    assert_int_equal(sum[1], big_n);
+    assert_int_equal(hive_release(h, x), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_ENOENT);
     /* two short-form arguments, the second not at a multiple of 16 in the
      * message (12 bytes before it): copied out where it runs in place */
     unsigned char twelve[12], five[5];
@@ -1445,6 +1490,9 @@ static void test_call_future_faults(void **state)
             int grc = HIVE_OK;
             const unsigned char *p = NULL;
             size_t len = 0;
+            if (rc == HIVE_OK && c == ANSWER_REC)
+                test_sleep_ms(20);       /* taken by another thread (a record), not by the
+                                            get's own receive (its buffer, no record) */
             if (rc == HIVE_OK && c == WAIT_REC) {   /* a wait: the future needs a record */
                 unsigned char ready[1];
                 int nr = hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready);
@@ -1458,13 +1506,11 @@ static void test_call_future_faults(void **state)
                 assert_int_equal(rc, HIVE_ENOMEM);
                 failed[c]++;
             } else if (grc != HIVE_OK) {
-                /* hive_wait says HIVE_ENOENT for a ref it found no record
-                 * for; the layer's sentence says why */
-                if (grc != HIVE_ENOMEM) {
-                    assert_int_equal(c, WAIT_REC);
-                    assert_int_equal(grc, HIVE_ENOENT);
+                /* hive_wait too says HIVE_ENOMEM for a future it could
+                 * make no record for */
+                assert_int_equal(grc, HIVE_ENOMEM);
+                if (c == WAIT_REC)
                     assert_non_null(strstr(hive_last_error(), "cannot make a record"));
-                }
                 failed[c]++;
             } else if (c == PLAIN || c == NO_SLOT) {
                 assert_int_equal(len, 2 * sizeof(uint64_t));
@@ -1501,6 +1547,146 @@ static void test_call_future_faults(void **state)
     }
     assert_int_equal(hive_release(h, local), HIVE_OK);
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The layer's own holds are pins (store.h): a user's release once too
+ * many - of a remote get's cached copy (through a task's argument), of a
+ * local argument of a remote call in flight, of the copy a callee fetched
+ * for a call's argument, of a remote cell's version, of a call's future
+ * that is a store record (every slot held) - is refused with HIVE_ESTATE
+ * and takes nothing the layer still uses; each object goes with the
+ * layer's last hold. */
+static int64_t byte_sum(const char *s, size_t n)
+{
+    int64_t r = 0;
+    for (size_t i = 0; i < n; i++)
+        r += (unsigned char)s[i];
+    return r;
+}
+
+static void test_over_release(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    char text[24] = { 0 }, theirs_text[24] = { 0 };
+    snprintf(text, sizeof text, "rank %d", rank);
+    snprintf(theirs_text, sizeof theirs_text, "rank %d", prev);
+    hive_ref_t mine, objs[64];
+    assert_int_equal(hive_put(h, text, sizeof text, &mine), HIVE_OK);
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, objs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    hive_ref_t theirs = objs[prev];
+    /* a remote get's cached copy, released by a task that has it as its argument */
+    const char *d;
+    const int64_t *r;
+    assert_int_equal(hive_get(h, theirs, HIVE_FOREVER, (const void **)&d, NULL), HIVE_OK);
+    hive_mpi_stats_t st0, st1;
+    assert_int_equal(hive_mpi_stats(h, &st0), HIVE_OK);
+    hive_ref_t t;
+    assert_int_equal(hive_submit(h, t_drop, &HIVE_REF(theirs), 1, NULL, &t), HIVE_OK);
+    assert_int_equal(hive_get(h, t, HIVE_FOREVER, (const void **)&r, NULL), HIVE_OK);
+    assert_int_equal(r[0], HIVE_ESTATE);
+    assert_int_equal(r[1], byte_sum(theirs_text, sizeof theirs_text));
+    assert_int_equal(hive_release(h, t), HIVE_OK);
+    assert_int_equal(hive_get(h, theirs, HIVE_FOREVER, (const void **)&d, NULL), HIVE_OK);
+    assert_string_equal(d, theirs_text);
+    assert_int_equal(hive_mpi_stats(h, &st1), HIVE_OK);
+    assert_int_equal(st1.fetches, st0.fetches);   /* the same copy, still cached */
+    assert_int_equal(hive_release(h, theirs), HIVE_OK);
+    MPI_Barrier(MPI_COMM_WORLD);         /* the previous rank is done with mine */
+    /* a local argument of a call in flight, released twice by its caller;
+     * the callee's method releases its fetched copy once too often */
+    hive_ref_t f;
+    assert_int_equal(hive_call(h, all[next], DROP, &HIVE_REF(mine), 1, NULL, &f), HIVE_OK);
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
+    assert_int_equal(hive_release(h, mine), HIVE_ESTATE);
+    assert_non_null(strstr(hive_last_error(), "no count left"));
+    assert_int_equal(hive_get(h, f, HIVE_FOREVER, (const void **)&r, NULL), HIVE_OK);
+    assert_int_equal(r[0], HIVE_ESTATE);
+    assert_int_equal(r[1], byte_sum(text, sizeof text));
+    assert_int_equal(hive_release(h, f), HIVE_OK);
+    /* the layer's hold on mine went with the answer */
+    assert_int_equal(hive_release(h, mine), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* a remote cell's version */
+    hive_ref_t cell = { 0 }, v;
+    if (rank == 0) {
+        assert_int_equal(hive_put(h, "w0", 3, &v), HIVE_OK);
+        assert_int_equal(hive_cell_new(h, v, &cell), HIVE_OK);
+        assert_int_equal(hive_release(h, v), HIVE_OK);
+    }
+    MPI_Bcast(&cell.id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0) {
+        assert_int_equal(hive_cell_acquire(h, cell, &v, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, v), HIVE_OK);
+        assert_int_equal(hive_release(h, v), HIVE_ESTATE);
+        hive_ref_t again;
+        assert_int_equal(hive_cell_acquire(h, cell, &again, NULL), HIVE_OK);
+        assert_int_equal(again.id, v.id);    /* unchanged: the copy kept here */
+        assert_int_equal(hive_get(h, again, 0, (const void **)&d, NULL), HIVE_OK);
+        assert_string_equal(d, "w0");
+        assert_int_equal(hive_release(h, again), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        assert_int_equal(hive_release(h, cell), HIVE_OK);
+    /* a call's future that is a store record (every slot held), released
+     * twice while its answer is out */
+    if (rank == 0) {
+        hive_ref_t *held = malloc(4096 * sizeof *held);
+        assert_non_null(held);
+        for (int i = 0; i < 4096; i++)
+            assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &held[i]), HIVE_OK);
+        uint32_t ms = 50;
+        hive_ref_t rec;
+        assert_int_equal(hive_call(h, all[next], NAP, &HIVE_VAL(ms), 1, NULL, &rec), HIVE_OK);
+        assert_int_not_equal(rec.id >> 42, 0);   /* a store record */
+        assert_int_equal(hive_release(h, rec), HIVE_OK);
+        assert_int_equal(hive_release(h, rec), HIVE_ESTATE);
+        /* the answer comes in, and the record goes with the layer's hold */
+        uint64_t deadline = test_now_ns() + 30000000000ull;
+        int rc;
+        while ((rc = hive_release(h, rec)) == HIVE_ESTATE && test_now_ns() < deadline)
+            test_sleep_ms(1);
+        assert_int_equal(rc, HIVE_ENOENT);
+        for (int i = 0; i < 4096; i++)
+            assert_int_equal(hive_release(h, held[i]), HIVE_OK);
+        free(held);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* hive_wait and hive_get_many on another rank's ref whose copy cannot be
+ * made (the record for it fails: the fault hook) say HIVE_ENOMEM, not
+ * HIVE_ENOENT. */
+static void test_remote_wait_no_memory(void **state)
+{
+    (void)state;
+    hive_ref_t mine, objs[64];
+    int64_t seven = 7;
+    assert_int_equal(hive_put(h, &seven, sizeof seven, &mine), HIVE_OK);
+    MPI_Allgather(&mine.id, 1, MPI_UINT64_T, objs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    if (rank == 0) {
+        hive_ref_t theirs = objs[1];
+        const void *data[1];
+        int status[1];
+        atomic_store(&hive__fault_countdown, 1);
+        int many = hive_get_many(h, &theirs, 1, HIVE_FOREVER, data, NULL, status);
+        atomic_store(&hive__fault_countdown, 0);
+        assert_int_equal(many, HIVE_ENOMEM);
+        assert_int_equal(status[0], HIVE_ENOMEM);
+        unsigned char ready[1];
+        atomic_store(&hive__fault_countdown, 1);
+        int rc = hive_wait(h, &theirs, 1, 1, HIVE_FOREVER, ready);
+        atomic_store(&hive__fault_countdown, 0);
+        assert_int_equal(rc, HIVE_ENOMEM);
+        assert_non_null(strstr(hive_last_error(), "cannot"));
+        assert_int_equal(hive_wait(h, &theirs, 1, 1, HIVE_FOREVER, ready), 1);
+        assert_int_equal(hive_release(h, theirs), HIVE_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(hive_release(h, mine), HIVE_OK);
 }
 
 /* Detach is collective; afterwards a remote handle names nothing: calls
@@ -1595,6 +1781,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_call_futures),
         cmocka_unit_test(test_future_stale_ids),
         cmocka_unit_test(test_call_future_faults),
+        cmocka_unit_test(test_over_release),
+        cmocka_unit_test(test_remote_wait_no_memory),
         cmocka_unit_test(test_detach_then_remote_fails),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
