@@ -19,6 +19,10 @@
  *    third escape without one to a prober that retains them while the
  *    spawner frees and reuses their slots: a retain either fails or holds
  *    the very object named (its value checked), never another of the slot.
+ *  - cancels against the owner's run: children their spawner runs itself
+ *    (plain claim and finish, store.c) cancelled by id from another thread
+ *    at varying moments: a cancel said HIVE_OK exactly when the result
+ *    failed with HIVE_ECANCELED.
  * Every result is released: no object and no byte is left at the end.
  */
 #include "testutil.h"
@@ -635,6 +639,149 @@ static void test_escaping_private_results(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------ cancels against the owner's run
+ *
+ * A private child that its owner runs itself (its join takes it back from
+ * its own deque) is claimed and finished with plain stores while no
+ * promotion is under way (store.c, own_enter); a cancel from another
+ * thread promotes it first. Tasks on the workers spawn children one at a
+ * time and post each id (without a count: the spawner holds its own until
+ * the verdict) to a canceller thread, then join the child after a delay
+ * that varies with its index, so that the cancel lands while the child is
+ * queued, claimed, running or finishing. Every child must then be either
+ * sealed with its value after one run and a refused cancel, or failed with
+ * HIVE_ECANCELED after at most one run and an accepted cancel: an owner's
+ * plain store over a cancel's CAS would seal a result whose cancel said
+ * HIVE_OK, or fail one whose cancel was refused. */
+#define OWN_SPAWNERS 16                     /* spawning tasks per user thread */
+#define OWN_KIDS     (4000 / TEST_SCALE)    /* children of each */
+#define OWN_N        (2 * OWN_SPAWNERS * OWN_KIDS)
+
+typedef struct own_box {
+    _Atomic uint64_t id;                    /* 0 until posted */
+    _Atomic int      verdict;               /* hive_cancel's answer, 1 until given */
+} own_box_t;
+
+static own_box_t own_boxes[OWN_N];
+static _Atomic uint32_t own_n;
+static _Atomic unsigned char own_runs[OWN_N];
+static _Atomic long own_errors, own_sealed, own_cancelled, own_cancelled_running;
+static _Atomic uint64_t own_at;             /* the child the canceller is at */
+
+static void own_spin(uint64_t n)
+{
+    for (volatile uint64_t k = 0; k < n; k++) {
+    }
+}
+
+static int own_child(hive_ctx_t *ctx)
+{
+    uint64_t i = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&own_runs[i], 1, memory_order_relaxed);
+    own_spin(i % 5 * 1000);                 /* a cancel may land while it runs */
+    return hive_return(ctx, &i, sizeof i);
+}
+
+static int own_spawner(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int j = 0; j < OWN_KIDS; j++) {
+        uint64_t i = atomic_fetch_add(&own_n, 1);
+        hive_ref_t r;
+        if (hive_submit(e, own_child, &HIVE_VAL(i), 1, NULL, &r) != HIVE_OK) {
+            atomic_fetch_add(&own_errors, 1);
+            return 1;
+        }
+        atomic_store_explicit(&own_boxes[i].id, r.id, memory_order_release);
+        /* two in three: join once the canceller is at this child (bounded:
+         * never a wait for it), so that its promotion and cancel meet our
+         * claim, run and finish; then queued a while, or joined at once */
+        for (int spin = 0; i % 3 != 0 && spin < 2000 && atomic_load(&own_at) < i; spin++)
+            sched_yield();
+        own_spin(i % 7 * 100);
+        const uint64_t *p;
+        int rc = hive_get(e, r, HIVE_FOREVER, (const void **)&p, NULL);
+        uint64_t v = rc == HIVE_OK ? *p : 0;
+        int verdict;
+        /* acquire: the canceller's answer (and its promotion) before our release */
+        while ((verdict = atomic_load_explicit(&own_boxes[i].verdict, memory_order_acquire)) == 1)
+            sched_yield();
+        unsigned runs = atomic_load_explicit(&own_runs[i], memory_order_relaxed);
+        if (rc == HIVE_OK && v == i && runs == 1 && verdict != HIVE_OK)
+            atomic_fetch_add(&own_sealed, 1);
+        else if (rc == HIVE_ECANCELED && runs <= 1 && verdict == HIVE_OK)
+            atomic_fetch_add(runs ? &own_cancelled_running : &own_cancelled, 1);
+        else
+            atomic_fetch_add(&own_errors, 1);
+        if (hive_release(e, r) != HIVE_OK)
+            atomic_fetch_add(&own_errors, 1);
+    }
+    return 0;
+}
+
+static void *own_submitter(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < OWN_SPAWNERS; k++) {
+        hive_ref_t r;
+        const void *p;
+        if (hive_submit(h, own_spawner, NULL, 0, NULL, &r) != HIVE_OK ||
+            hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&own_errors, 1);
+        hive_release(h, r);
+    }
+    return NULL;
+}
+
+static void *own_canceller(void *arg)
+{
+    (void)arg;
+    for (uint32_t i = 0, idle = 0; i < OWN_N;) {
+        uint64_t id = atomic_load_explicit(&own_boxes[i].id, memory_order_acquire);
+        if (id == 0) {                      /* close behind the post, without hogging a core */
+            if (++idle % 256 == 0)
+                sched_yield();
+            continue;
+        }
+        atomic_store(&own_at, i);
+        own_spin(i % 11 * 150);
+        int rc = hive_cancel(h, (hive_ref_t){ id });
+        if (rc != HIVE_OK && rc != HIVE_ESTATE)   /* the spawner holds its count: found */
+            atomic_fetch_add(&own_errors, 1);
+        /* release: as the spawner's acquire */
+        atomic_store_explicit(&own_boxes[i].verdict, rc, memory_order_release);
+        i++;
+    }
+    return NULL;
+}
+
+static void test_cancels_against_owner(void **state)
+{
+    (void)state;
+    /* one worker: the owner runs every child itself, and the other core
+     * is the canceller's */
+    h = test_engine(256 * MiB, 1, NULL);
+    for (size_t i = 0; i < OWN_N; i++)
+        atomic_store(&own_boxes[i].verdict, 1);
+    pthread_t sub[2], canceller;
+    assert_int_equal(pthread_create(&canceller, NULL, own_canceller, NULL), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&sub[k], NULL, own_submitter, NULL), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(sub[k], NULL);
+    pthread_join(canceller, NULL);
+    print_message("%ld sealed after a refused cancel, %ld cancelled queued, %ld running, %ld errors\n",
+                  atomic_load(&own_sealed), atomic_load(&own_cancelled),
+                  atomic_load(&own_cancelled_running), atomic_load(&own_errors));
+    assert_int_equal(atomic_load(&own_errors), 0);
+    assert_int_equal(atomic_load(&own_sealed) + atomic_load(&own_cancelled) +
+                     atomic_load(&own_cancelled_running), OWN_N);
+    assert_true(atomic_load(&own_cancelled) > 0);
+    assert_true(atomic_load(&own_sealed) > 0);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +790,7 @@ int main(void)
         cmocka_unit_test(test_random_dependencies),
         cmocka_unit_test(test_small_tasks_cancelled),
         cmocka_unit_test(test_escaping_private_results),
+        cmocka_unit_test(test_cancels_against_owner),
     };
     return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
 }
