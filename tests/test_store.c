@@ -594,6 +594,83 @@ static void *get_many_forever(void *arg)
 
 /* A user thread blocked in hive_get_many returns at shutdown, and shutdown
  * waits for it before freeing the records it reads. */
+/* ---------------------------------------- a promotion waits out its owner
+ *
+ * A private record's owner changes its state word and key plainly inside a
+ * section marked by its pbusy (store.c, own_enter); a promoter (any other
+ * thread that comes by the id) must wait for that section to close before
+ * its key CAS. A worker's task spawns a child and holds it unjoined; the
+ * test marks the worker as inside a plain section, and another thread's
+ * retain of the child's id must not return until the mark is taken off -
+ * then it holds the promoted record, which the owner joins and releases
+ * with CASes as any public record, and the last release frees it. */
+static _Atomic uint64_t pw_id;
+static _Atomic int pw_go, pw_retained;
+static hive_t *pw_engine;
+
+static int pw_child(hive_ctx_t *ctx)
+{
+    uint64_t v = 7;
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int pw_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    hive_ref_t r;
+    if (hive_submit(e, pw_child, NULL, 0, NULL, &r) != HIVE_OK)
+        return 1;
+    atomic_store(&pw_id, r.id);
+    while (!atomic_load(&pw_go))
+        sched_yield();
+    const void *p;
+    int rc = hive_get(e, r, HIVE_FOREVER, &p, NULL);
+    int ok = rc == HIVE_OK && *(const uint64_t *)p == 7;
+    return hive_release(e, r) == HIVE_OK && ok ? 0 : 1;
+}
+
+static void *pw_prober(void *arg)
+{
+    (void)arg;
+    int rc = hive_retain(pw_engine, (hive_ref_t){ atomic_load(&pw_id) });
+    atomic_store(&pw_retained, rc == HIVE_OK ? 1 : -1);
+    return NULL;
+}
+
+static void test_promotion_waits_for_owner(void **state)
+{
+    (void)state;
+    hive_t *e = pw_engine = test_engine(64 << 20, 1, NULL);
+    if (!e->sched.asym) {
+        assert_int_equal(hive_shutdown(e), HIVE_OK);
+        skip();                       /* no plain sections without the membarrier */
+    }
+    hive_ref_t parent;
+    assert_int_equal(hive_submit(e, pw_parent, NULL, 0, NULL, &parent), HIVE_OK);
+    while (atomic_load(&pw_id) == 0)
+        sched_yield();
+    /* the worker spins in pw_parent: in no section of its own */
+    atomic_store(&e->sched.w[0].pbusy, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pw_prober, NULL), 0);
+    test_sleep_ms(50);
+    assert_int_equal(atomic_load(&pw_retained), 0);      /* waiting for the section */
+    assert_int_equal(atomic_load(&e->store.revoking), 1);  /* owners take the CAS meanwhile */
+    atomic_store(&e->sched.w[0].pbusy, 0);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&pw_retained), 1);
+    assert_int_equal(atomic_load(&e->store.revoking), 0);
+    atomic_store(&pw_go, 1);
+    const void *p;
+    assert_int_equal(hive_get(e, parent, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, parent), HIVE_OK);
+    hive_ref_t child = { atomic_load(&pw_id) };
+    assert_int_equal(hive_get(e, child, 0, &p, NULL), HIVE_OK);   /* ours: the retained count */
+    assert_int_equal(*(const uint64_t *)p, 7);
+    assert_int_equal(hive_release(e, child), HIVE_OK);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
 static void test_get_many_returns_at_shutdown(void **state)
 {
     (void)state;
@@ -773,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_get_many_bad_input),
         cmocka_unit_test(test_get_many_inside_a_task),
         cmocka_unit_test(test_get_many_returns_at_shutdown),
+        cmocka_unit_test(test_promotion_waits_for_owner),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
