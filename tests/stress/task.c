@@ -646,10 +646,13 @@ static void test_escaping_private_results(void **state)
  * promotion is under way (store.c, own_enter); a cancel from another
  * thread promotes it first. Tasks on the workers spawn children one at a
  * time and post each id (without a count: the spawner holds its own until
- * the verdict) to a canceller thread, then join the child after a delay
- * that varies with its index, so that the cancel lands while the child is
- * queued, claimed, running or finishing. Every child must then be either
- * sealed with its value after one run and a refused cancel, or failed with
+ * the verdict) to a canceller thread and join the child: a third at once
+ * or after a delay that varies with the index (the cancel mostly comes
+ * late, against the finish and the release), a third running until the
+ * cancel has come (a cancel of a running task, promoted meanwhile), a
+ * third once the canceller is at it (against the claim). One worker: the
+ * owner runs every child itself. Every child must then be either sealed
+ * with its value after one run and a refused cancel, or failed with
  * HIVE_ECANCELED after at most one run and an accepted cancel: an owner's
  * plain store over a cancel's CAS would seal a result whose cancel said
  * HIVE_OK, or fail one whose cancel was refused. */
@@ -663,10 +666,10 @@ typedef struct own_box {
 } own_box_t;
 
 static own_box_t own_boxes[OWN_N];
-static _Atomic uint32_t own_n;
-static _Atomic unsigned char own_runs[OWN_N];
 static _Atomic long own_errors, own_sealed, own_cancelled, own_cancelled_running;
 static _Atomic uint64_t own_at;             /* the child the canceller is at */
+static _Atomic uint32_t own_n;
+static _Atomic unsigned char own_runs[OWN_N];
 
 static void own_spin(uint64_t n)
 {
@@ -678,6 +681,10 @@ static int own_child(hive_ctx_t *ctx)
 {
     uint64_t i = *(const uint64_t *)hive_arg(ctx, 0, NULL);
     atomic_fetch_add_explicit(&own_runs[i], 1, memory_order_relaxed);
+    if (i % 3 == 1)       /* one in three: run until the cancel has come (bounded) */
+        for (int spin = 0; spin < 4000 && atomic_load(&own_boxes[i].verdict) == 1; spin++)
+            if (spin >= 1000)
+                sched_yield();
     own_spin(i % 5 * 1000);                 /* a cancel may land while it runs */
     return hive_return(ctx, &i, sizeof i);
 }
@@ -693,12 +700,13 @@ static int own_spawner(hive_ctx_t *ctx)
             return 1;
         }
         atomic_store_explicit(&own_boxes[i].id, r.id, memory_order_release);
-        /* two in three: join once the canceller is at this child (bounded:
+        /* one in three: join once the canceller is at this child (bounded:
          * never a wait for it), so that its promotion and cancel meet our
-         * claim, run and finish; then queued a while, or joined at once */
-        for (int spin = 0; i % 3 != 0 && spin < 2000 && atomic_load(&own_at) < i; spin++)
-            sched_yield();
-        own_spin(i % 7 * 100);
+         * claim; then queued a while, or joined at once */
+        for (int spin = 0; i % 3 == 2 && spin < 2000 && atomic_load(&own_at) < i; spin++)
+            if (spin >= 1000)               /* the canceller is not running: let it */
+                sched_yield();
+        own_spin(i % 7 * 1000);
         const uint64_t *p;
         int rc = hive_get(e, r, HIVE_FOREVER, (const void **)&p, NULL);
         uint64_t v = rc == HIVE_OK ? *p : 0;
@@ -777,6 +785,7 @@ static void test_cancels_against_owner(void **state)
     assert_int_equal(atomic_load(&own_sealed) + atomic_load(&own_cancelled) +
                      atomic_load(&own_cancelled_running), OWN_N);
     assert_true(atomic_load(&own_cancelled) > 0);
+    assert_true(atomic_load(&own_cancelled_running) > 0);
     assert_true(atomic_load(&own_sealed) > 0);
     expect_empty_store(h);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
