@@ -283,6 +283,7 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
     o->kind = kind;
+    o->lent = 0;
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
@@ -801,8 +802,10 @@ static hive__obj_t *lookup_private(struct hive *h, hive__obj_t *o, uint32_t k)
     hive__worker_t *w = hive__self;
     /* relaxed: written before the key's release, which our acquire saw */
     if (w != NULL && w->sched == &h->sched &&
-        atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1)
+        atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1) {
+        o->lent = 1;                  /* its pin drop stays a CAS (release_count_by) */
         return o;
+    }
     return promote(h, o, k) ? o : NULL;
 }
 
@@ -904,6 +907,8 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 /* Drop one count of unit (1: a user's, HIVE__PIN: a pin). Returns false if
  * the record holds none of that kind to drop. w: the calling thread's
  * worker if it is one of h's, else NULL. */
+static void last_count(struct hive *h, hive__worker_t *w, hive__obj_t *o, bool mine);
+
 static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, int64_t unit)
 {
     /* relaxed owner: written before the record was published to us (an
@@ -924,7 +929,29 @@ static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, 
         free_private(h, w, o);
         return true;
     }
-    int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    int64_t n;
+    /* The owner drops the pin of a child it ran itself (run_small): a
+     * plain load and store inside its section (own_enter), unless it ever
+     * looked the record up by id (lent): then a count may sit with a
+     * dependent that drops it with a CAS on another worker without a
+     * promotion. Otherwise every other holder came by the id, through a
+     * promotion the section excludes, and a thief that runs a task drops
+     * its pin itself (not the owner: a job has one runner). */
+    if (mine && unit == HIVE__PIN && !o->lent && own_enter(h, w, o)) {
+        /* relaxed: nobody else changes the count now; own_leave's release
+         * carries the store to a later promoter */
+        n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+        bool held = n >= HIVE__PIN;
+        if (held)
+            atomic_store_explicit(&o->refs, n - HIVE__PIN, memory_order_relaxed);
+        own_leave(w);
+        if (!held)
+            return false;
+        if (n == HIVE__PIN)
+            last_count(h, w, o, true);
+        return true;
+    }
+    n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     /* the last count writes the second line too (the retire link): both
      * lines are fetched for writing at once, not one after the other */
     if (n == unit)
@@ -939,37 +966,41 @@ static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, 
          * every other holder's writes visible before we free */
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - unit, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    if (n == unit) {
-        /* relaxed owner: ours to read (the last count); the CAS decides
-         * against promoters (relaxed: nothing is published by it, and a
-         * promoter that loses reads nothing more of the record) */
-        if (mine && own_unkey(h, w, o)) {
-            free_private(h, w, o);
-            return true;
-        }
-        hive__handles_unpublish(o);
-        o->tail.dead.h = h;           /* the payload is dead: no count is left */
-        if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
-            unsigned ix = my_shard_ix();
-            if (w != NULL && w->sched == &h->sched) {
-                retire_on(h, &w->retired, &w->nretired, o, ix);
-            } else {
-                hive__shard_t *l = &h->store.shards[ix];
-                retire_on(h, &l->head, &l->n, o, ix);
-            }
-        } else {
-            atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
-            o->tail.dead.next = NULL;
-            o->tail.dead.last = o;
-            o->tail.dead.n = 1;
-            o->tail.dead.inl = 0;
-            o->tail.dead.objects = o->kind != HIVE__ACTOR;
-            o->tail.dead.walk = true;  /* its arena block */
-            o->tail.dead.home = (uint8_t)my_shard_ix();
-            hive__call_rcu(&o->tail.dead.rcu, free_cb);
-        }
-    }
+    if (n == unit)
+        last_count(h, w, o, mine);
     return true;
+}
+
+/* The last count on o is gone (dropped by the calling thread, w's if it is
+ * a worker of h; mine: w owns o): free it. */
+static void last_count(struct hive *h, hive__worker_t *w, hive__obj_t *o, bool mine)
+{
+    /* the owner's own free: own_unkey decides against promoters */
+    if (mine && own_unkey(h, w, o)) {
+        free_private(h, w, o);
+        return;
+    }
+    hive__handles_unpublish(o);
+    o->tail.dead.h = h;           /* the payload is dead: no count is left */
+    if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+        unsigned ix = my_shard_ix();
+        if (w != NULL && w->sched == &h->sched) {
+            retire_on(h, &w->retired, &w->nretired, o, ix);
+        } else {
+            hive__shard_t *l = &h->store.shards[ix];
+            retire_on(h, &l->head, &l->n, o, ix);
+        }
+    } else {
+        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+        o->tail.dead.next = NULL;
+        o->tail.dead.last = o;
+        o->tail.dead.n = 1;
+        o->tail.dead.inl = 0;
+        o->tail.dead.objects = o->kind != HIVE__ACTOR;
+        o->tail.dead.walk = true;  /* its arena block */
+        o->tail.dead.home = (uint8_t)my_shard_ix();
+        hive__call_rcu(&o->tail.dead.rcu, free_cb);
+    }
 }
 
 static inline bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)

@@ -129,7 +129,11 @@ typedef struct hive__obj {
     } u;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS |
                                         HIVE__RUN_* << 4 (a result's task) | -code << 8 */
-    uint32_t          spare;         /* free */
+    uint32_t          lent;          /* a private record its owner looked up by id
+                                        (store.c, lookup_private): a count may have
+                                        gone by pointer to a dependent task or call,
+                                        which drops it wherever it runs; read and
+                                        written by the owner alone */
     uint8_t           kind;
     _Atomic uint16_t  owner;         /* a private record's owner: its worker's index + 1; else 0 */
     _Atomic uint32_t  hkey;          /* the table's: findable key, or free-stack link */

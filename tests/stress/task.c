@@ -22,7 +22,10 @@
  *  - cancels against the owner's run: children their spawner runs itself
  *    (plain claim and finish, store.c) cancelled by id from another thread
  *    at varying moments: a cancel said HIVE_OK exactly when the result
- *    failed with HIVE_ECANCELED.
+ *    failed with HIVE_ECANCELED;
+ *  - dependents of private results: children their spawner runs itself
+ *    with two dependents each pinning them by pointer: every value right,
+ *    nothing left in the store.
  * Every result is released: no object and no byte is left at the end.
  */
 #include "testutil.h"
@@ -791,6 +794,86 @@ static void test_cancels_against_owner(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------ dependents of private results
+ *
+ * The owner drops the pin of a child it ran itself with a plain store
+ * (store.c, release_count_by) unless it looked the child's id up (lent):
+ * then dependents may hold pins on it by pointer and drop them with CASes
+ * on the other worker, with no promotion. Spawners on 2 workers each make
+ * a child, hang two dependents on it (each pins the child), join the child
+ * themselves and release it at once, then join the dependents (thieves
+ * run them too): every value right, and nothing left in the store - a
+ * plain store over a dependent's CAS would lose or revive a count. */
+#define DEP_SPAWNERS 32
+#define DEP_KIDS     (2000 / TEST_SCALE)
+
+static _Atomic long dep_errors;
+
+static int dep_child(hive_ctx_t *ctx)
+{
+    uint64_t v = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int dep_dependent(hive_ctx_t *ctx)
+{
+    size_t n = 0;
+    const uint64_t *v = hive_arg(ctx, 0, &n);
+    uint64_t k = *(const uint64_t *)hive_arg(ctx, 1, NULL);
+    if (v == NULL || n != sizeof *v)
+        return 1;
+    uint64_t out = *v * 3 + k;
+    return hive_return(ctx, &out, sizeof out);
+}
+
+static int dep_spawner(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    uint64_t base = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    for (uint64_t j = 0; j < DEP_KIDS; j++) {
+        uint64_t v = base + j;
+        hive_ref_t c, d[2];
+        if (hive_submit(e, dep_child, &HIVE_VAL(v), 1, NULL, &c) != HIVE_OK)
+            return 1;
+        for (uint64_t k = 0; k < 2; k++) {
+            hive_arg_t a[2] = { HIVE_REF(c), HIVE_VAL(k) };
+            if (hive_submit(e, dep_dependent, a, 2, NULL, &d[k]) != HIVE_OK)
+                return 1;
+        }
+        const uint64_t *p;
+        if (hive_get(e, c, HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK || *p != v)
+            atomic_fetch_add(&dep_errors, 1);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&dep_errors, 1);
+        for (uint64_t k = 0; k < 2; k++) {
+            if (hive_get(e, d[k], HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK || *p != v * 3 + k)
+                atomic_fetch_add(&dep_errors, 1);
+            if (hive_release(e, d[k]) != HIVE_OK)
+                atomic_fetch_add(&dep_errors, 1);
+        }
+    }
+    return 0;
+}
+
+static void test_dependents_of_private_results(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 2, NULL);
+    hive_ref_t r[DEP_SPAWNERS];
+    for (uint64_t i = 0; i < DEP_SPAWNERS; i++) {
+        uint64_t base = i * DEP_KIDS;
+        assert_int_equal(hive_submit(h, dep_spawner, &HIVE_VAL(base), 1, NULL, &r[i]), HIVE_OK);
+    }
+    for (int i = 0; i < DEP_SPAWNERS; i++) {
+        const void *p;
+        assert_int_equal(hive_get(h, r[i], DEADLINE_NS, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, r[i]), HIVE_OK);
+    }
+    assert_int_equal(atomic_load(&dep_errors), 0);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -800,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_small_tasks_cancelled),
         cmocka_unit_test(test_escaping_private_results),
         cmocka_unit_test(test_cancels_against_owner),
+        cmocka_unit_test(test_dependents_of_private_results),
     };
     return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
 }
