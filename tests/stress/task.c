@@ -552,17 +552,24 @@ static int esc_spawner(hive_ctx_t *ctx)
     return 0;
 }
 
+/* From a user thread: run fn (one argument, or none if arg is NULL) on a
+ * worker and wait for it; a failure counts in errors. */
+static void run_spawner(hive_fn fn, const uint64_t *arg, _Atomic long *errors)
+{
+    hive_ref_t r;
+    const void *p;
+    if (hive_submit(h, fn, arg ? &HIVE_VAL(*arg) : NULL, arg ? 1 : 0, NULL, &r) != HIVE_OK ||
+        hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
+        atomic_fetch_add(errors, 1);
+    hive_release(h, r);
+}
+
 static void *esc_submitter(void *arg)
 {
     uint64_t base = (uint64_t)(uintptr_t)arg * ESC_SPAWNERS * ESC_KIDS;
     for (int i = 0; i < ESC_SPAWNERS; i++) {
         uint64_t b = base + (uint64_t)i * ESC_KIDS;
-        hive_ref_t r;
-        const void *p;
-        if (hive_submit(h, esc_spawner, &HIVE_VAL(b), 1, NULL, &r) != HIVE_OK ||
-            hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
-            atomic_fetch_add(&esc_errors, 1);
-        hive_release(h, r);
+        run_spawner(esc_spawner, &b, &esc_errors);
     }
     return NULL;
 }
@@ -733,14 +740,8 @@ static int own_spawner(hive_ctx_t *ctx)
 static void *own_submitter(void *arg)
 {
     (void)arg;
-    for (int k = 0; k < OWN_SPAWNERS; k++) {
-        hive_ref_t r;
-        const void *p;
-        if (hive_submit(h, own_spawner, NULL, 0, NULL, &r) != HIVE_OK ||
-            hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
-            atomic_fetch_add(&own_errors, 1);
-        hive_release(h, r);
-    }
+    for (int k = 0; k < OWN_SPAWNERS; k++)
+        run_spawner(own_spawner, NULL, &own_errors);
     return NULL;
 }
 
