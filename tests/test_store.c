@@ -671,6 +671,111 @@ static void test_promotion_waits_for_owner(void **state)
     assert_int_equal(hive_shutdown(e), HIVE_OK);
 }
 
+/* ------------------------------------ owners take the CAS while revoking
+ *
+ * The other half of that handshake: while a promotion is under way
+ * (revoking nonzero), an owner changes its private records with CASes -
+ * the promoter may already be changing them too. The test holds revoking
+ * up as a promoter past its wait would, and a hammer thread adds to the
+ * unused high bits of each pending child's state word with CASes while
+ * the child's owner claims it (the join runs it); the child, running,
+ * stops the hammer and checks that the word holds every addition. An
+ * owner that stored its claim plainly over the hammer's CAS would lose
+ * some (a pending record's bits above the run are read by nobody). */
+#define RV_KIDS  (8000 / TEST_SCALE)
+#define RV_SHIFT 16
+
+static _Atomic(hive__obj_t *) rv_rec;      /* the child being hammered */
+static _Atomic int rv_stop;                /* the child runs: stop */
+static _Atomic long rv_count, rv_total;    /* additions to this child, to all */
+static _Atomic int rv_phase;               /* 1: hammering, 2: stopped and counted */
+static _Atomic long rv_errors;
+
+static int rv_child(hive_ctx_t *ctx)
+{
+    hive__obj_t *o = atomic_load(&rv_rec);
+    atomic_store(&rv_stop, 1);
+    for (int spin = 0; atomic_load(&rv_phase) != 2; spin++)
+        if (spin >= 1000)
+            sched_yield();
+    /* the hammer's last CAS is before its phase store, which we saw */
+    uint32_t v = atomic_load(&o->state);
+    if ((long)(v >> RV_SHIFT) != atomic_load(&rv_count) ||
+        hive__run_of(v) != HIVE__RUN_RUNNING)
+        atomic_fetch_add(&rv_errors, 1);
+    uint64_t r = 1;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static int rv_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int i = 0; i < RV_KIDS; i++) {
+        hive_ref_t c;
+        if (hive_submit(e, rv_child, NULL, 0, NULL, &c) != HIVE_OK)
+            return 1;
+        atomic_store(&rv_stop, 0);
+        atomic_store(&rv_phase, 0);
+        atomic_store(&rv_rec, (hive__obj_t *)hive__handles_rec(&e->store.table, c.id));
+        for (int spin = 0; spin < 4000 && atomic_load(&rv_phase) == 0; spin++)
+            if (spin >= 1000)
+                sched_yield();
+        const void *p;
+        if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&rv_errors, 1);
+        atomic_store(&rv_rec, NULL);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&rv_errors, 1);
+    }
+    return 0;
+}
+
+static _Atomic int rv_done;
+
+static void *rv_hammer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&rv_done)) {
+        hive__obj_t *o = atomic_load(&rv_rec);
+        if (o == NULL || atomic_load(&rv_phase) != 0) {
+            sched_yield();
+            continue;
+        }
+        long n = 0;
+        atomic_store(&rv_phase, 1);
+        while (!atomic_load(&rv_stop) && n < 60000) {
+            uint32_t v = atomic_load(&o->state);
+            if (atomic_compare_exchange_weak(&o->state, &v, v + (1u << RV_SHIFT)))
+                n++;
+        }
+        atomic_store(&rv_count, n);
+        atomic_fetch_add(&rv_total, n);
+        atomic_store(&rv_phase, 2);
+    }
+    return NULL;
+}
+
+static void test_owner_takes_cas_while_revoking(void **state)
+{
+    (void)state;
+    hive_t *e = test_engine(64 << 20, 1, NULL);
+    atomic_fetch_add(&e->store.revoking, 1);   /* a promoter past its wait */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, rv_hammer, NULL), 0);
+    hive_ref_t r;
+    const void *p;
+    assert_int_equal(hive_submit(e, rv_parent, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, r), HIVE_OK);
+    atomic_store(&rv_done, 1);
+    pthread_join(t, NULL);
+    atomic_fetch_sub(&e->store.revoking, 1);
+    print_message("%ld additions to %d children's state words\n", atomic_load(&rv_total), RV_KIDS);
+    assert_int_equal(atomic_load(&rv_errors), 0);
+    assert_true(atomic_load(&rv_total) > 0);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
 static void test_get_many_returns_at_shutdown(void **state)
 {
     (void)state;
@@ -851,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_get_many_inside_a_task),
         cmocka_unit_test(test_get_many_returns_at_shutdown),
         cmocka_unit_test(test_promotion_waits_for_owner),
+        cmocka_unit_test(test_owner_takes_cas_while_revoking),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
