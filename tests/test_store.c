@@ -776,6 +776,100 @@ static void test_owner_takes_cas_while_revoking(void **state)
     assert_int_equal(hive_shutdown(e), HIVE_OK);
 }
 
+/* ------------------------------------ a lent record's pin drop is a CAS
+ *
+ * The owner drops the pin of a child it ran itself with a plain store
+ * unless it looked the child up by id (lent): a dependent may then hold
+ * a pin by pointer and drop it with a CAS on another thread. The parent
+ * looks each child up (a retain and a release by id), and a hammer thread
+ * plays such a dependent, taking and dropping pins on the child with CASes
+ * from its submit until after the owner's join (which runs it and drops
+ * its pin); then the count must be the parent's one count exactly. */
+#define LN_KIDS (8000 / TEST_SCALE)
+
+static _Atomic(hive__obj_t *) ln_rec;
+static _Atomic int ln_stop, ln_phase, ln_done;
+static _Atomic long ln_errors, ln_total;
+
+static int ln_child(hive_ctx_t *ctx)
+{
+    uint64_t r = 1;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static int ln_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int i = 0; i < LN_KIDS; i++) {
+        hive_ref_t c;
+        if (hive_submit(e, ln_child, NULL, 0, NULL, &c) != HIVE_OK)
+            return 1;
+        if (hive_retain(e, c) != HIVE_OK || hive_release(e, c) != HIVE_OK)   /* lent */
+            atomic_fetch_add(&ln_errors, 1);
+        hive__obj_t *o = hive__handles_rec(&e->store.table, c.id);
+        atomic_store(&ln_stop, 0);
+        atomic_store(&ln_phase, 0);
+        atomic_store(&ln_rec, o);
+        for (int spin = 0; spin < 4000 && atomic_load(&ln_phase) == 0; spin++)
+            if (spin >= 1000)
+                sched_yield();
+        const void *p;
+        if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&ln_errors, 1);
+        atomic_store(&ln_stop, 1);
+        for (int spin = 0; atomic_load(&ln_phase) == 1; spin++)
+            if (spin >= 1000)
+                sched_yield();
+        atomic_store(&ln_rec, NULL);
+        if (atomic_load(&o->refs) != 1)       /* ours; the task's pin and the hammer's gone */
+            atomic_fetch_add(&ln_errors, 1);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&ln_errors, 1);
+    }
+    return 0;
+}
+
+static void *ln_hammer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ln_done)) {
+        hive__obj_t *o = atomic_load(&ln_rec);
+        if (o == NULL || atomic_load(&ln_phase) != 0) {
+            sched_yield();
+            continue;
+        }
+        atomic_store(&ln_phase, 1);
+        long n = 0;
+        while (!atomic_load(&ln_stop)) {
+            atomic_fetch_add(&o->refs, HIVE__PIN);   /* a dependent's pin, taken and dropped */
+            atomic_fetch_sub(&o->refs, HIVE__PIN);
+            n++;
+        }
+        atomic_fetch_add(&ln_total, n);
+        atomic_store(&ln_phase, 2);
+    }
+    return NULL;
+}
+
+static void test_lent_pin_drop_is_a_cas(void **state)
+{
+    (void)state;
+    hive_t *e = test_engine(64 << 20, 1, NULL);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ln_hammer, NULL), 0);
+    hive_ref_t r;
+    const void *p;
+    assert_int_equal(hive_submit(e, ln_parent, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, r), HIVE_OK);
+    atomic_store(&ln_done, 1);
+    pthread_join(t, NULL);
+    print_message("%ld pins taken and dropped on %d children\n", atomic_load(&ln_total), LN_KIDS);
+    assert_int_equal(atomic_load(&ln_errors), 0);
+    assert_true(atomic_load(&ln_total) > 0);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
 static void test_get_many_returns_at_shutdown(void **state)
 {
     (void)state;
@@ -957,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_get_many_returns_at_shutdown),
         cmocka_unit_test(test_promotion_waits_for_owner),
         cmocka_unit_test(test_owner_takes_cas_while_revoking),
+        cmocka_unit_test(test_lent_pin_drop_is_a_cas),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
