@@ -1044,14 +1044,14 @@ int main(void)
         cmocka_unit_test(test_wait_huge_count),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
+        cmocka_unit_test(test_promotion_waits_for_owner),
+        cmocka_unit_test(test_owner_takes_cas_while_revoking),
+        cmocka_unit_test(test_lent_pin_drop_is_a_cas),
         cmocka_unit_test(test_get_many_all_ready),
         cmocka_unit_test(test_get_many_waits_and_reports_each),
         cmocka_unit_test(test_get_many_bad_input),
         cmocka_unit_test(test_get_many_inside_a_task),
         cmocka_unit_test(test_get_many_returns_at_shutdown),
-        cmocka_unit_test(test_promotion_waits_for_owner),
-        cmocka_unit_test(test_owner_takes_cas_while_revoking),
-        cmocka_unit_test(test_lent_pin_drop_is_a_cas),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
