@@ -671,6 +671,38 @@ static void test_promotion_waits_for_owner(void **state)
     assert_int_equal(hive_shutdown(e), HIVE_OK);
 }
 
+/* ------------------------------------------- the owner's two hammer tests */
+
+/* Spin while *phase is from (at most bound rounds, 0: no bound), yielding
+ * after the first thousand. */
+static void spin_while(_Atomic int *phase, int from, int bound)
+{
+    for (int spin = 0; (bound == 0 || spin < bound) && atomic_load(phase) == from; spin++)
+        if (spin >= 1000)
+            sched_yield();
+}
+
+/* On a one-worker engine: run parent as a task from this thread while
+ * hammer runs beside it, until parent returns (then *done ends hammer). */
+static void run_hammered(hive_fn parent, void *(*hammer)(void *), _Atomic int *done)
+{
+    hive_t *e = test_engine(64 << 20, 1, NULL);
+    if (!e->sched.asym) {             /* no plain sections: nothing to race */
+        assert_int_equal(hive_shutdown(e), HIVE_OK);
+        skip();
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hammer, e), 0);
+    hive_ref_t r;
+    const void *p;
+    assert_int_equal(hive_submit(e, parent, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, r), HIVE_OK);
+    atomic_store(done, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
 /* ------------------------------------ owners take the CAS while revoking
  *
  * The other half of that handshake: while a promotion is under way
@@ -695,7 +727,7 @@ static int rv_child(hive_ctx_t *ctx)
 {
     hive__obj_t *o = atomic_load(&rv_rec);
     atomic_store(&rv_stop, 1);
-    for (int spin = 0; atomic_load(&rv_phase) != 2; spin++)
+    for (int spin = 0; atomic_load(&rv_phase) != 2; spin++)   /* the hammer stopped and counted */
         if (spin >= 1000)
             sched_yield();
     /* the hammer's last CAS is before its phase store, which we saw */
@@ -717,9 +749,7 @@ static int rv_parent(hive_ctx_t *ctx)
         atomic_store(&rv_stop, 0);
         atomic_store(&rv_phase, 0);
         atomic_store(&rv_rec, (hive__obj_t *)hive__handles_rec(&e->store.table, c.id));
-        for (int spin = 0; spin < 4000 && atomic_load(&rv_phase) == 0; spin++)
-            if (spin >= 1000)
-                sched_yield();
+        spin_while(&rv_phase, 0, 4000);
         const void *p;
         if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
             atomic_fetch_add(&rv_errors, 1);
@@ -734,7 +764,8 @@ static _Atomic int rv_done;
 
 static void *rv_hammer(void *arg)
 {
-    (void)arg;
+    hive_t *e = arg;
+    atomic_fetch_add(&e->store.revoking, 1);   /* a promoter past its wait, for the whole test */
     while (!atomic_load(&rv_done)) {
         hive__obj_t *o = atomic_load(&rv_rec);
         if (o == NULL || atomic_load(&rv_phase) != 0) {
@@ -752,28 +783,17 @@ static void *rv_hammer(void *arg)
         atomic_fetch_add(&rv_total, n);
         atomic_store(&rv_phase, 2);
     }
+    atomic_fetch_sub(&e->store.revoking, 1);
     return NULL;
 }
 
 static void test_owner_takes_cas_while_revoking(void **state)
 {
     (void)state;
-    hive_t *e = test_engine(64 << 20, 1, NULL);
-    atomic_fetch_add(&e->store.revoking, 1);   /* a promoter past its wait */
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, rv_hammer, NULL), 0);
-    hive_ref_t r;
-    const void *p;
-    assert_int_equal(hive_submit(e, rv_parent, NULL, 0, NULL, &r), HIVE_OK);
-    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
-    assert_int_equal(hive_release(e, r), HIVE_OK);
-    atomic_store(&rv_done, 1);
-    pthread_join(t, NULL);
-    atomic_fetch_sub(&e->store.revoking, 1);
+    run_hammered(rv_parent, rv_hammer, &rv_done);
     print_message("%ld additions to %d children's state words\n", atomic_load(&rv_total), RV_KIDS);
     assert_int_equal(atomic_load(&rv_errors), 0);
     assert_true(atomic_load(&rv_total) > 0);
-    assert_int_equal(hive_shutdown(e), HIVE_OK);
 }
 
 /* ------------------------------------ a lent record's pin drop is a CAS
@@ -810,16 +830,12 @@ static int ln_parent(hive_ctx_t *ctx)
         atomic_store(&ln_stop, 0);
         atomic_store(&ln_phase, 0);
         atomic_store(&ln_rec, o);
-        for (int spin = 0; spin < 4000 && atomic_load(&ln_phase) == 0; spin++)
-            if (spin >= 1000)
-                sched_yield();
+        spin_while(&ln_phase, 0, 4000);
         const void *p;
         if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
             atomic_fetch_add(&ln_errors, 1);
         atomic_store(&ln_stop, 1);
-        for (int spin = 0; atomic_load(&ln_phase) == 1; spin++)
-            if (spin >= 1000)
-                sched_yield();
+        spin_while(&ln_phase, 1, 0);
         atomic_store(&ln_rec, NULL);
         if (atomic_load(&o->refs) != 1)       /* ours; the task's pin and the hammer's gone */
             atomic_fetch_add(&ln_errors, 1);
@@ -854,20 +870,10 @@ static void *ln_hammer(void *arg)
 static void test_lent_pin_drop_is_a_cas(void **state)
 {
     (void)state;
-    hive_t *e = test_engine(64 << 20, 1, NULL);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, ln_hammer, NULL), 0);
-    hive_ref_t r;
-    const void *p;
-    assert_int_equal(hive_submit(e, ln_parent, NULL, 0, NULL, &r), HIVE_OK);
-    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
-    assert_int_equal(hive_release(e, r), HIVE_OK);
-    atomic_store(&ln_done, 1);
-    pthread_join(t, NULL);
+    run_hammered(ln_parent, ln_hammer, &ln_done);
     print_message("%ld pins taken and dropped on %d children\n", atomic_load(&ln_total), LN_KIDS);
     assert_int_equal(atomic_load(&ln_errors), 0);
     assert_true(atomic_load(&ln_total) > 0);
-    assert_int_equal(hive_shutdown(e), HIVE_OK);
 }
 
 static void test_get_many_returns_at_shutdown(void **state)
