@@ -1859,7 +1859,7 @@ static void each_cb(void *obj, void *arg)
 static void each_actor(hive_t *h, void (*fn)(hive__actor_t *a, void *arg), void *arg)
 {
     each_arg_t e = { fn, arg };
-    hive__handles_each(&h->store.table, each_cb, &e);
+    hive__store_each(h, each_cb, &e);
 }
 
 /* Shutdown, one actor: no worker runs and every token was dropped, so only

@@ -104,6 +104,8 @@ typedef struct hive__worker {
     _Atomic int64_t     pobjects;             /* private records it made less those it freed:
                                                  a share of the live-object count (store.c) */
     _Atomic unsigned    nretired;             /* pushed since its last flush (a hint) */
+    _Atomic uint32_t    pbusy;                /* it is in a plain section on one of its
+                                                 private records (store.c, own_enter) */
     HIVE_ALIGNED _Atomic uint64_t stolen_same;  /* jobs thieves of its node took from it */
     _Atomic uint64_t    stolen_other;         /* ... thieves of other nodes */
 } hive__worker_t;

@@ -283,6 +283,7 @@ static inline void init_record(struct hive *h, hive__obj_t *o, uint8_t kind, siz
     atomic_init(&o->state, HIVE__PENDING);
     atomic_init(&o->refs, 1);
     o->kind = kind;
+    o->lent = 0;
     atomic_init(&o->deps, NULL);
     o->size = size;
     o->data = data;
@@ -643,6 +644,156 @@ void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
     hive__handles_unpublish(o);
 }
 
+/* ----------------------------------------- private records biased to their owner
+ *
+ * While a record is private (store.h), nobody but its owner can reach its
+ * state word or its key without promoting it first: a thief that runs its
+ * task holds the job, not the id, and is not the owner; every other thread
+ * comes by the id, through lookup, which promotes. So the owner's own
+ * changes - the claim and the finish of a task it runs itself (the join
+ * running its newest child) and the key's move to 0 at its last release -
+ * need no locked instruction while no promotion is under way: the owner
+ * makes them with a plain load and store inside a section marked by its
+ * pbusy, and a promoter pays instead, with the handshake of the reserves'
+ * plain sections (reserve_enter), an asymmetric Dekker:
+ *   owner:    pbusy = 1; [compiler barrier]; load revoking; if 0 and the
+ *             key is still private: plain load and store of the state word
+ *             (or the key); pbusy = 0 (release)
+ *   promoter: revoking += 1 (seq_cst); membarrier; wait while the owner's
+ *             pbusy is 1 (acquire); the key's CAS to PUB; revoking -= 1
+ *             (release)
+ * The membarrier runs a full barrier on the owner's CPU: either the
+ * owner's pbusy = 1 is before it (the promoter sees 1 and waits for the
+ * release, which carries the plain store: its CASes from then on see it),
+ * or the owner's load of revoking is after it and sees the promoter (and
+ * the owner takes the CAS). An owner that reads revoking as 0 reads the
+ * value a promoter's decrement wrote (acquire: the key's CAS before it is
+ * seen, and the owner takes the CAS) or one from before any promotion of
+ * this record. A thief's claim and finish, and every change by a
+ * non-owner, stay CASes, and the owner never writes plainly a record it
+ * does not run: a job has one runner. Without the asymmetric fence
+ * (h->sched.asym off) every change is a CAS, as before. The count (refs)
+ * stays a CAS for everyone: a dependent task holds a count on its
+ * argument without a promotion and drops it wherever it runs. */
+
+/* The owner w's plain section on its private record o: true inside it (end
+ * it with own_leave); false if a CAS must do (no asymmetric fence, a
+ * promotion under way, or o promoted already). The caller checked that w
+ * owns o. */
+static inline bool own_enter(struct hive *h, hive__worker_t *w, hive__obj_t *o)
+{
+    if (unlikely(!h->sched.asym))
+        return false;
+    atomic_store_explicit(&w->pbusy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    /* acquire: pairs with a promoter's release of revoking, so that its
+     * CAS of the key is seen by our load of the key below; relaxed key:
+     * only a promoter moves it off the private value, and none can now */
+    if (likely(atomic_load_explicit(&h->store.revoking, memory_order_acquire) == 0) &&
+        likely(atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) ==
+               hive__handles_key_priv(o->id)))
+        return true;
+    atomic_store_explicit(&w->pbusy, 0, memory_order_release);
+    return false;
+}
+
+static inline void own_leave(hive__worker_t *w)
+{
+    /* release: the plain stores of the section before a promoter's
+     * acquire of 0 */
+    atomic_store_explicit(&w->pbusy, 0, memory_order_release);
+}
+
+/* Is w (a worker of h, or NULL) the owner of o? relaxed: the owner field
+ * is written before the record is published and changes only when its
+ * slot is reused, under a new key. */
+static inline bool owned_by(hive__worker_t *w, const hive__obj_t *o)
+{
+    return w != NULL && atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1;
+}
+
+/* The owner w takes its private record o off the table (the key to 0)
+ * when it drops the last count: true if it did, false if a promoter made
+ * it public first. Plainly inside own_enter's section; else a CAS that
+ * decides against every promoter (relaxed: nothing is published by it,
+ * and a promoter that loses reads nothing more of the record; the load
+ * first spares a promoted record's release a failing CAS). */
+static inline bool own_unkey(struct hive *h, hive__worker_t *w, hive__obj_t *o)
+{
+    if (own_enter(h, w, o)) {
+        /* relaxed: no promoter reaches the key now; a finder that reads 0
+         * finds nothing, as after the CAS */
+        atomic_store_explicit(hive__handles_key(o), 0, memory_order_relaxed);
+        own_leave(w);
+        return true;
+    }
+    uint32_t k = hive__handles_key_priv(o->id);
+    return atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) == k &&
+           atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
+/* Wait out worker i's plain section (a promoter's half of own_enter). */
+static void wait_plain(struct hive *h, unsigned i)
+{
+    /* acquire: pairs with own_leave's release (the owner's plain stores
+     * are seen by our CASes after it) */
+    for (unsigned spins = 0; atomic_load_explicit(&h->sched.w[i].pbusy, memory_order_acquire); spins++) {
+        if (spins < 64)
+            hive__cpu_relax();
+        else
+            sched_yield();            /* the owner was preempted inside its section */
+    }
+}
+
+/* Start a promotion: every owner's changes are CASes from now until
+ * promote_end; the owner of o (all workers if o is NULL: a walk of the
+ * table) has left any plain section it was in. */
+static void promote_begin(struct hive *h, const hive__obj_t *o)
+{
+    /* seq_cst: before the membarrier and the loads of pbusy */
+    atomic_fetch_add_explicit(&h->store.revoking, 1, memory_order_seq_cst);
+    if (!h->sched.asym)
+        return;                       /* no owner takes a plain section */
+    if (!hive__sched_membarrier(&h->sched))
+        HIVE_DIE("store: the private expedited membarrier failed after its registration");
+    unsigned owner = o != NULL ? atomic_load_explicit(&o->owner, memory_order_relaxed) : 0;
+    if (owner != 0) {
+        /* an owner read from a slot reused meanwhile is a worker we wait
+         * for needlessly: the key's CAS then fails anyway */
+        if (owner <= h->sched.n)
+            wait_plain(h, owner - 1);
+    } else {
+        for (unsigned i = 0; i < h->sched.n; i++)
+            wait_plain(h, i);
+    }
+}
+
+static void promote_end(struct hive *h)
+{
+    /* release: the key's CAS before an owner's acquire of 0 */
+    atomic_fetch_sub_explicit(&h->store.revoking, 1, memory_order_release);
+}
+
+/* Promote the private record o (key k): hive__handles_promote, with the
+ * owner's plain sections waited out. */
+static bool promote(struct hive *h, hive__obj_t *o, uint32_t k)
+{
+    promote_begin(h, o);
+    bool ok = hive__handles_promote(o, k);
+    promote_end(h);
+    return ok;
+}
+
+void hive__store_each(struct hive *h, void (*fn)(void *rec, void *arg), void *arg)
+{
+    /* one handshake for the whole walk: the promotions it makes are then
+     * plain CASes against owners that take the CAS too */
+    promote_begin(h, NULL);
+    hive__handles_each(&h->store.table, fn, arg);
+    promote_end(h);
+}
+
 /* A private record matched (store.h): its owner takes it as it is; anyone
  * else promotes it first (inside a read-side section: the callers of
  * lookup are), or finds nothing if the owner freed it meanwhile. */
@@ -651,9 +802,11 @@ static hive__obj_t *lookup_private(struct hive *h, hive__obj_t *o, uint32_t k)
     hive__worker_t *w = hive__self;
     /* relaxed: written before the key's release, which our acquire saw */
     if (w != NULL && w->sched == &h->sched &&
-        atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1)
+        atomic_load_explicit(&o->owner, memory_order_relaxed) == w->index + 1) {
+        o->lent = 1;                  /* its pin drop stays a CAS (release_count_by) */
         return o;
-    return hive__handles_promote(o, k) ? o : NULL;
+    }
+    return promote(h, o, k) ? o : NULL;
 }
 
 /* The record published under id, or NULL: the slot may hold a newer
@@ -754,6 +907,8 @@ static void retire_on(struct hive *h, _Atomic(hive__obj_t *) *list, _Atomic unsi
 /* Drop one count of unit (1: a user's, HIVE__PIN: a pin). Returns false if
  * the record holds none of that kind to drop. w: the calling thread's
  * worker if it is one of h's, else NULL. */
+static void last_count(struct hive *h, hive__worker_t *w, hive__obj_t *o, bool mine);
+
 static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, int64_t unit)
 {
     /* relaxed owner: written before the record was published to us (an
@@ -769,19 +924,34 @@ static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, 
      * owner reaches the record only through a promotion, which moves the
      * key off the private value first (then our CAS fails and the count
      * drops below as usual), and fails once the key is 0. */
-    if (mine && atomic_load_explicit(&o->refs, memory_order_acquire) == unit) {
-        uint32_t k = hive__handles_key_priv(o->id);
-        /* relaxed: as the CAS below (the count's acquire came first); the
-         * load first spares a promoted record's release a failing CAS */
-        if (atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) == k &&
-            atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
-                                                    memory_order_relaxed)) {
-            atomic_store_explicit(&o->refs, 0, memory_order_relaxed);   /* ours alone now */
-            free_private(h, w, o);
-            return true;
-        }
+    if (mine && atomic_load_explicit(&o->refs, memory_order_acquire) == unit && own_unkey(h, w, o)) {
+        atomic_store_explicit(&o->refs, 0, memory_order_relaxed);   /* ours alone now */
+        free_private(h, w, o);
+        return true;
     }
-    int64_t n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+    int64_t n;
+    /* The owner drops the pin of a child it ran itself (run_small): a
+     * plain load and store inside its section (own_enter), unless it ever
+     * looked the record up by id (lent): then a count may sit with a
+     * dependent that drops it with a CAS on another worker without a
+     * promotion. Otherwise every other holder came by the id, through a
+     * promotion the section excludes, and a thief that runs a task drops
+     * its pin itself (not the owner: a job has one runner). */
+    if (mine && unit == HIVE__PIN && !o->lent && own_enter(h, w, o)) {
+        /* relaxed: nobody else changes the count now; own_leave's release
+         * carries the store to a later promoter */
+        n = atomic_load_explicit(&o->refs, memory_order_relaxed);
+        bool held = n >= HIVE__PIN;
+        if (held)
+            atomic_store_explicit(&o->refs, n - HIVE__PIN, memory_order_relaxed);
+        own_leave(w);
+        if (!held)
+            return false;
+        if (n == HIVE__PIN)
+            last_count(h, w, o, true);
+        return true;
+    }
+    n = atomic_load_explicit(&o->refs, memory_order_relaxed);
     /* the last count writes the second line too (the retire link): both
      * lines are fetched for writing at once, not one after the other */
     if (n == unit)
@@ -796,40 +966,41 @@ static bool release_count_by(struct hive *h, hive__worker_t *w, hive__obj_t *o, 
          * every other holder's writes visible before we free */
     } while (!atomic_compare_exchange_weak_explicit(&o->refs, &n, n - unit, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    if (n == unit) {
-        /* relaxed owner: ours to read (the last count); the CAS decides
-         * against promoters (relaxed: nothing is published by it, and a
-         * promoter that loses reads nothing more of the record) */
-        uint32_t k = hive__handles_key_priv(o->id);
-        if (mine &&
-            atomic_compare_exchange_strong_explicit(hive__handles_key(o), &k, 0, memory_order_relaxed,
-                                                    memory_order_relaxed)) {
-            free_private(h, w, o);
-            return true;
-        }
-        hive__handles_unpublish(o);
-        o->tail.dead.h = h;           /* the payload is dead: no count is left */
-        if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
-            unsigned ix = my_shard_ix();
-            if (w != NULL && w->sched == &h->sched) {
-                retire_on(h, &w->retired, &w->nretired, o, ix);
-            } else {
-                hive__shard_t *l = &h->store.shards[ix];
-                retire_on(h, &l->head, &l->n, o, ix);
-            }
-        } else {
-            atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
-            o->tail.dead.next = NULL;
-            o->tail.dead.last = o;
-            o->tail.dead.n = 1;
-            o->tail.dead.inl = 0;
-            o->tail.dead.objects = o->kind != HIVE__ACTOR;
-            o->tail.dead.walk = true;  /* its arena block */
-            o->tail.dead.home = (uint8_t)my_shard_ix();
-            hive__call_rcu(&o->tail.dead.rcu, free_cb);
-        }
-    }
+    if (n == unit)
+        last_count(h, w, o, mine);
     return true;
+}
+
+/* The last count on o is gone (dropped by the calling thread, w's if it is
+ * a worker of h; mine: w owns o): free it. */
+static void last_count(struct hive *h, hive__worker_t *w, hive__obj_t *o, bool mine)
+{
+    /* the owner's own free: own_unkey decides against promoters */
+    if (mine && own_unkey(h, w, o)) {
+        free_private(h, w, o);
+        return;
+    }
+    hive__handles_unpublish(o);
+    o->tail.dead.h = h;           /* the payload is dead: no count is left */
+    if (!hive__obj_in_arena(o)) {  /* a record with no arena block: batched */
+        unsigned ix = my_shard_ix();
+        if (w != NULL && w->sched == &h->sched) {
+            retire_on(h, &w->retired, &w->nretired, o, ix);
+        } else {
+            hive__shard_t *l = &h->store.shards[ix];
+            retire_on(h, &l->head, &l->n, o, ix);
+        }
+    } else {
+        atomic_fetch_add_explicit(&h->store.callbacks, 1, memory_order_relaxed);
+        o->tail.dead.next = NULL;
+        o->tail.dead.last = o;
+        o->tail.dead.n = 1;
+        o->tail.dead.inl = 0;
+        o->tail.dead.objects = o->kind != HIVE__ACTOR;
+        o->tail.dead.walk = true;  /* its arena block */
+        o->tail.dead.home = (uint8_t)my_shard_ix();
+        hive__call_rcu(&o->tail.dead.rcu, free_cb);
+    }
 }
 
 static inline bool release_count(struct hive *h, hive__obj_t *o, int64_t unit)
@@ -1062,7 +1233,7 @@ void hive__store_fail_pending(struct hive *h, int code)
 {
     fail_arg_t f = { h, code };
     hive__rcu_lock();
-    hive__handles_each(&h->store.table, fail_if_pending, &f);
+    hive__store_each(h, fail_if_pending, &f);
     hive__rcu_unlock();
     /* hive_wait sleepers whose objects had all finished before still look
      * at stopping once more */
@@ -1230,9 +1401,22 @@ static inline uint32_t failed_word(int code)
     return HIVE__FAILED | ((uint32_t)-code << HIVE__CODE_SHIFT);
 }
 
-bool hive__obj_claim_run(hive__obj_t *o)
+bool hive__obj_claim_run(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 {
-    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed);
+    uint32_t v;
+    if (owned_by(w, o) && own_enter(h, w, o)) {
+        /* the owner runs its own private record's task: nobody else can
+         * change the word now (own_enter), a cancel by the owner itself
+         * comes before or after this, in its program order */
+        v = atomic_load_explicit(&o->state, memory_order_relaxed);
+        bool queued = hive__run_of(v) == HIVE__RUN_QUEUED;
+        if (queued)   /* relaxed: our own section's store, released by own_leave */
+            atomic_store_explicit(&o->state, (v & ~HIVE__RUN_MASK) | HIVE__RUN_RUNNING << HIVE__RUN_SHIFT,
+                                  memory_order_relaxed);
+        own_leave(w);
+        return queued;
+    }
+    v = atomic_load_explicit(&o->state, memory_order_relaxed);
     do {
         if (hive__run_of(v) != HIVE__RUN_QUEUED)
             return false;
@@ -1262,21 +1446,44 @@ bool hive__obj_end_queued(struct hive *h, hive__obj_t *o, int code, uint32_t run
     return true;
 }
 
-int hive__obj_finish_run(struct hive *h, hive__obj_t *o, int code)
+/* The word a run's finish moves v to, and the code the result ends with. */
+static inline uint32_t finish_word(uint32_t v, int code, int *c)
 {
-    uint32_t v = atomic_load_explicit(&o->state, memory_order_relaxed), now;
+    *c = hive__run_of(v) == HIVE__RUN_CANCEL_ASKED ? HIVE_ECANCELED : code;
+    uint32_t now;
+    if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
+        now = v & ~(HIVE__RUN_MASK | HIVE__WAITERS);   /* failed before (shutdown) */
+    else
+        now = *c == HIVE_OK ? HIVE__SEALED : failed_word(*c);
+    return now | HIVE__RUN_DONE << HIVE__RUN_SHIFT;
+}
+
+int hive__obj_finish_run(struct hive *h, hive__worker_t *w, hive__obj_t *o, int code)
+{
+    uint32_t v, now;
     int c;
-    do {
-        c = hive__run_of(v) == HIVE__RUN_CANCEL_ASKED ? HIVE_ECANCELED : code;
-        if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
-            now = v & ~(HIVE__RUN_MASK | HIVE__WAITERS);   /* failed before (shutdown) */
-        else
-            now = c == HIVE_OK ? HIVE__SEALED : failed_word(c);
-        now |= HIVE__RUN_DONE << HIVE__RUN_SHIFT;
-        /* seq_cst: as finish; it also orders the result's fields before a
-         * hive_cancel that reads DONE, and decides against its CAS */
-    } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
-                                                    memory_order_relaxed));
+    if (owned_by(w, o) && own_enter(h, w, o)) {
+        /* the owner finishes the task of its own private record (as
+         * hive__obj_claim_run): a plain load and store. release: the
+         * result's fields before the state, for this thread's later reads
+         * and, through own_leave, for a promoter's. The seq_cst loads in
+         * finished() need no seq_cst store before them: a waiter or a dep
+         * on another thread came by the id, promoted the record, and so
+         * either saw this store (own_leave's release) before it looked at
+         * the state, or made us take the CAS below */
+        v = atomic_load_explicit(&o->state, memory_order_relaxed);
+        now = finish_word(v, code, &c);
+        atomic_store_explicit(&o->state, now, memory_order_release);
+        own_leave(w);
+    } else {
+        v = atomic_load_explicit(&o->state, memory_order_relaxed);
+        do {
+            now = finish_word(v, code, &c);
+            /* seq_cst: as finish; it also orders the result's fields before
+             * a hive_cancel that reads DONE, and decides against its CAS */
+        } while (!atomic_compare_exchange_weak_explicit(&o->state, &v, now, memory_order_seq_cst,
+                                                        memory_order_relaxed));
+    }
     if ((v & HIVE__STATE_MASK) != HIVE__PENDING)
         return code;
     finished(h, o, v, now);

@@ -129,7 +129,11 @@ typedef struct hive__obj {
     } u;
     _Atomic uint32_t  state;         /* futex word: PENDING/SEALED/FAILED | WAITERS |
                                         HIVE__RUN_* << 4 (a result's task) | -code << 8 */
-    uint32_t          spare;         /* free */
+    uint32_t          lent;          /* a private record its owner looked up by id
+                                        (store.c, lookup_private): a count may have
+                                        gone by pointer to a dependent task or call,
+                                        which drops it wherever it runs; read and
+                                        written by the owner alone */
     uint8_t           kind;
     _Atomic uint16_t  owner;         /* a private record's owner: its worker's index + 1; else 0 */
     _Atomic uint32_t  hkey;          /* the table's: findable key, or free-stack link */
@@ -239,6 +243,11 @@ typedef struct hive__store {
      * nonzero, owners change their reserves with a CAS, not plainly. Read
      * by every charge, written only by a store that is full. */
     _Atomic uint32_t  reclaiming;
+    /* Threads promoting a private record now (store.c, promote): while
+     * nonzero, owners change their private records' state words and keys
+     * with a CAS, not plainly. Read by every owner's claim, finish and last
+     * release; written only by a promotion (its id reached another thread). */
+    _Atomic uint32_t  revoking;
     HIVE_ALIGNED _Atomic uint64_t callbacks;   /* frees queued with call_rcu: release and free_cb */
     /* hive_wait: an engine-wide seal epoch that sleepers on several objects
      * wait on; a seal bumps it only when somebody waits. */
@@ -323,6 +332,10 @@ void hive__obj_publish(struct hive *h, hive__obj_t *o);
 #define HIVE__LOCAL_MAX 1024           /* free private records a worker keeps (128 KiB) */
 int  hive__obj_new_private(struct hive *h, hive__worker_t *w, hive__obj_t **out);
 void hive__obj_publish_private(struct hive *h, hive__obj_t *o);
+/* Call fn(rec, arg) for every record published now (hive__handles_each,
+ * inside an RCU read-side section), the private ones promoted first under
+ * one handshake with their owners (store.c, promote) for the whole walk. */
+void hive__store_each(struct hive *h, void (*fn)(void *rec, void *arg), void *arg);
 /* Make a record unfindable again (an actor's handle when it dies); free it
  * with hive__obj_discard after a grace period (its memory, the table's
  * slot, is reused only then). */
@@ -416,10 +429,13 @@ static inline void hive__obj_init_run(hive__obj_t *o, uint32_t run)
  * result SEALED, or FAILED with code, or with HIVE_ECANCELED if a cancel
  * asked meanwhile; one CAS, then the seal's wake-ups. Returns the code the
  * result finished with (HIVE_OK: sealed), or code as given if the result
- * had been failed before (the shutdown sweep). */
-bool hive__obj_claim_run(hive__obj_t *o);
+ * had been failed before (the shutdown sweep). w: the worker that runs the
+ * task (NULL if none is known): when it owns the private record o, claim
+ * and finish are plain stores while no promotion is under way (store.c,
+ * own_enter). */
+bool hive__obj_claim_run(struct hive *h, hive__worker_t *w, hive__obj_t *o);
 bool hive__obj_end_queued(struct hive *h, hive__obj_t *o, int code, uint32_t run_to);
-int  hive__obj_finish_run(struct hive *h, hive__obj_t *o, int code);
+int  hive__obj_finish_run(struct hive *h, hive__worker_t *w, hive__obj_t *o, int code);
 
 /* The code a FAILED object failed with. The code travels in the state word
  * itself, so the one finisher that wins the PENDING -> FAILED exchange also

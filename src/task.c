@@ -83,10 +83,11 @@ void hive__task_cleanup(hive__task_t *t)
 
 #define cleanup hive__task_cleanup
 
-/* QUEUED -> RUNNING on a task's result; false if a cancel got there first. */
-static inline bool task_claim_result(hive__obj_t *r)
+/* QUEUED -> RUNNING on a task's result; false if a cancel got there
+ * first. w: the worker that will run it, if known (store.h). */
+static inline bool task_claim_result(struct hive *h, hive__worker_t *w, hive__obj_t *r)
 {
-    return hive__obj_claim_run(r);
+    return hive__obj_claim_run(h, w, r);
 }
 
 /* End a task that will not run: fail its result with code (unless a cancel
@@ -464,9 +465,9 @@ static void drop_result(struct hive *h, hive__obj_t *r)
  * moves the run to DONE and seals or fails the result, so it and
  * hive_cancel's CAS order the two: a cancel either lands before (and the
  * result fails) or finds RUN_DONE (and says the task has finished). */
-static void finish_result(struct hive *h, hive__obj_t *r, int code)
+static void finish_result(struct hive *h, hive__worker_t *w, hive__obj_t *r, int code)
 {
-    if (hive__obj_finish_run(h, r, code) != HIVE_OK)
+    if (hive__obj_finish_run(h, w, r, code) != HIVE_OK)
         drop_result(h, r);            /* a result written before failing is dropped: the
                                          task still holds its count, and a failed
                                          result's payload is read by nobody */
@@ -494,7 +495,7 @@ static void run_claimed(struct hive_ctx *ctx, hive_fn fn, unsigned max_retries, 
      * at the top of w's stack, not holding the slot yet, can */
     if (w->depth == 0 && !w->held)
         hive__sched_about_idle(w);
-    finish_result(ctx->h, r, rc == 0 ? HIVE_OK : HIVE_ETASK);
+    finish_result(ctx->h, w, r, rc == 0 ? HIVE_OK : HIVE_ETASK);
 }
 
 static void run_task(hive__task_t *t, hive__worker_t *w)
@@ -552,7 +553,7 @@ static inline void run_small(struct hive *h, hive__worker_t *w, hive__obj_t *r, 
  * so there is no claim to lose: its result fails here. */
 static void handed_unrun(struct hive *h, hive__obj_t *r)
 {
-    finish_result(h, r, HIVE_ESHUTDOWN);
+    finish_result(h, NULL, r, HIVE_ESHUTDOWN);
     hive__obj_unpin(h, r);
 }
 
@@ -608,7 +609,7 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
     unpack_args(&sa, meta, q->args);
     /* from here on the body is dead: the function may write the result
      * over it */
-    if (!task_claim_result(r)) {
+    if (!task_claim_result(h, w, r)) {
         hive__obj_unpin_by(h, w, r);   /* cancelled while queued: result already failed */
         return;
     }
@@ -617,12 +618,12 @@ static void small_job(hive__job_t *job, hive__worker_t *w)
 
 void hive__task_finish(hive__task_t *t, int code)
 {
-    finish_result(t->h, t->result, code);
+    finish_result(t->h, NULL, t->result, code);
 }
 
 bool hive__task_claim(hive__task_t *t)
 {
-    return task_claim_result(t->result);
+    return task_claim_result(t->h, NULL, t->result);
 }
 
 void hive__task_fail_unrun(hive__task_t *t, int code)

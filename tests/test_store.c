@@ -594,6 +594,288 @@ static void *get_many_forever(void *arg)
 
 /* A user thread blocked in hive_get_many returns at shutdown, and shutdown
  * waits for it before freeing the records it reads. */
+/* ---------------------------------------- a promotion waits out its owner
+ *
+ * A private record's owner changes its state word and key plainly inside a
+ * section marked by its pbusy (store.c, own_enter); a promoter (any other
+ * thread that comes by the id) must wait for that section to close before
+ * its key CAS. A worker's task spawns a child and holds it unjoined; the
+ * test marks the worker as inside a plain section, and another thread's
+ * retain of the child's id must not return until the mark is taken off -
+ * then it holds the promoted record, which the owner joins and releases
+ * with CASes as any public record, and the last release frees it. */
+static _Atomic uint64_t pw_id;
+static _Atomic int pw_go, pw_retained;
+static hive_t *pw_engine;
+
+static int pw_child(hive_ctx_t *ctx)
+{
+    uint64_t v = 7;
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int pw_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    hive_ref_t r;
+    if (hive_submit(e, pw_child, NULL, 0, NULL, &r) != HIVE_OK)
+        return 1;
+    atomic_store(&pw_id, r.id);
+    while (!atomic_load(&pw_go))
+        sched_yield();
+    const void *p;
+    int rc = hive_get(e, r, HIVE_FOREVER, &p, NULL);
+    int ok = rc == HIVE_OK && *(const uint64_t *)p == 7;
+    return hive_release(e, r) == HIVE_OK && ok ? 0 : 1;
+}
+
+static void *pw_prober(void *arg)
+{
+    (void)arg;
+    int rc = hive_retain(pw_engine, (hive_ref_t){ atomic_load(&pw_id) });
+    atomic_store(&pw_retained, rc == HIVE_OK ? 1 : -1);
+    return NULL;
+}
+
+static void test_promotion_waits_for_owner(void **state)
+{
+    (void)state;
+    hive_t *e = pw_engine = test_engine(64 << 20, 1, NULL);
+    if (!e->sched.asym) {
+        assert_int_equal(hive_shutdown(e), HIVE_OK);
+        skip();                       /* no plain sections without the membarrier */
+    }
+    hive_ref_t parent;
+    assert_int_equal(hive_submit(e, pw_parent, NULL, 0, NULL, &parent), HIVE_OK);
+    while (atomic_load(&pw_id) == 0)
+        sched_yield();
+    /* the worker spins in pw_parent: in no section of its own */
+    atomic_store(&e->sched.w[0].pbusy, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pw_prober, NULL), 0);
+    test_sleep_ms(50);
+    assert_int_equal(atomic_load(&pw_retained), 0);      /* waiting for the section */
+    assert_int_equal(atomic_load(&e->store.revoking), 1);  /* owners take the CAS meanwhile */
+    atomic_store(&e->sched.w[0].pbusy, 0);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&pw_retained), 1);
+    assert_int_equal(atomic_load(&e->store.revoking), 0);
+    atomic_store(&pw_go, 1);
+    const void *p;
+    assert_int_equal(hive_get(e, parent, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, parent), HIVE_OK);
+    hive_ref_t child = { atomic_load(&pw_id) };
+    assert_int_equal(hive_get(e, child, 0, &p, NULL), HIVE_OK);   /* ours: the retained count */
+    assert_int_equal(*(const uint64_t *)p, 7);
+    assert_int_equal(hive_release(e, child), HIVE_OK);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
+/* ------------------------------------------- the owner's two hammer tests */
+
+/* Spin while *phase is from (at most bound rounds, 0: no bound), yielding
+ * after the first thousand. */
+static void spin_while(_Atomic int *phase, int from, int bound)
+{
+    for (int spin = 0; (bound == 0 || spin < bound) && atomic_load(phase) == from; spin++)
+        if (spin >= 1000)
+            sched_yield();
+}
+
+/* On a one-worker engine: run parent as a task from this thread while
+ * hammer runs beside it, until parent returns (then *done ends hammer). */
+static void run_hammered(hive_fn parent, void *(*hammer)(void *), _Atomic int *done)
+{
+    hive_t *e = test_engine(64 << 20, 1, NULL);
+    if (!e->sched.asym) {             /* no plain sections: nothing to race */
+        assert_int_equal(hive_shutdown(e), HIVE_OK);
+        skip();
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hammer, e), 0);
+    hive_ref_t r;
+    const void *p;
+    assert_int_equal(hive_submit(e, parent, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(e, r, HIVE_FOREVER, &p, NULL), HIVE_OK);
+    assert_int_equal(hive_release(e, r), HIVE_OK);
+    atomic_store(done, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(hive_shutdown(e), HIVE_OK);
+}
+
+/* ------------------------------------ owners take the CAS while revoking
+ *
+ * The other half of that handshake: while a promotion is under way
+ * (revoking nonzero), an owner changes its private records with CASes -
+ * the promoter may already be changing them too. The test holds revoking
+ * up as a promoter past its wait would, and a hammer thread adds to the
+ * unused high bits of each pending child's state word with CASes while
+ * the child's owner claims it (the join runs it); the child, running,
+ * stops the hammer and checks that the word holds every addition. An
+ * owner that stored its claim plainly over the hammer's CAS would lose
+ * some (a pending record's bits above the run are read by nobody). */
+#define RV_KIDS  (8000 / TEST_SCALE)
+#define RV_SHIFT 16
+
+static _Atomic(hive__obj_t *) rv_rec;      /* the child being hammered */
+static _Atomic int rv_stop;                /* the child runs: stop */
+static _Atomic long rv_count, rv_total;    /* additions to this child, to all */
+static _Atomic int rv_phase;               /* 1: hammering, 2: stopped and counted */
+static _Atomic long rv_errors;
+
+static int rv_child(hive_ctx_t *ctx)
+{
+    hive__obj_t *o = atomic_load(&rv_rec);
+    atomic_store(&rv_stop, 1);
+    for (int spin = 0; atomic_load(&rv_phase) != 2; spin++)   /* the hammer stopped and counted */
+        if (spin >= 1000)
+            sched_yield();
+    /* the hammer's last CAS is before its phase store, which we saw */
+    uint32_t v = atomic_load(&o->state);
+    if ((long)(v >> RV_SHIFT) != atomic_load(&rv_count) ||
+        hive__run_of(v) != HIVE__RUN_RUNNING)
+        atomic_fetch_add(&rv_errors, 1);
+    uint64_t r = 1;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static int rv_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int i = 0; i < RV_KIDS; i++) {
+        hive_ref_t c;
+        if (hive_submit(e, rv_child, NULL, 0, NULL, &c) != HIVE_OK)
+            return 1;
+        atomic_store(&rv_stop, 0);
+        atomic_store(&rv_phase, 0);
+        atomic_store(&rv_rec, (hive__obj_t *)hive__handles_rec(&e->store.table, c.id));
+        spin_while(&rv_phase, 0, 4000);
+        const void *p;
+        if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&rv_errors, 1);
+        atomic_store(&rv_rec, NULL);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&rv_errors, 1);
+    }
+    return 0;
+}
+
+static _Atomic int rv_done;
+
+static void *rv_hammer(void *arg)
+{
+    hive_t *e = arg;
+    atomic_fetch_add(&e->store.revoking, 1);   /* a promoter past its wait, for the whole test */
+    while (!atomic_load(&rv_done)) {
+        hive__obj_t *o = atomic_load(&rv_rec);
+        if (o == NULL || atomic_load(&rv_phase) != 0) {
+            sched_yield();
+            continue;
+        }
+        long n = 0;
+        atomic_store(&rv_phase, 1);
+        while (!atomic_load(&rv_stop) && n < 60000) {
+            uint32_t v = atomic_load(&o->state);
+            if (atomic_compare_exchange_weak(&o->state, &v, v + (1u << RV_SHIFT)))
+                n++;
+        }
+        atomic_store(&rv_count, n);
+        atomic_fetch_add(&rv_total, n);
+        atomic_store(&rv_phase, 2);
+    }
+    atomic_fetch_sub(&e->store.revoking, 1);
+    return NULL;
+}
+
+static void test_owner_takes_cas_while_revoking(void **state)
+{
+    (void)state;
+    run_hammered(rv_parent, rv_hammer, &rv_done);
+    print_message("%ld additions to %d children's state words\n", atomic_load(&rv_total), RV_KIDS);
+    assert_int_equal(atomic_load(&rv_errors), 0);
+    assert_true(atomic_load(&rv_total) > 0);
+}
+
+/* ------------------------------------ a lent record's pin drop is a CAS
+ *
+ * The owner drops the pin of a child it ran itself with a plain store
+ * unless it looked the child up by id (lent): a dependent may then hold
+ * a pin by pointer and drop it with a CAS on another thread. The parent
+ * looks each child up (a retain and a release by id), and a hammer thread
+ * plays such a dependent, taking and dropping pins on the child with CASes
+ * from its submit until after the owner's join (which runs it and drops
+ * its pin); then the count must be the parent's one count exactly. */
+#define LN_KIDS (8000 / TEST_SCALE)
+
+static _Atomic(hive__obj_t *) ln_rec;
+static _Atomic int ln_stop, ln_phase, ln_done;
+static _Atomic long ln_errors, ln_total;
+
+static int ln_child(hive_ctx_t *ctx)
+{
+    uint64_t r = 1;
+    return hive_return(ctx, &r, sizeof r);
+}
+
+static int ln_parent(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int i = 0; i < LN_KIDS; i++) {
+        hive_ref_t c;
+        if (hive_submit(e, ln_child, NULL, 0, NULL, &c) != HIVE_OK)
+            return 1;
+        if (hive_retain(e, c) != HIVE_OK || hive_release(e, c) != HIVE_OK)   /* lent */
+            atomic_fetch_add(&ln_errors, 1);
+        hive__obj_t *o = hive__handles_rec(&e->store.table, c.id);
+        atomic_store(&ln_stop, 0);
+        atomic_store(&ln_phase, 0);
+        atomic_store(&ln_rec, o);
+        spin_while(&ln_phase, 0, 4000);
+        const void *p;
+        if (hive_get(e, c, HIVE_FOREVER, &p, NULL) != HIVE_OK)
+            atomic_fetch_add(&ln_errors, 1);
+        atomic_store(&ln_stop, 1);
+        spin_while(&ln_phase, 1, 0);
+        atomic_store(&ln_rec, NULL);
+        if (atomic_load(&o->refs) != 1)       /* ours; the task's pin and the hammer's gone */
+            atomic_fetch_add(&ln_errors, 1);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&ln_errors, 1);
+    }
+    return 0;
+}
+
+static void *ln_hammer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ln_done)) {
+        hive__obj_t *o = atomic_load(&ln_rec);
+        if (o == NULL || atomic_load(&ln_phase) != 0) {
+            sched_yield();
+            continue;
+        }
+        atomic_store(&ln_phase, 1);
+        long n = 0;
+        while (!atomic_load(&ln_stop)) {
+            atomic_fetch_add(&o->refs, HIVE__PIN);   /* a dependent's pin, taken and dropped */
+            atomic_fetch_sub(&o->refs, HIVE__PIN);
+            n++;
+        }
+        atomic_fetch_add(&ln_total, n);
+        atomic_store(&ln_phase, 2);
+    }
+    return NULL;
+}
+
+static void test_lent_pin_drop_is_a_cas(void **state)
+{
+    (void)state;
+    run_hammered(ln_parent, ln_hammer, &ln_done);
+    print_message("%ld pins taken and dropped on %d children\n", atomic_load(&ln_total), LN_KIDS);
+    assert_int_equal(atomic_load(&ln_errors), 0);
+    assert_true(atomic_load(&ln_total) > 0);
+}
+
 static void test_get_many_returns_at_shutdown(void **state)
 {
     (void)state;
@@ -800,6 +1082,9 @@ int main(void)
         cmocka_unit_test(test_wait_huge_count),
         cmocka_unit_test(test_numa_placement),
         cmocka_unit_test(test_engines_do_not_share_refs),
+        cmocka_unit_test(test_promotion_waits_for_owner),
+        cmocka_unit_test(test_owner_takes_cas_while_revoking),
+        cmocka_unit_test(test_lent_pin_drop_is_a_cas),
         cmocka_unit_test(test_get_many_all_ready),
         cmocka_unit_test(test_get_many_waits_and_reports_each),
         cmocka_unit_test(test_get_many_bad_input),

@@ -88,8 +88,8 @@ static void *finisher(void *arg)
         case 1: hive__obj_fail(h, obj, HIVE_ETASK); break;
         case 2: hive__obj_end_queued(h, obj, HIVE_ECANCELED, HIVE__RUN_CANCELLED); break;
         default:
-            if (hive__obj_claim_run(obj))
-                hive__obj_finish_run(h, obj, HIVE_OK);
+            if (hive__obj_claim_run(h, NULL, obj))
+                hive__obj_finish_run(h, NULL, obj, HIVE_OK);
             break;
         }
         atomic_fetch_add_explicit(&done, 1, memory_order_release);
@@ -119,8 +119,8 @@ static void test_deps_against_finish(void **state)
                 atomic_store(&deps[i][k].failed, -1);
                 deps[i][k].dep.ready = tdep_ready;
             }
-        if (r % 16 == 15 && hive__obj_claim_run(o))   /* adders all come after the finish */
-            hive__obj_finish_run(h, o, HIVE_OK);
+        if (r % 16 == 15 && hive__obj_claim_run(h, NULL, o))   /* adders all come after the finish */
+            hive__obj_finish_run(h, NULL, o, HIVE_OK);
         obj = o;
         atomic_store(&done, 0);
         atomic_store_explicit(&gate, r, memory_order_release);   /* go */

@@ -19,6 +19,13 @@
  *    third escape without one to a prober that retains them while the
  *    spawner frees and reuses their slots: a retain either fails or holds
  *    the very object named (its value checked), never another of the slot.
+ *  - cancels against the owner's run: children their spawner runs itself
+ *    (plain claim and finish, store.c) cancelled by id from another thread
+ *    at varying moments: a cancel said HIVE_OK exactly when the result
+ *    failed with HIVE_ECANCELED;
+ *  - dependents of private results: children their spawner runs itself
+ *    with two dependents each pinning them by pointer: every value right,
+ *    nothing left in the store.
  * Every result is released: no object and no byte is left at the end.
  */
 #include "testutil.h"
@@ -545,17 +552,24 @@ static int esc_spawner(hive_ctx_t *ctx)
     return 0;
 }
 
+/* From a user thread: run fn (one argument, or none if arg is NULL) on a
+ * worker and wait for it; a failure counts in errors. */
+static void run_spawner(hive_fn fn, const uint64_t *arg, _Atomic long *errors)
+{
+    hive_ref_t r;
+    const void *p;
+    if (hive_submit(h, fn, arg ? &HIVE_VAL(*arg) : NULL, arg ? 1 : 0, NULL, &r) != HIVE_OK ||
+        hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
+        atomic_fetch_add(errors, 1);
+    hive_release(h, r);
+}
+
 static void *esc_submitter(void *arg)
 {
     uint64_t base = (uint64_t)(uintptr_t)arg * ESC_SPAWNERS * ESC_KIDS;
     for (int i = 0; i < ESC_SPAWNERS; i++) {
         uint64_t b = base + (uint64_t)i * ESC_KIDS;
-        hive_ref_t r;
-        const void *p;
-        if (hive_submit(h, esc_spawner, &HIVE_VAL(b), 1, NULL, &r) != HIVE_OK ||
-            hive_get(h, r, DEADLINE_NS, &p, NULL) != HIVE_OK)
-            atomic_fetch_add(&esc_errors, 1);
-        hive_release(h, r);
+        run_spawner(esc_spawner, &b, &esc_errors);
     }
     return NULL;
 }
@@ -635,6 +649,232 @@ static void test_escaping_private_results(void **state)
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
+/* ------------------------------------------ cancels against the owner's run
+ *
+ * A private child that its owner runs itself (its join takes it back from
+ * its own deque) is claimed and finished with plain stores while no
+ * promotion is under way (store.c, own_enter); a cancel from another
+ * thread promotes it first. Tasks on the workers spawn children one at a
+ * time and post each id (without a count: the spawner holds its own until
+ * the verdict) to a canceller thread and join the child: a third at once
+ * or after a delay that varies with the index (the cancel mostly comes
+ * late, against the finish and the release), a third running until the
+ * cancel has come (a cancel of a running task, promoted meanwhile), a
+ * third once the canceller is at it (against the claim). One worker: the
+ * owner runs every child itself. Every child must then be either sealed
+ * with its value after one run and a refused cancel, or failed with
+ * HIVE_ECANCELED after at most one run and an accepted cancel: an owner's
+ * plain store over a cancel's CAS would seal a result whose cancel said
+ * HIVE_OK, or fail one whose cancel was refused. */
+#define OWN_SPAWNERS 16                     /* spawning tasks per user thread */
+#define OWN_KIDS     (4000 / TEST_SCALE)    /* children of each */
+#define OWN_N        (2 * OWN_SPAWNERS * OWN_KIDS)
+
+typedef struct own_box {
+    _Atomic uint64_t id;                    /* 0 until posted */
+    _Atomic int      verdict;               /* hive_cancel's answer, 1 until given */
+} own_box_t;
+
+static own_box_t own_boxes[OWN_N];
+static _Atomic long own_errors, own_sealed, own_cancelled, own_cancelled_running;
+static _Atomic uint64_t own_at;             /* the child the canceller is at */
+static _Atomic uint32_t own_n;
+static _Atomic unsigned char own_runs[OWN_N];
+
+static void own_spin(uint64_t n)
+{
+    for (volatile uint64_t k = 0; k < n; k++) {
+    }
+}
+
+static int own_child(hive_ctx_t *ctx)
+{
+    uint64_t i = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    atomic_fetch_add_explicit(&own_runs[i], 1, memory_order_relaxed);
+    if (i % 3 == 1)       /* one in three: run until the cancel has come (bounded) */
+        for (int spin = 0; spin < 4000 && atomic_load(&own_boxes[i].verdict) == 1; spin++)
+            if (spin >= 1000)
+                sched_yield();
+    own_spin(i % 5 * 1000);                 /* a cancel may land while it runs */
+    return hive_return(ctx, &i, sizeof i);
+}
+
+static int own_spawner(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    for (int j = 0; j < OWN_KIDS; j++) {
+        uint64_t i = atomic_fetch_add(&own_n, 1);
+        hive_ref_t r;
+        if (hive_submit(e, own_child, &HIVE_VAL(i), 1, NULL, &r) != HIVE_OK) {
+            atomic_fetch_add(&own_errors, 1);
+            return 1;
+        }
+        atomic_store_explicit(&own_boxes[i].id, r.id, memory_order_release);
+        /* one in three: join once the canceller is at this child (bounded:
+         * never a wait for it), so that its promotion and cancel meet our
+         * claim; then queued a while, or joined at once */
+        for (int spin = 0; i % 3 == 2 && spin < 2000 && atomic_load(&own_at) < i; spin++)
+            if (spin >= 1000)               /* the canceller is not running: let it */
+                sched_yield();
+        own_spin(i % 7 * 1000);
+        const uint64_t *p;
+        int rc = hive_get(e, r, HIVE_FOREVER, (const void **)&p, NULL);
+        uint64_t v = rc == HIVE_OK ? *p : 0;
+        int verdict;
+        /* acquire: the canceller's answer (and its promotion) before our release */
+        while ((verdict = atomic_load_explicit(&own_boxes[i].verdict, memory_order_acquire)) == 1)
+            sched_yield();
+        unsigned runs = atomic_load_explicit(&own_runs[i], memory_order_relaxed);
+        if (rc == HIVE_OK && v == i && runs == 1 && verdict != HIVE_OK)
+            atomic_fetch_add(&own_sealed, 1);
+        else if (rc == HIVE_ECANCELED && runs <= 1 && verdict == HIVE_OK)
+            atomic_fetch_add(runs ? &own_cancelled_running : &own_cancelled, 1);
+        else
+            atomic_fetch_add(&own_errors, 1);
+        if (hive_release(e, r) != HIVE_OK)
+            atomic_fetch_add(&own_errors, 1);
+    }
+    return 0;
+}
+
+static void *own_submitter(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < OWN_SPAWNERS; k++)
+        run_spawner(own_spawner, NULL, &own_errors);
+    return NULL;
+}
+
+static void *own_canceller(void *arg)
+{
+    (void)arg;
+    for (uint32_t i = 0, idle = 0; i < OWN_N;) {
+        uint64_t id = atomic_load_explicit(&own_boxes[i].id, memory_order_acquire);
+        if (id == 0) {                      /* close behind the post, without hogging a core */
+            if (++idle % 256 == 0)
+                sched_yield();
+            continue;
+        }
+        atomic_store(&own_at, i);
+        own_spin(i % 11 * 150);
+        int rc = hive_cancel(h, (hive_ref_t){ id });
+        if (rc != HIVE_OK && rc != HIVE_ESTATE)   /* the spawner holds its count: found */
+            atomic_fetch_add(&own_errors, 1);
+        /* release: as the spawner's acquire */
+        atomic_store_explicit(&own_boxes[i].verdict, rc, memory_order_release);
+        i++;
+    }
+    return NULL;
+}
+
+static void test_cancels_against_owner(void **state)
+{
+    (void)state;
+    /* one worker: the owner runs every child itself, and the other core
+     * is the canceller's */
+    h = test_engine(256 * MiB, 1, NULL);
+    for (size_t i = 0; i < OWN_N; i++)
+        atomic_store(&own_boxes[i].verdict, 1);
+    pthread_t sub[2], canceller;
+    assert_int_equal(pthread_create(&canceller, NULL, own_canceller, NULL), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&sub[k], NULL, own_submitter, NULL), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(sub[k], NULL);
+    pthread_join(canceller, NULL);
+    print_message("%ld sealed after a refused cancel, %ld cancelled queued, %ld running, %ld errors\n",
+                  atomic_load(&own_sealed), atomic_load(&own_cancelled),
+                  atomic_load(&own_cancelled_running), atomic_load(&own_errors));
+    assert_int_equal(atomic_load(&own_errors), 0);
+    assert_int_equal(atomic_load(&own_sealed) + atomic_load(&own_cancelled) +
+                     atomic_load(&own_cancelled_running), OWN_N);
+    assert_true(atomic_load(&own_cancelled) > 0);
+    assert_true(atomic_load(&own_cancelled_running) > 0);
+    assert_true(atomic_load(&own_sealed) > 0);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* ------------------------------------------ dependents of private results
+ *
+ * The owner drops the pin of a child it ran itself with a plain store
+ * (store.c, release_count_by) unless it looked the child's id up (lent):
+ * then dependents may hold pins on it by pointer and drop them with CASes
+ * on the other worker, with no promotion. Spawners on 2 workers each make
+ * a child, hang two dependents on it (each pins the child), join the child
+ * themselves and release it at once, then join the dependents (thieves
+ * run them too): every value right, and nothing left in the store - a
+ * plain store over a dependent's CAS would lose or revive a count. */
+#define DEP_SPAWNERS 32
+#define DEP_KIDS     (2000 / TEST_SCALE)
+
+static _Atomic long dep_errors;
+
+static int dep_child(hive_ctx_t *ctx)
+{
+    uint64_t v = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    return hive_return(ctx, &v, sizeof v);
+}
+
+static int dep_dependent(hive_ctx_t *ctx)
+{
+    size_t n = 0;
+    const uint64_t *v = hive_arg(ctx, 0, &n);
+    uint64_t k = *(const uint64_t *)hive_arg(ctx, 1, NULL);
+    if (v == NULL || n != sizeof *v)
+        return 1;
+    uint64_t out = *v * 3 + k;
+    return hive_return(ctx, &out, sizeof out);
+}
+
+static int dep_spawner(hive_ctx_t *ctx)
+{
+    hive_t *e = hive_engine(ctx);
+    uint64_t base = *(const uint64_t *)hive_arg(ctx, 0, NULL);
+    for (uint64_t j = 0; j < DEP_KIDS; j++) {
+        uint64_t v = base + j;
+        hive_ref_t c, d[2];
+        if (hive_submit(e, dep_child, &HIVE_VAL(v), 1, NULL, &c) != HIVE_OK)
+            return 1;
+        for (uint64_t k = 0; k < 2; k++) {
+            hive_arg_t a[2] = { HIVE_REF(c), HIVE_VAL(k) };
+            if (hive_submit(e, dep_dependent, a, 2, NULL, &d[k]) != HIVE_OK)
+                return 1;
+        }
+        const uint64_t *p;
+        if (hive_get(e, c, HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK || *p != v)
+            atomic_fetch_add(&dep_errors, 1);
+        if (hive_release(e, c) != HIVE_OK)
+            atomic_fetch_add(&dep_errors, 1);
+        for (uint64_t k = 0; k < 2; k++) {
+            if (hive_get(e, d[k], HIVE_FOREVER, (const void **)&p, NULL) != HIVE_OK || *p != v * 3 + k)
+                atomic_fetch_add(&dep_errors, 1);
+            if (hive_release(e, d[k]) != HIVE_OK)
+                atomic_fetch_add(&dep_errors, 1);
+        }
+    }
+    return 0;
+}
+
+static void test_dependents_of_private_results(void **state)
+{
+    (void)state;
+    h = test_engine(256 * MiB, 2, NULL);
+    hive_ref_t r[DEP_SPAWNERS];
+    for (uint64_t i = 0; i < DEP_SPAWNERS; i++) {
+        uint64_t base = i * DEP_KIDS;
+        assert_int_equal(hive_submit(h, dep_spawner, &HIVE_VAL(base), 1, NULL, &r[i]), HIVE_OK);
+    }
+    for (int i = 0; i < DEP_SPAWNERS; i++) {
+        const void *p;
+        assert_int_equal(hive_get(h, r[i], DEADLINE_NS, &p, NULL), HIVE_OK);
+        assert_int_equal(hive_release(h, r[i]), HIVE_OK);
+    }
+    assert_int_equal(atomic_load(&dep_errors), 0);
+    expect_empty_store(h);
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +883,8 @@ int main(void)
         cmocka_unit_test(test_random_dependencies),
         cmocka_unit_test(test_small_tasks_cancelled),
         cmocka_unit_test(test_escaping_private_results),
+        cmocka_unit_test(test_cancels_against_owner),
+        cmocka_unit_test(test_dependents_of_private_results),
     };
     return cmocka_run_group_tests_name("stress_task", tests, NULL, NULL);
 }
