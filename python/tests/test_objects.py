@@ -213,7 +213,12 @@ def test_a_ref_exports_its_payload(engine, lib):
 def test_get_views_the_ref_and_repeats_without_a_lookup(engine):
     ref = engine.put(b"abcdefgh")
     views = [engine.get(ref) for _ in range(3)] + [ref.get(), ref.get(timeout=0)]
-    assert all(v.obj is ref and bytes(v) == b"abcdefgh" for v in views)
+    # the first get's view is over the Ref, later ones over the Payload the
+    # Ref handed its count to; all over the same bytes, all distinct objects
+    assert views[0].obj is ref
+    assert all(type(v.obj) is hive._hive.Payload for v in views[1:])
+    assert len({id(v) for v in views}) == 5
+    assert all(bytes(v) == b"abcdefgh" and v.readonly for v in views)
     assert len({np.frombuffer(v, np.uint8).ctypes.data for v in views}) == 1
     other = hive.Engine(workers=1, store_bytes=1 << 20)
     try:
@@ -223,21 +228,100 @@ def test_get_views_the_ref_and_repeats_without_a_lookup(engine):
         other.close()
 
 
+def test_each_get_releases_alone(engine):
+    # A Ref keeps its last view for reuse once nobody holds it; a release()
+    # of one get's view never touches another get's
+    ref = engine.put(b"12345678")
+    first, second, third = engine.get(ref), engine.get(ref), engine.get(ref)
+    second.release()
+    assert bytes(first) == b"12345678" and bytes(third) == b"12345678"
+    with pytest.raises(ValueError):
+        bytes(second)
+    third.release()
+    fourth = engine.get(ref)                  # the kept one is released: a new one
+    assert fourth is not third and bytes(fourth) == b"12345678"
+    with fourth as m:                         # `with` releases it on the way out
+        assert bytes(m) == b"12345678"
+    assert bytes(engine.get(ref)) == b"12345678" and bytes(first) == b"12345678"
+    held = engine.get(ref)
+    again = engine.get(ref)                   # held is somebody's: a new view
+    assert again is not held
+    held.release()
+    assert bytes(again) == b"12345678"
+    del held, again
+    dropped_id = id(engine.get(ref))          # dropped at once: the next get may reuse it
+    for _ in range(3):
+        v = engine.get(ref)
+        assert bytes(v) == b"12345678" and v.readonly
+        del v
+    assert isinstance(dropped_id, int)
+    with pytest.raises(TypeError):
+        engine.get(ref)[0:1] = b"x"           # read-only, reused or not
+    exported = np.frombuffer(engine.get(ref), np.uint8)   # an export holds the view: not reused
+    other = engine.get(ref)
+    other.release()
+    assert exported.tobytes() == b"12345678"
+
+
+def test_a_weakly_referenced_view_is_not_reused(engine):
+    import weakref
+    ref = engine.put(b"abc")
+    engine.get(ref)
+    v = engine.get(ref)                       # the kept view
+    w = weakref.ref(v)
+    del v
+    fresh = engine.get(ref)
+    assert fresh is not w() and bytes(fresh) == b"abc"
+
+
+def test_a_raw_view_outlives_its_ref_and_every_count_goes(engine):
+    refs = [engine.put(bytes([i]) * 64) for i in range(40)]
+    views = [engine.get(r) for r in refs for _ in range(3)]    # first, kept, and a shared one
+    del refs
+    gc.collect()
+    assert engine.stats()["objects"] == 40
+    assert [bytes(v) for v in views[::3]] == [bytes([i]) * 64 for i in range(40)]
+    del views
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
 def test_close_waits_for_a_memoryview_of_a_ref():
     eng = hive.Engine(workers=1, store_bytes=1 << 20)
     ref = eng.put(b"still here")
-    v = eng.get(ref)
-    del ref
+    first = eng.get(ref)                      # over the Ref
+    v = eng.get(ref)                          # the view the Ref keeps, held here too
+    idle = eng.put(b"idle")
+    eng.get(idle)
+    eng.get(idle)                             # kept by idle, held by nobody
+    del first
     eng.close()
     with pytest.raises(hive.ShutDown):
-        eng.get(v.obj)                        # no new view after close()
+        eng.get(ref)                          # no new view after close()
+    with pytest.raises(hive.ShutDown):
+        memoryview(ref)
     with pytest.raises(hive.ShutDown):
         memoryview(v.obj)
     assert bytes(v) == b"still here"          # still mapped: shutdown waits for it
-    del v
+    assert eng.workers == 1                   # not shut down yet (0 once it is)
+    del v                                     # the last view: shutdown, though both Refs live on
     gc.collect()
+    assert eng.workers == 0
     with pytest.raises(hive.ShutDown):
-        eng.stats()
+        eng.get(idle)
+    del ref, idle
+
+
+def test_close_with_only_kept_views_shuts_down_at_once():
+    eng = hive.Engine(workers=1, store_bytes=1 << 20)
+    refs = [eng.put(b"x" * 10) for _ in range(5)]
+    for r in refs:
+        eng.get(r)
+        eng.get(r)
+    eng.close()
+    assert eng.workers == 0                   # shut down, the Refs and their kept views alive
+    with pytest.raises(hive.ShutDown):
+        eng.get(refs[0])
+    del refs
 
 
 def test_many_refs_and_futures_come_and_go(engine, lib):
