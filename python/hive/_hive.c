@@ -292,6 +292,7 @@ struct RefObj {
     Py_ssize_t  size, len; /* its size and the bytes a view shows (less any trailer) */
     PayloadObj *payload;   /* NULL, or the exporter of get's memoryviews (it holds the count) */
     PyObject   *view;      /* NULL, or the last memoryview get made over payload, kept for reuse */
+    PyObject   *typed_args;   /* NULL, or what hive._typed_args found: (shape, dtype) or None */
     RefObj     *vnext, *vprev;   /* in engine->viewing while view is set */
 };
 
@@ -333,6 +334,7 @@ static PyObject *ref_new(EngineObj *e, hive_ref_t ref, PyTypeObject *type)
     r->size = r->len = 0;
     r->payload = NULL;
     r->view = NULL;
+    r->typed_args = NULL;
     r->vnext = r->vprev = NULL;
     return (PyObject *)r;
 }
@@ -367,6 +369,7 @@ static void ref_dealloc(RefObj *self)
 {
     if (self->view)
         ref_drop_view(self);
+    Py_CLEAR(self->typed_args);
     if (self->payload)
         Py_DECREF(self->payload);   /* it holds the count now */
     else if (self->engine->h && self->ref.id)
@@ -881,6 +884,7 @@ static int ref_of(PyObject *o, hive_ref_t *out)
 }
 
 static PyObject *py_view_of;   /* hive._view_of: a typed or pickled Buffer -> its Python value */
+static PyObject *py_typed_args, *py_object_view;   /* hive._typed_args, hive.ObjectView */
 
 /* (ref, timeout=None) of a fastcall get */
 static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, hive_ref_t *ref,
@@ -1129,8 +1133,24 @@ static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     if (!b)
         return ref_view(r);
-    PyObject *out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b)
-                               : PyMemoryView_FromObject((PyObject *)b);
+    PyObject *out;
+    if (b->typed && r->viewed && py_typed_args) {
+        /* a repeated typed get: ObjectView(shape, dtype, buffer) straight,
+         * with the (immutable) shape and dtype its first _view_of had */
+        if (!r->typed_args && !(r->typed_args = PyObject_CallOneArg(py_typed_args, (PyObject *)b))) {
+            Py_DECREF(b);
+            return NULL;
+        }
+        if (r->typed_args != Py_None) {
+            PyObject *a[3] = {PyTuple_GET_ITEM(r->typed_args, 0), PyTuple_GET_ITEM(r->typed_args, 1),
+                              (PyObject *)b};
+            out = PyObject_Vectorcall(py_object_view, a, 3, NULL);
+            Py_DECREF(b);
+            return out;
+        }
+    }
+    r->viewed = 1;
+    out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b) : PyMemoryView_FromObject((PyObject *)b);
     Py_DECREF(b);
     return out;
 }
@@ -2112,10 +2132,10 @@ static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) fro
 
 static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 7 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
-        !PyType_Check(PyTuple_GET_ITEM(t, 6))) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 9 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
+        !PyType_Check(PyTuple_GET_ITEM(t, 6)) || !PyType_Check(PyTuple_GET_ITEM(t, 7))) {
         PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of, "
-                        "put_other, numpy.ndarray, numpy.generic))");
+                        "put_other, numpy.ndarray, numpy.generic, ObjectView, typed_args))");
         return NULL;
     }
     Py_XSETREF(py_runners, Py_NewRef(t));
@@ -2123,6 +2143,8 @@ static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
     Py_XSETREF(py_put_other, Py_NewRef(PyTuple_GET_ITEM(t, 4)));
     Py_XSETREF(np_ndarray, Py_NewRef(PyTuple_GET_ITEM(t, 5)));
     Py_XSETREF(np_generic, Py_NewRef(PyTuple_GET_ITEM(t, 6)));
+    Py_XSETREF(py_object_view, Py_NewRef(PyTuple_GET_ITEM(t, 7)));
+    Py_XSETREF(py_typed_args, Py_NewRef(PyTuple_GET_ITEM(t, 8)));
     Py_RETURN_NONE;
 }
 

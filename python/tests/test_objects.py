@@ -35,6 +35,44 @@ def test_numpy_put_get_is_zero_copy(engine, lib):
     assert engine.get(ref).ctypes.data == addr   # a second get: the same bytes again
 
 
+def test_repeated_typed_gets_are_the_first_ones_array(engine, lib):
+    # from a Ref's second typed get on, the ObjectView is made from C with
+    # the shape and dtype the first one had: the same array every time
+    cases = [np.arange(12.0).reshape(3, 4), np.arange(6, dtype=">i4").reshape(2, 3),
+             np.array(7.5), np.zeros((2, 0, 3), np.int16), np.ones((2, 2), np.complex64),
+             np.zeros(3, dtype=[("x", np.float32), ("n", np.int16)]),     # structured: not shared
+             np.array(["ab", "c"]), np.arange(8, dtype=np.uint8).reshape(2, 2, 2)]
+    for a in cases:
+        ref = engine.put(a)
+        gets = [engine.get(ref) for _ in range(4)]
+        for g in gets:
+            assert type(g) is hive.ObjectView and not g.flags.writeable
+            assert g.dtype == a.dtype and g.shape == a.shape and g.strides == gets[0].strides
+            assert g.strides == a.strides or a.size == 0
+            assert np.array_equal(g, a) and g.tobytes() == a.tobytes()
+            assert g._buffer is not None and g._hive_arg is not None
+        assert len({g.ctypes.data for g in gets}) == 1
+        assert len({id(g) for g in gets}) == 4
+        # the made-from-C ones sit straight on the Buffer (not a structured
+        # dtype's, nor an empty array's, whose strides numpy makes up either way)
+        assert (type(gets[-1].base) is hive.Buffer) == (a.dtype.names is None and a.size > 0)
+    ref = engine.put(np.arange(6.0))
+    engine.get(ref)
+    second = engine.get(ref)
+    second.shape = (2, 3)                     # reshaping one get's array in place
+    assert engine.get(ref).shape == (6,)      # changes no other
+    rec = engine.put(np.zeros(2, dtype=[("x", np.float32), ("n", np.int16)]))
+    engine.get(rec)
+    renamed = engine.get(rec)
+    renamed.dtype.names = ("a", "b")          # a structured dtype renamed in place
+    assert engine.get(rec).dtype.names == ("x", "n")
+    kept = engine.get(ref)
+    del ref
+    gc.collect()
+    assert np.array_equal(kept, np.arange(6.0))   # the view holds the count
+    assert np.frombuffer(lib.submit("py_sum_f64", kept).get(timeout=30), np.float64)[0] == 15.0
+
+
 def test_bytes_put_get_memoryview(engine, lib):
     ref = engine.put(b"hello hive")
     m = engine.get(ref)
