@@ -68,6 +68,12 @@ def call_costs(eng, lib_path, rounds=9):
         for _ in range(N):
             eng.get(small)
         keep("get_again", (T() - t0) / N)
+        held = eng.get(small)             # the view small keeps, held: each get a new view beside it
+        t0 = T()
+        for _ in range(N):
+            eng.get(small)
+        keep("get_held", (T() - t0) / N)
+        del held
         keep("c_get", c_loop("get", small, N))
         refs = [eng.put(payload) for _ in range(N // 2)]   # a Ref's first get: its lookup
         t0 = T()
@@ -119,6 +125,7 @@ def call_costs(eng, lib_path, rounds=9):
     print(f"no-op C-extension call: {ns(n)}; a C call returning memoryview(bytes): {ns(nv)} ({nv / n:.1f}x)")
     for row, c_row, what in (("get_first", "c_get_first", "engine.get -> memoryview, a Ref's first get"),
                              ("get_again", "c_get", "engine.get -> memoryview, again (no store lookup)"),
+                             ("get_held", "c_get", "engine.get -> memoryview, again while its last view is held"),
                              ("get_result", "c_get_result", "Future.get of a sealed result, and its release")):
         x, c = t[row], t[c_row]
         print(f"{what}: {ns(x)} ({x / n:.1f}x the no-op, {x / nv:.1f}x the memoryview call); from C "
@@ -140,6 +147,7 @@ def call_costs(eng, lib_path, rounds=9):
                            timer=time.thread_time)) / N
     print(f"  (CPython's own memoryview(bytes) from Python: {ns(mv)})")
     del actor, small, arr
+    return t
 
 
 def main():

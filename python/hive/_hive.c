@@ -96,7 +96,9 @@ typedef struct {
                               shutdown waits for the last one */
     ReplayObj *replays;    /* live replay buffers, freed before shutdown */
     EnvPoolObj *envpools;  /* live env pools, freed before shutdown */
-    RefObj     *viewing;   /* Refs keeping a get's memoryview for reuse (close() drops them) */
+    RefObj     *viewing;   /* Refs keeping a get's memoryview for reuse, the last used first */
+    RefObj     *viewing_last;   /* (close() drops them all, a new one beyond KEPT_VIEWS the last) */
+    Py_ssize_t  nviewing;
     PyObject   *locals;    /* capsules of worker-local defs' callables, freed after shutdown */
     char      *topology, *trace_path;
 } EngineObj;
@@ -339,8 +341,8 @@ static PyObject *ref_new(EngineObj *e, hive_ref_t ref, PyTypeObject *type)
     return (PyObject *)r;
 }
 
-/* r stops keeping its memoryview (it goes now unless someone holds it) */
-static void ref_drop_view(RefObj *r)
+/* r out of its engine's list of Refs keeping a view */
+static void ref_unlink_view(RefObj *r)
 {
     EngineObj *e = r->engine;
     if (r->vprev)
@@ -349,8 +351,41 @@ static void ref_drop_view(RefObj *r)
         e->viewing = r->vnext;
     if (r->vnext)
         r->vnext->vprev = r->vprev;
+    else
+        e->viewing_last = r->vprev;
     r->vnext = r->vprev = NULL;
+    e->nviewing--;
+}
+
+/* r (keeping a view) to the front of the list: the last used */
+static void ref_link_view(RefObj *r)
+{
+    EngineObj *e = r->engine;
+    r->vprev = NULL;
+    r->vnext = e->viewing;
+    if (e->viewing)
+        e->viewing->vprev = r;
+    else
+        e->viewing_last = r;
+    e->viewing = r;
+    e->nviewing++;
+}
+
+/* r stops keeping its memoryview (it goes now unless someone holds it; its
+ * going may run a weak reference's callback, so r is unlinked first). A
+ * Payload nothing else holds (no view of it left) gives the count back to r
+ * and goes to the free list: a Ref whose view was dropped for others' holds
+ * no memory beyond its own. */
+static void ref_drop_view(RefObj *r)
+{
+    ref_unlink_view(r);
     Py_CLEAR(r->view);
+    PayloadObj *p = r->payload;
+    if (p && Py_REFCNT(p) == 1 && !r->view) {
+        r->payload = NULL;
+        p->ref.id = 0;                  /* r holds the count again */
+        Py_DECREF(p);
+    }
 }
 
 /* close(): every Ref lets its kept memoryview go, so that the engine's
@@ -1040,7 +1075,7 @@ static PayloadObj *ref_payload(RefObj *r)
 
 static void payload_dealloc(PayloadObj *self)
 {
-    if (self->engine->h)
+    if (self->engine->h && self->ref.id)
         hive_release(self->engine->h, self->ref);
     Py_DECREF(self->engine);
     if (payload_nfree < PAYLOAD_FREELIST)
@@ -1074,26 +1109,34 @@ static PyBufferProcs payload_as_buffer = {
 };
 
 /* get's memoryview of r's raw payload. The first is made over r itself, as
- * memoryview(r) is, and not kept: a view kept alive is two objects the
- * garbage collector tracks, and keeping one for every Ref read once (a
- * list of Futures, each got once) made every first get pay for the
- * collector's passes over all of them (3-5x its cost). From the second get
- * on r keeps the last view it made: while nobody else holds that one (r's
- * is its only reference: no variable, no export, no weak reference) and it
- * was not released, the next get returns it again - `get`, use, drop
- * allocates nothing; an unreleased one somebody holds gives a new view on
- * its managed buffer (one object, not the two of a view over an exporter),
- * with a release() of its own. */
+ * memoryview(r) is, and not kept. From the second get on r keeps the last
+ * view it made: while nobody else holds that one (r's is its only
+ * reference: no variable, no export, no weak reference) and it was not
+ * released, the next get returns it again - `get`, use, drop allocates
+ * nothing; an unreleased one somebody holds gives a new view on its managed
+ * buffer (one object, not the two of a view over an exporter), with a
+ * release() of its own. An engine's Refs keep KEPT_VIEWS views at most, the
+ * ones last used: a kept view is two objects the garbage collector tracks
+ * (and ~400 bytes), and keeping one for every Ref of a large set made the
+ * gets that added them 3-6x slower (the collector's passes over all of them,
+ * fresh pages), a first get keeping them likewise for every Future got once. */
+#define KEPT_VIEWS 256   /* views an engine's Refs keep at most */
+
 static PyObject *ref_view(RefObj *r)
 {
     if (!r->viewed) {
         r->viewed = 1;
         return PyMemoryView_FromObject((PyObject *)r);
     }
+    EngineObj *e = r->engine;
     PyObject *m = r->view;
     if (m) {
         PyMemoryViewObject *mv = (PyMemoryViewObject *)m;
         if (!(mv->flags & _Py_MEMORYVIEW_RELEASED)) {
+            if (e->viewing != r) {      /* the last used: first to keep */
+                ref_unlink_view(r);
+                ref_link_view(r);
+            }
             if (Py_REFCNT(m) == 1 && !mv->weakreflist)
                 return Py_NewRef(m);
             return PyMemoryView_FromObject(m);
@@ -1103,14 +1146,11 @@ static PyObject *ref_view(RefObj *r)
     PayloadObj *p = ref_payload(r);
     if (!p || !(m = PyMemoryView_FromObject((PyObject *)p)))
         return NULL;
-    EngineObj *e = r->engine;
     if (!e->closing) {                  /* (closed during a get's wait: not kept) */
         r->view = Py_NewRef(m);
-        r->vprev = NULL;
-        r->vnext = e->viewing;
-        if (e->viewing)
-            e->viewing->vprev = r;
-        e->viewing = r;
+        ref_link_view(r);
+        if (e->nviewing > KEPT_VIEWS)   /* the least recently used one goes */
+            ref_drop_view(e->viewing_last);
     }
     return m;
 }

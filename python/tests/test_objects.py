@@ -301,6 +301,38 @@ def test_each_get_releases_alone(engine):
     assert exported.tobytes() == b"12345678"
 
 
+def test_kept_views_are_bounded_and_evicted_ones_stay_valid(engine):
+    # an engine's Refs keep 256 views at most, the last used; a view dropped
+    # from the kept set lives on while somebody holds it
+    def live_views():
+        return sum(isinstance(o, memoryview) for o in gc.get_objects())
+    base = live_views()
+    refs = [engine.put(bytes([i % 251]) * 16) for i in range(700)]
+    held = {}
+    for i, r in enumerate(refs):
+        engine.get(r)
+        v = engine.get(r)                     # kept (and, beyond 256, another dropped)
+        if i % 97 == 0:
+            held[i] = v
+        del v
+    assert live_views() - base <= 256 + len(held)
+    for rnd in range(2):
+        for i, r in enumerate(refs):          # evicted ones are made again
+            assert bytes(engine.get(r)) == bytes([i % 251]) * 16
+    assert live_views() - base <= 256 + len(held)
+    hot = refs[0]
+    for r in refs[1:300]:
+        engine.get(hot)                       # used last again and again: never the one dropped
+        engine.get(r)
+    del refs, hot, r
+    gc.collect()
+    junk = [engine.put(b"j") for _ in range(600)]   # store churn over the freed objects' memory
+    del junk
+    assert all(bytes(v) == bytes([i % 251]) * 16 for i, v in held.items())   # their counts held
+    del held
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
 def test_a_weakly_referenced_view_is_not_reused(engine):
     import weakref
     ref = engine.put(b"abc")
