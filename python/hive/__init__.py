@@ -167,7 +167,10 @@ def _typed_args(buf):
     a = np.asarray(buf)
     if a.dtype.names is not None:
         return None
-    v = ObjectView(a.shape, a.dtype, buf)
+    try:
+        v = ObjectView(a.shape, a.dtype, buf)
+    except (TypeError, ValueError):     # a layout ndarray() does not take: the first get's way
+        return None
     same = v.dtype == a.dtype and v.shape == a.shape and v.strides == a.strides
     return (a.shape, a.dtype) if same and v.ctypes.data == a.ctypes.data else None
 

@@ -73,6 +73,21 @@ def test_repeated_typed_gets_are_the_first_ones_array(engine, lib):
     assert np.frombuffer(lib.submit("py_sum_f64", kept).get(timeout=30), np.float64)[0] == 15.0
 
 
+def test_typed_args_leave_what_ndarray_refuses_to_the_first_way(engine, monkeypatch):
+    v = engine.get(engine.put(np.arange(3.0)))
+    buf = v.base.base.obj                     # the first get: ndarray -> memoryview -> Buffer
+    assert type(buf) is hive.Buffer
+    shape, dtype = hive._typed_args(buf)
+    assert shape == (3,) and dtype == np.float64
+
+    class Refuses(hive.ObjectView):
+        def __new__(cls, *args, **kw):
+            raise ValueError("this layout is not for ndarray()")
+
+    monkeypatch.setattr(hive, "ObjectView", Refuses)
+    assert hive._typed_args(buf) is None      # the Ref's gets then keep going through _view_of
+
+
 def test_bytes_put_get_memoryview(engine, lib):
     ref = engine.put(b"hello hive")
     m = engine.get(ref)
