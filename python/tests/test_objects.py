@@ -348,6 +348,56 @@ def test_kept_views_are_bounded_and_evicted_ones_stay_valid(engine):
     assert eventually(lambda: store_empty(engine)), engine.stats()
 
 
+def test_views_under_random_gets_holds_releases_and_drops():
+    # a random walk over Refs, views held, released and dropped, the kept
+    # set overflowing (a small one here: 300 Refs against 256 kept), then
+    # close() with views still held: every held view shows its bytes until
+    # released, a released one refuses, and the engine shuts down once the
+    # last held view is gone
+    import random
+    rng = random.Random(7)
+    eng = hive.Engine(workers=1, store_bytes=16 << 20)
+    payload = {}
+    refs = {}
+    held = []                                 # (view, expected bytes)
+    released = []
+    for step in range(6000):
+        op = rng.random()
+        if op < 0.15 or not refs:
+            k = rng.randrange(400)
+            payload[k] = bytes([k % 256]) * (1 + k % 37)
+            refs[k] = eng.put(payload[k])
+        elif op < 0.55:
+            k = rng.choice(list(refs))
+            v = eng.get(refs[k])
+            assert bytes(v) == payload[k]
+            if rng.random() < 0.3:
+                held.append((v, payload[k]))
+        elif op < 0.65 and held:
+            v, want = held.pop(rng.randrange(len(held)))
+            if rng.random() < 0.5:
+                v.release()
+                released.append(v)
+        elif op < 0.8:
+            del refs[rng.choice(list(refs))]   # a held view outlives it
+        else:
+            k = rng.choice(list(refs))
+            with eng.get(refs[k]) as v:
+                assert bytes(v) == payload[k]
+        if step % 500 == 0:
+            assert all(bytes(v) == want for v, want in held)
+            for v in released:
+                with pytest.raises(ValueError):
+                    bytes(v)
+    eng.close()                               # views held: the shutdown waits for them
+    assert eng.workers == 1
+    assert all(bytes(v) == want for v, want in held)
+    del held, v
+    gc.collect()
+    assert eng.workers == 0                   # the last held view gone: shut down, Refs alive
+    del refs
+
+
 def test_a_weakly_referenced_view_is_not_reused(engine):
     import weakref
     ref = engine.put(b"abc")
