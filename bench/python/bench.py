@@ -6,7 +6,9 @@
   out) vs multiprocessing.shared_memory + numpy (create, copy in, attach a
   view, the way a second process would);
 - the binding's cost per call (call_costs): get of a small object (a Ref's
-  first get, which looks it up in the store, and a repeat), a C actor call
+  first get, which looks it up in the store, a repeat, which gets the view
+  the Ref keeps, and a repeat while that view is held, which makes a new
+  one on its managed buffer), a C actor call
   and the get of its result, each against a plain C-extension no-op call
   (the issue's target: within 2x of it), a C call that returns a memoryview
   (the floor of anything that returns one) and the same work done from C
@@ -68,12 +70,23 @@ def call_costs(eng, lib_path, rounds=9):
         for _ in range(N):
             eng.get(small)
         keep("get_again", (T() - t0) / N)
+        held = eng.get(small)             # the view small keeps, held: each get a new view beside it
+        t0 = T()
+        for _ in range(N):
+            eng.get(small)
+        keep("get_held", (T() - t0) / N)
+        del held
         keep("c_get", c_loop("get", small, N))
         refs = [eng.put(payload) for _ in range(N // 2)]   # a Ref's first get: its lookup
         t0 = T()
         for r in refs:
             eng.get(r)
         keep("get_first", (T() - t0) / len(refs))
+        for row in ("get_set_second", "get_set_third"):   # the set is far beyond the views kept
+            t0 = T()
+            for r in refs:
+                eng.get(r)
+            keep(row, (T() - t0) / len(refs))
         keep("c_get_first", c_loop("get", [eng.put(payload) for _ in range(N // 2)], 0))
         del refs
         t0 = T()
@@ -119,11 +132,14 @@ def call_costs(eng, lib_path, rounds=9):
     print(f"no-op C-extension call: {ns(n)}; a C call returning memoryview(bytes): {ns(nv)} ({nv / n:.1f}x)")
     for row, c_row, what in (("get_first", "c_get_first", "engine.get -> memoryview, a Ref's first get"),
                              ("get_again", "c_get", "engine.get -> memoryview, again (no store lookup)"),
+                             ("get_held", "c_get", "engine.get -> memoryview, again while its last view is held"),
                              ("get_result", "c_get_result", "Future.get of a sealed result, and its release")):
         x, c = t[row], t[c_row]
         print(f"{what}: {ns(x)} ({x / n:.1f}x the no-op, {x / nv:.1f}x the memoryview call); from C "
               f"{ns(c)}: binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op, {(x - c) / nv:.1f}x "
               f"the memoryview call)")
+    print(f"engine.get -> memoryview, a Ref's second / third get, {N // 2:,} live: "
+          f"{ns(t['get_set_second'])} / {ns(t['get_set_third'])}")
     x, c = t["call"], t["c_call"]
     print(f"actor.call (C actor, one int argument): {ns(x)} ({x / n:.1f}x the no-op); hive_call from C "
           f"{ns(c)}: binding overhead {ns(x - c)} ({(x - c) / n:.1f}x the no-op)")
@@ -140,6 +156,7 @@ def call_costs(eng, lib_path, rounds=9):
                            timer=time.thread_time)) / N
     print(f"  (CPython's own memoryview(bytes) from Python: {ns(mv)})")
     del actor, small, arr
+    return t
 
 
 def main():

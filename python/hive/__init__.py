@@ -158,6 +158,23 @@ def _view_of(buf):
     return memoryview(buf)
 
 
+def _typed_args(buf):
+    """(shape, dtype) with which ObjectView(shape, dtype, buf) is the very
+    array _view_of(buf) makes, or None (a structured dtype, whose field names
+    can be renamed in place, is not shared between gets). A Ref's repeated
+    typed gets make their ObjectView so, from C: no np.asarray, no Python
+    call."""
+    a = np.asarray(buf)
+    if a.dtype.names is not None:
+        return None
+    try:
+        v = ObjectView(a.shape, a.dtype, buf)
+    except (TypeError, ValueError):     # a layout ndarray() does not take: the first get's way
+        return None
+    same = v.dtype == a.dtype and v.shape == a.shape and v.strides == a.strides
+    return (a.shape, a.dtype) if same and v.ctypes.data == a.ctypes.data else None
+
+
 class Replay:
     """A replay buffer of fixed-size items (a numpy dtype and item shape)
     in hive's store. push(batch), sample(n) -> (items, keys, weights),
@@ -246,7 +263,8 @@ def _put_other(engine, x):
     return engine._put(x, True)
 
 
-_hive._set_runners((_run_task, _new_actor, _run_method, _view_of, _put_other, np.ndarray, np.generic))
+_hive._set_runners((_run_task, _new_actor, _run_method, _view_of, _put_other, np.ndarray, np.generic,
+                    ObjectView, _typed_args))
 
 
 class RemoteFunction:

@@ -84,6 +84,7 @@ static int64_t timeout_ns_of(PyObject *timeout)
 
 typedef struct ReplayObj ReplayObj;
 typedef struct EnvPoolObj EnvPoolObj;
+typedef struct RefObj RefObj;
 
 typedef struct {
     PyObject_HEAD
@@ -95,6 +96,9 @@ typedef struct {
                               shutdown waits for the last one */
     ReplayObj *replays;    /* live replay buffers, freed before shutdown */
     EnvPoolObj *envpools;  /* live env pools, freed before shutdown */
+    RefObj     *viewing;   /* Refs keeping a get's memoryview for reuse, the last used first */
+    RefObj     *viewing_last;   /* (close() drops them all, a new one beyond KEPT_VIEWS the last) */
+    Py_ssize_t  nviewing;
     PyObject   *locals;    /* capsules of worker-local defs' callables, freed after shutdown */
     char      *topology, *trace_path;
 } EngineObj;
@@ -109,8 +113,8 @@ struct ReplayObj {
     ReplayObj     *next, *prev;
 };
 
-static PyTypeObject EngineType, RefType, FutureType, BufferType, CellType, ReplayType, LibraryType,
-    ActorType, EnvPoolType, LocalType;
+static PyTypeObject EngineType, RefType, FutureType, PayloadType, BufferType, CellType, ReplayType,
+    LibraryType, ActorType, EnvPoolType, LocalType;
 
 static void replay_unlink_free(ReplayObj *r)
 {
@@ -133,6 +137,8 @@ static void replay_unlink_free(ReplayObj *r)
  * thread may close a pool of its own (counted in nbuffers while it frees):
  * then the engine's stop is left to the end of that free (buffer_gone). */
 static void envpool_unlink_free(EnvPoolObj *p);
+
+static void ref_drop_views(EngineObj *e);
 
 static void engine_shutdown_now(EngineObj *e)
 {
@@ -221,6 +227,7 @@ static void engine_dealloc(EngineObj *self)
 static PyObject *engine_close(EngineObj *self, PyObject *Py_UNUSED(ignored))
 {
     self->closing = 1;
+    ref_drop_views(self);
     if (self->nbuffers == 0)
         engine_shutdown_now(self);
     Py_RETURN_NONE;
@@ -263,14 +270,33 @@ static PyObject *engine_get_closed(EngineObj *self, void *Py_UNUSED(c))
 
 /* ------------------------------------------------------------------ refs */
 
+/* A raw sealed payload as an exporter of its own: get's memoryviews are made
+ * over it rather than over their Ref, so that the Ref can keep one of them
+ * for reuse without a reference cycle (Ref -> memoryview -> its managed
+ * buffer -> Payload, never back to the Ref, which a cycle would keep alive
+ * with its count until the garbage collector ran). The Ref hands its count
+ * over when it makes its Payload. */
 typedef struct {
     PyObject_HEAD
     EngineObj  *engine;
-    hive_ref_t  ref;       /* one count, dropped with the object */
+    hive_ref_t  ref;       /* one count, released when the Payload goes */
+    const char *data;
+    Py_ssize_t  len;
+} PayloadObj;
+
+struct RefObj {
+    PyObject_HEAD
+    EngineObj  *engine;
+    hive_ref_t  ref;       /* one count, dropped with the object (held by payload once made) */
     int         kind;      /* REF_UNSEEN until a get finds it sealed, then: */
+    int         viewed;    /* a get made a memoryview of it */
     const char *data;      /* the payload, fixed while the count is held, */
     Py_ssize_t  size, len; /* its size and the bytes a view shows (less any trailer) */
-} RefObj;
+    PayloadObj *payload;   /* NULL, or the exporter of get's memoryviews (it holds the count) */
+    PyObject   *view;      /* NULL, or the last memoryview get made over payload, kept for reuse */
+    PyObject   *typed_args;   /* NULL, or what hive._typed_args found: (shape, dtype) or None */
+    RefObj     *vnext, *vprev;   /* in engine->viewing while view is set */
+};
 
 enum { REF_UNSEEN, REF_RAW, REF_TRAILER };   /* RefObj.kind: REF_TRAILER typed or pickled */
 
@@ -305,14 +331,83 @@ static PyObject *ref_new(EngineObj *e, hive_ref_t ref, PyTypeObject *type)
     r->engine = (EngineObj *)Py_NewRef((PyObject *)e);
     r->ref = ref;
     r->kind = REF_UNSEEN;
+    r->viewed = 0;
     r->data = NULL;
     r->size = r->len = 0;
+    r->payload = NULL;
+    r->view = NULL;
+    r->typed_args = NULL;
+    r->vnext = r->vprev = NULL;
     return (PyObject *)r;
+}
+
+/* r out of its engine's list of Refs keeping a view */
+static void ref_unlink_view(RefObj *r)
+{
+    EngineObj *e = r->engine;
+    if (r->vprev)
+        r->vprev->vnext = r->vnext;
+    else
+        e->viewing = r->vnext;
+    if (r->vnext)
+        r->vnext->vprev = r->vprev;
+    else
+        e->viewing_last = r->vprev;
+    r->vnext = r->vprev = NULL;
+    e->nviewing--;
+}
+
+/* r (keeping a view) to the front of the list: the last used */
+static void ref_link_view(RefObj *r)
+{
+    EngineObj *e = r->engine;
+    r->vprev = NULL;
+    r->vnext = e->viewing;
+    if (e->viewing)
+        e->viewing->vprev = r;
+    else
+        e->viewing_last = r;
+    e->viewing = r;
+    e->nviewing++;
+}
+
+/* r stops keeping its memoryview (it goes now unless someone holds it; its
+ * going may run a weak reference's callback, so r is unlinked first). A
+ * Payload nothing else holds (no view of it left) gives the count back to r
+ * and goes to the free list: a Ref whose view was dropped for others' holds
+ * no memory beyond its own. */
+static void ref_drop_view(RefObj *r)
+{
+    ref_unlink_view(r);
+    Py_CLEAR(r->view);
+    PayloadObj *p = r->payload;
+    if (p && Py_REFCNT(p) == 1 && !r->view) {
+        r->payload = NULL;
+        p->ref.id = 0;                  /* r holds the count again */
+        Py_DECREF(p);
+    }
+}
+
+/* close(): every Ref lets its kept memoryview go, so that the engine's
+ * shutdown waits only for the views somebody holds. No shutdown (and no GIL
+ * release) in the middle of the walk: engine_close decides after it. */
+static void ref_drop_views(EngineObj *e)
+{
+    int stopping = e->stopping;
+    e->stopping = 1;
+    while (e->viewing)
+        ref_drop_view(e->viewing);
+    e->stopping = stopping;
 }
 
 static void ref_dealloc(RefObj *self)
 {
-    if (self->engine->h && self->ref.id)
+    if (self->view)
+        ref_drop_view(self);
+    Py_CLEAR(self->typed_args);
+    if (self->payload)
+        Py_DECREF(self->payload);   /* it holds the count now */
+    else if (self->engine->h && self->ref.id)
         hive_release(self->engine->h, self->ref);
     Py_DECREF(self->engine);
     if ((Py_TYPE(self) == &RefType || Py_TYPE(self) == &FutureType) && ref_nfree < REF_FREELIST)
@@ -824,6 +919,7 @@ static int ref_of(PyObject *o, hive_ref_t *out)
 }
 
 static PyObject *py_view_of;   /* hive._view_of: a typed or pickled Buffer -> its Python value */
+static PyObject *py_typed_args, *py_object_view;   /* hive._typed_args, hive.ObjectView */
 
 /* (ref, timeout=None) of a fastcall get */
 static int get_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, hive_ref_t *ref,
@@ -953,6 +1049,112 @@ static PyBufferProcs ref_as_buffer = {
     (getbufferproc)ref_getbuffer, (releasebufferproc)ref_releasebuffer,
 };
 
+/* Freed Payloads kept for reuse, as Refs are. Touched only holding the GIL. */
+#define PAYLOAD_FREELIST 64
+static PayloadObj *payload_free[PAYLOAD_FREELIST];
+static int payload_nfree;
+
+/* r's Payload, made at its first memoryview get: it takes over r's count */
+static PayloadObj *ref_payload(RefObj *r)
+{
+    if (r->payload)
+        return r->payload;
+    PayloadObj *p;
+    if (payload_nfree > 0) {
+        p = payload_free[--payload_nfree];
+        PyObject_Init((PyObject *)p, &PayloadType);
+    } else if (!(p = PyObject_New(PayloadObj, &PayloadType))) {
+        return NULL;                    /* the count stays with r */
+    }
+    p->engine = (EngineObj *)Py_NewRef((PyObject *)r->engine);
+    p->ref = r->ref;
+    p->data = r->data;
+    p->len = r->len;
+    return r->payload = p;
+}
+
+static void payload_dealloc(PayloadObj *self)
+{
+    if (self->engine->h && self->ref.id)
+        hive_release(self->engine->h, self->ref);
+    Py_DECREF(self->engine);
+    if (payload_nfree < PAYLOAD_FREELIST)
+        payload_free[payload_nfree++] = self;
+    else
+        PyObject_Free(self);
+}
+
+/* as a Ref's: read-only, counted in nbuffers (shutdown waits for the views) */
+static int payload_getbuffer(PayloadObj *self, Py_buffer *view, int flags)
+{
+    view->obj = NULL;
+    if (flags & PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "a sealed hive object is read-only");
+        return -1;
+    }
+    if (!engine_live(self->engine))
+        return -1;
+    (void)PyBuffer_FillInfo(view, (PyObject *)self, (void *)self->data, self->len, 1, flags);
+    self->engine->nbuffers++;
+    return 0;
+}
+
+static void payload_releasebuffer(PayloadObj *self, Py_buffer *Py_UNUSED(view))
+{
+    buffer_gone(self->engine);
+}
+
+static PyBufferProcs payload_as_buffer = {
+    (getbufferproc)payload_getbuffer, (releasebufferproc)payload_releasebuffer,
+};
+
+/* get's memoryview of r's raw payload. The first is made over r itself, as
+ * memoryview(r) is, and not kept. From the second get on r keeps the last
+ * view it made: while nobody else holds that one (r's is its only
+ * reference: no variable, no export, no weak reference) and it was not
+ * released, the next get returns it again - `get`, use, drop allocates
+ * nothing; an unreleased one somebody holds gives a new view on its managed
+ * buffer (one object, not the two of a view over an exporter), with a
+ * release() of its own. An engine's Refs keep KEPT_VIEWS views at most, the
+ * ones last used: a kept view is two objects the garbage collector tracks
+ * (and ~400 bytes), and keeping one for every Ref of a large set made the
+ * gets that added them 3-6x slower (the collector's passes over all of them,
+ * fresh pages), a first get keeping them likewise for every Future got once. */
+#define KEPT_VIEWS 256   /* views an engine's Refs keep at most */
+
+static PyObject *ref_view(RefObj *r)
+{
+    if (!r->viewed) {
+        r->viewed = 1;
+        return PyMemoryView_FromObject((PyObject *)r);
+    }
+    EngineObj *e = r->engine;
+    PyObject *m = r->view;
+    if (m) {
+        PyMemoryViewObject *mv = (PyMemoryViewObject *)m;
+        if (!(mv->flags & _Py_MEMORYVIEW_RELEASED)) {
+            if (e->viewing != r) {      /* the last used: first to keep */
+                ref_unlink_view(r);
+                ref_link_view(r);
+            }
+            if (Py_REFCNT(m) == 1 && !mv->weakreflist)
+                return Py_NewRef(m);
+            return PyMemoryView_FromObject(m);
+        }
+        ref_drop_view(r);               /* its holder released it */
+    }
+    PayloadObj *p = ref_payload(r);
+    if (!p || !(m = PyMemoryView_FromObject((PyObject *)p)))
+        return NULL;
+    if (!e->closing) {                  /* (closed during a get's wait: not kept) */
+        r->view = Py_NewRef(m);
+        ref_link_view(r);
+        if (e->nviewing > KEPT_VIEWS)   /* the least recently used one goes */
+            ref_drop_view(e->viewing_last);
+    }
+    return m;
+}
+
 /* Engine.get(ref, timeout=None) -> read-only memoryview (over the Ref), or
  * (through hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
 static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -970,9 +1172,25 @@ static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t n
     if (ref_resolve(r, ns, &b) < 0)
         return NULL;
     if (!b)
-        return PyMemoryView_FromObject((PyObject *)r);
-    PyObject *out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b)
-                               : PyMemoryView_FromObject((PyObject *)b);
+        return ref_view(r);
+    PyObject *out;
+    if (b->typed && r->viewed && py_typed_args) {
+        /* a repeated typed get: ObjectView(shape, dtype, buffer) straight,
+         * with the (immutable) shape and dtype its first _view_of had */
+        if (!r->typed_args && !(r->typed_args = PyObject_CallOneArg(py_typed_args, (PyObject *)b))) {
+            Py_DECREF(b);
+            return NULL;
+        }
+        if (r->typed_args != Py_None) {
+            PyObject *a[3] = {PyTuple_GET_ITEM(r->typed_args, 0), PyTuple_GET_ITEM(r->typed_args, 1),
+                              (PyObject *)b};
+            out = PyObject_Vectorcall(py_object_view, a, 3, NULL);
+            Py_DECREF(b);
+            return out;
+        }
+    }
+    r->viewed = 1;
+    out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b) : PyMemoryView_FromObject((PyObject *)b);
     Py_DECREF(b);
     return out;
 }
@@ -1954,10 +2172,10 @@ static PyObject *py_runners;   /* (run_task, new_actor, run_method, view_of) fro
 
 static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 7 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
-        !PyType_Check(PyTuple_GET_ITEM(t, 6))) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 9 || !PyType_Check(PyTuple_GET_ITEM(t, 5)) ||
+        !PyType_Check(PyTuple_GET_ITEM(t, 6)) || !PyType_Check(PyTuple_GET_ITEM(t, 7))) {
         PyErr_SetString(PyExc_TypeError, "_set_runners((run_task, new_actor, run_method, view_of, "
-                        "put_other, numpy.ndarray, numpy.generic))");
+                        "put_other, numpy.ndarray, numpy.generic, ObjectView, typed_args))");
         return NULL;
     }
     Py_XSETREF(py_runners, Py_NewRef(t));
@@ -1965,6 +2183,8 @@ static PyObject *set_runners(PyObject *Py_UNUSED(m), PyObject *t)
     Py_XSETREF(py_put_other, Py_NewRef(PyTuple_GET_ITEM(t, 4)));
     Py_XSETREF(np_ndarray, Py_NewRef(PyTuple_GET_ITEM(t, 5)));
     Py_XSETREF(np_generic, Py_NewRef(PyTuple_GET_ITEM(t, 6)));
+    Py_XSETREF(py_object_view, Py_NewRef(PyTuple_GET_ITEM(t, 7)));
+    Py_XSETREF(py_typed_args, Py_NewRef(PyTuple_GET_ITEM(t, 8)));
     Py_RETURN_NONE;
 }
 
@@ -3015,6 +3235,12 @@ static PyTypeObject FutureType = {
     .tp_base = &RefType, .tp_methods = future_methods,
     .tp_doc = "the result of a task or an actor call: get(timeout), cancel()",
 };
+static PyTypeObject PayloadType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "hive._hive.Payload", .tp_basicsize = sizeof(PayloadObj), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)payload_dealloc, .tp_as_buffer = &payload_as_buffer,
+    .tp_doc = "a sealed object's bytes, the exporter of get's memoryviews; holds the object's count",
+};
 static PyTypeObject BufferType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "hive.Buffer", .tp_basicsize = sizeof(BufferObj), .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -3237,14 +3463,15 @@ static int add_exception(PyObject *m, PyObject **slot, const char *name, PyObjec
 PyMODINIT_FUNC PyInit__hive(void)
 {
     PyTypeObject *types[] = {&EngineType, &RefType, &FutureType, &BufferType, &CellType,
-                             &ReplayType, &LibraryType, &ActorType, &EnvPoolType, &LocalType};
+                             &ReplayType, &LibraryType, &ActorType, &EnvPoolType, &LocalType, &PayloadType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
     PyObject *m = PyModule_Create(&hive_module);
     if (!m)
         return NULL;
-    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor", "_EnvPool", "Local"};
+    const char *names[] = {"Engine", "Ref", "Future", "Buffer", "Cell", "Replay", "Library", "Actor", "_EnvPool", "Local",
+                           "Payload"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;

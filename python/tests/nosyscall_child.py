@@ -5,7 +5,8 @@ this (the only Python) thread that kills the process at any system call but
 a process-private futex (hive's documented sleeps and wakes: a get that
 waits, a call that wakes a parked worker) and exit_group, and runs them
 again: put of bytes and of an ndarray, engine.get of sealed objects (a Ref's
-first get, which looks it up in the store, and repeats; an ndarray's view),
+first get, which looks it up in the store, and repeats: the kept view, a
+view beside a held one; an ndarray's view, first and repeated),
 Ref.get, and C actor calls with their Future.get. Exit status 0 means no other system call was made (the
 filter cannot be removed, so the process ends with os._exit); a kill by
 SIGSYS names a path that made one.
@@ -81,6 +82,11 @@ def rounds(eng, actor, payload, fresh):
         r.get()
         t = eng.put(arr)                # an ndarray: typed, and back as an ObjectView
         eng.get(t)
+        eng.get(t)                      # a repeat: its shape and dtype kept,
+        eng.get(t)                      # then the ObjectView made from C
+        held = eng.get(r)               # a raw view somebody holds: a new one beside it
+        eng.get(r)
+        del held
     for r in fresh:                     # first gets: the lookup in the store
         eng.get(r)
     for _ in range(ROUNDS // 4):

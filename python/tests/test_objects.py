@@ -35,6 +35,59 @@ def test_numpy_put_get_is_zero_copy(engine, lib):
     assert engine.get(ref).ctypes.data == addr   # a second get: the same bytes again
 
 
+def test_repeated_typed_gets_are_the_first_ones_array(engine, lib):
+    # from a Ref's second typed get on, the ObjectView is made from C with
+    # the shape and dtype the first one had: the same array every time
+    cases = [np.arange(12.0).reshape(3, 4), np.arange(6, dtype=">i4").reshape(2, 3),
+             np.array(7.5), np.zeros((2, 0, 3), np.int16), np.ones((2, 2), np.complex64),
+             np.zeros(3, dtype=[("x", np.float32), ("n", np.int16)]),     # structured: not shared
+             np.array(["ab", "c"]), np.arange(8, dtype=np.uint8).reshape(2, 2, 2)]
+    for a in cases:
+        ref = engine.put(a)
+        gets = [engine.get(ref) for _ in range(4)]
+        for g in gets:
+            assert type(g) is hive.ObjectView and not g.flags.writeable
+            assert g.dtype == a.dtype and g.shape == a.shape and g.strides == gets[0].strides
+            assert g.strides == a.strides or a.size == 0
+            assert np.array_equal(g, a) and g.tobytes() == a.tobytes()
+            assert g._buffer is not None and g._hive_arg is not None
+        assert len({g.ctypes.data for g in gets}) == 1
+        assert len({id(g) for g in gets}) == 4
+        # the made-from-C ones sit straight on the Buffer (not a structured
+        # dtype's, nor an empty array's, whose strides numpy makes up either way)
+        assert (type(gets[-1].base) is hive.Buffer) == (a.dtype.names is None and a.size > 0)
+    ref = engine.put(np.arange(6.0))
+    engine.get(ref)
+    second = engine.get(ref)
+    second.shape = (2, 3)                     # reshaping one get's array in place
+    assert engine.get(ref).shape == (6,)      # changes no other
+    rec = engine.put(np.zeros(2, dtype=[("x", np.float32), ("n", np.int16)]))
+    engine.get(rec)
+    renamed = engine.get(rec)
+    renamed.dtype.names = ("a", "b")          # a structured dtype renamed in place
+    assert engine.get(rec).dtype.names == ("x", "n")
+    kept = engine.get(ref)
+    del ref
+    gc.collect()
+    assert np.array_equal(kept, np.arange(6.0))   # the view holds the count
+    assert np.frombuffer(lib.submit("py_sum_f64", kept).get(timeout=30), np.float64)[0] == 15.0
+
+
+def test_typed_args_leave_what_ndarray_refuses_to_the_first_way(engine, monkeypatch):
+    v = engine.get(engine.put(np.arange(3.0)))
+    buf = v.base.base.obj                     # the first get: ndarray -> memoryview -> Buffer
+    assert type(buf) is hive.Buffer
+    shape, dtype = hive._typed_args(buf)
+    assert shape == (3,) and dtype == np.float64
+
+    class Refuses(hive.ObjectView):
+        def __new__(cls, *args, **kw):
+            raise ValueError("this layout is not for ndarray()")
+
+    monkeypatch.setattr(hive, "ObjectView", Refuses)
+    assert hive._typed_args(buf) is None      # the Ref's gets then keep going through _view_of
+
+
 def test_bytes_put_get_memoryview(engine, lib):
     ref = engine.put(b"hello hive")
     m = engine.get(ref)
@@ -213,7 +266,12 @@ def test_a_ref_exports_its_payload(engine, lib):
 def test_get_views_the_ref_and_repeats_without_a_lookup(engine):
     ref = engine.put(b"abcdefgh")
     views = [engine.get(ref) for _ in range(3)] + [ref.get(), ref.get(timeout=0)]
-    assert all(v.obj is ref and bytes(v) == b"abcdefgh" for v in views)
+    # the first get's view is over the Ref, later ones over the Payload the
+    # Ref handed its count to; all over the same bytes, all distinct objects
+    assert views[0].obj is ref
+    assert all(type(v.obj) is hive._hive.Payload for v in views[1:])
+    assert len({id(v) for v in views}) == 5
+    assert all(bytes(v) == b"abcdefgh" and v.readonly for v in views)
     assert len({np.frombuffer(v, np.uint8).ctypes.data for v in views}) == 1
     other = hive.Engine(workers=1, store_bytes=1 << 20)
     try:
@@ -223,21 +281,182 @@ def test_get_views_the_ref_and_repeats_without_a_lookup(engine):
         other.close()
 
 
+def test_each_get_releases_alone(engine):
+    # A Ref keeps its last view for reuse once nobody holds it; a release()
+    # of one get's view never touches another get's
+    ref = engine.put(b"12345678")
+    first, second, third = engine.get(ref), engine.get(ref), engine.get(ref)
+    second.release()
+    assert bytes(first) == b"12345678" and bytes(third) == b"12345678"
+    with pytest.raises(ValueError):
+        bytes(second)
+    third.release()
+    fourth = engine.get(ref)                  # the kept one is released: a new one
+    assert fourth is not third and bytes(fourth) == b"12345678"
+    with fourth as m:                         # `with` releases it on the way out
+        assert bytes(m) == b"12345678"
+    assert bytes(engine.get(ref)) == b"12345678" and bytes(first) == b"12345678"
+    held = engine.get(ref)
+    again = engine.get(ref)                   # held is somebody's: a new view
+    assert again is not held
+    held.release()
+    assert bytes(again) == b"12345678"
+    del held, again
+    dropped_id = id(engine.get(ref))          # dropped at once: the next get may reuse it
+    for _ in range(3):
+        v = engine.get(ref)
+        assert bytes(v) == b"12345678" and v.readonly
+        del v
+    assert isinstance(dropped_id, int)
+    with pytest.raises(TypeError):
+        engine.get(ref)[0:1] = b"x"           # read-only, reused or not
+    exported = np.frombuffer(engine.get(ref), np.uint8)   # an export holds the view: not reused
+    other = engine.get(ref)
+    other.release()
+    assert exported.tobytes() == b"12345678"
+
+
+def test_kept_views_are_bounded_and_evicted_ones_stay_valid(engine):
+    # an engine's Refs keep 256 views at most, the last used; a view dropped
+    # from the kept set lives on while somebody holds it
+    def live_views():
+        return sum(isinstance(o, memoryview) for o in gc.get_objects())
+    base = live_views()
+    refs = [engine.put(bytes([i % 251]) * 16) for i in range(700)]
+    held = {}
+    for i, r in enumerate(refs):
+        engine.get(r)
+        v = engine.get(r)                     # kept (and, beyond 256, another dropped)
+        if i % 97 == 0:
+            held[i] = v
+        del v
+    assert live_views() - base <= 256 + len(held)
+    for rnd in range(2):
+        for i, r in enumerate(refs):          # evicted ones are made again
+            assert bytes(engine.get(r)) == bytes([i % 251]) * 16
+    assert live_views() - base <= 256 + len(held)
+    hot = refs[0]
+    for r in refs[1:300]:
+        engine.get(hot)                       # used last again and again: never the one dropped
+        engine.get(r)
+    del refs, hot, r
+    gc.collect()
+    junk = [engine.put(b"j") for _ in range(600)]   # store churn over the freed objects' memory
+    del junk
+    assert all(bytes(v) == bytes([i % 251]) * 16 for i, v in held.items())   # their counts held
+    del held
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
+def test_views_under_random_gets_holds_releases_and_drops():
+    # a random walk over Refs, views held, released and dropped, the kept
+    # set overflowing (a small one here: 300 Refs against 256 kept), then
+    # close() with views still held: every held view shows its bytes until
+    # released, a released one refuses, and the engine shuts down once the
+    # last held view is gone
+    import random
+    rng = random.Random(7)
+    eng = hive.Engine(workers=1, store_bytes=16 << 20)
+    payload = {}
+    refs = {}
+    held = []                                 # (view, expected bytes)
+    released = []
+    for step in range(6000):
+        op = rng.random()
+        if op < 0.15 or not refs:
+            k = rng.randrange(400)
+            payload[k] = bytes([k % 256]) * (1 + k % 37)
+            refs[k] = eng.put(payload[k])
+        elif op < 0.55:
+            k = rng.choice(list(refs))
+            v = eng.get(refs[k])
+            assert bytes(v) == payload[k]
+            if rng.random() < 0.3:
+                held.append((v, payload[k]))
+        elif op < 0.65 and held:
+            v, want = held.pop(rng.randrange(len(held)))
+            if rng.random() < 0.5:
+                v.release()
+                released.append(v)
+        elif op < 0.8:
+            del refs[rng.choice(list(refs))]   # a held view outlives it
+        else:
+            k = rng.choice(list(refs))
+            with eng.get(refs[k]) as v:
+                assert bytes(v) == payload[k]
+        if step % 500 == 0:
+            assert all(bytes(v) == want for v, want in held)
+            for v in released:
+                with pytest.raises(ValueError):
+                    bytes(v)
+    eng.close()                               # views held: the shutdown waits for them
+    assert eng.workers == 1
+    assert all(bytes(v) == want for v, want in held)
+    del held, v
+    gc.collect()
+    assert eng.workers == 0                   # the last held view gone: shut down, Refs alive
+    del refs
+
+
+def test_a_weakly_referenced_view_is_not_reused(engine):
+    import weakref
+    ref = engine.put(b"abc")
+    engine.get(ref)
+    v = engine.get(ref)                       # the kept view
+    w = weakref.ref(v)
+    del v
+    fresh = engine.get(ref)
+    assert fresh is not w() and bytes(fresh) == b"abc"
+
+
+def test_a_raw_view_outlives_its_ref_and_every_count_goes(engine):
+    refs = [engine.put(bytes([i]) * 64) for i in range(40)]
+    views = [engine.get(r) for r in refs for _ in range(3)]    # first, kept, and a shared one
+    del refs
+    gc.collect()
+    assert engine.stats()["objects"] == 40
+    assert [bytes(v) for v in views[::3]] == [bytes([i]) * 64 for i in range(40)]
+    del views
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
 def test_close_waits_for_a_memoryview_of_a_ref():
     eng = hive.Engine(workers=1, store_bytes=1 << 20)
     ref = eng.put(b"still here")
-    v = eng.get(ref)
-    del ref
+    first = eng.get(ref)                      # over the Ref
+    v = eng.get(ref)                          # the view the Ref keeps, held here too
+    idle = eng.put(b"idle")
+    eng.get(idle)
+    eng.get(idle)                             # kept by idle, held by nobody
+    del first
     eng.close()
     with pytest.raises(hive.ShutDown):
-        eng.get(v.obj)                        # no new view after close()
+        eng.get(ref)                          # no new view after close()
+    with pytest.raises(hive.ShutDown):
+        memoryview(ref)
     with pytest.raises(hive.ShutDown):
         memoryview(v.obj)
     assert bytes(v) == b"still here"          # still mapped: shutdown waits for it
-    del v
+    assert eng.workers == 1                   # not shut down yet (0 once it is)
+    del v                                     # the last view: shutdown, though both Refs live on
     gc.collect()
+    assert eng.workers == 0
     with pytest.raises(hive.ShutDown):
-        eng.stats()
+        eng.get(idle)
+    del ref, idle
+
+
+def test_close_with_only_kept_views_shuts_down_at_once():
+    eng = hive.Engine(workers=1, store_bytes=1 << 20)
+    refs = [eng.put(b"x" * 10) for _ in range(5)]
+    for r in refs:
+        eng.get(r)
+        eng.get(r)
+    eng.close()
+    assert eng.workers == 0                   # shut down, the Refs and their kept views alive
+    with pytest.raises(hive.ShutDown):
+        eng.get(refs[0])
+    del refs
 
 
 def test_many_refs_and_futures_come_and_go(engine, lib):
