@@ -116,6 +116,12 @@
  * step, large enough that its one fetch_add is ~1% of it */
 #define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
+/* async: a worker's result ring holds num_envs results, this many at most
+ * (more go to the overflow stack: see push_results) */
+#define RES_CAP    hive__envpool_res_cap
+/* For tests: RES_CAP (a power of two), read at hive_envpool_new; small
+ * values make the overflow stack carry results. */
+unsigned hive__envpool_res_cap = 1024;
 /* a slice job with nothing left stands this long, watching its slice,
  * before it ends (see stand); it looks at the clock and for other jobs
  * every STAND_LOOK spins */
@@ -141,9 +147,19 @@ typedef struct env {
     int                   kind;          /* async: step or reset (written at send) */
     bool                  busy;          /* owner thread only: sent, not yet received */
     bool                  mark;          /* owner thread only: named by the send being checked */
-    bool                  ringed;        /* owner thread only: sent through a ring, not yet
-                                            received (see the pool's ringed) */
+    /* async: a result that found its worker's result ring full, on the
+     * pool's overflow stack (see push_result): written by the stepper
+     * before its release CAS, read by the owner after its acquire */
+    struct env           *onext;
+    float                 oreward;
+    uint8_t               odone;
 } HIVE_ALIGNED env_t;
+
+typedef struct result {                  /* one async result in a worker's result ring */
+    int32_t               id;
+    float                 reward;
+    uint32_t              done;
+} result_t;
 
 struct shell;
 
@@ -177,6 +193,20 @@ typedef struct slice {                   /* one per worker: its envs waiting for
      * apart from go's: the home worker claims from it, and nobody else
      * reads it unless it is late, so its claims hit its own cache */
     HIVE_ALIGNED _Atomic uint64_t taken;
+    /* async: the results worker `worker` stepped (from whichever slice),
+     * for the owner to gather into the batches (gather): one producer -
+     * the worker's thread (a spare thread that becomes the worker runs
+     * only while the other waits in a join) - and one consumer, the
+     * owner. rtail: results pushed, a release store per push, no RMW;
+     * rseen: the producer's last look at rhead. */
+    result_t             *res;
+    uint64_t              rmask;         /* rcap - 1 */
+    HIVE_ALIGNED _Atomic uint64_t rtail;
+    uint64_t              rseen;
+    /* results gathered (the owner; release, read by the producer only
+     * when its ring looks full) - a line of its own, so that the owner's
+     * store does not take away the line the producer pushes to */
+    HIVE_ALIGNED _Atomic uint64_t rhead;
 } HIVE_ALIGNED slice_t;
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
@@ -196,7 +226,6 @@ static void shell_unref(shell_t *sh)
 typedef struct block {                   /* one async batch */
     hive_envpool_batch_t  b;
     hive_ref_t            refs[4];
-    HIVE_ALIGNED _Atomic uint32_t filled;
 } block_t;
 
 struct hive_envpool {
@@ -233,18 +262,14 @@ struct hive_envpool {
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
-    /* owner: envs sent through the rings and not yet received. While it
-     * is 0 nobody but the owner can touch claim or a block's filled: every
-     * result another thread published has been received, and so acquired
-     * (block_ready), and nothing is left for one to take; a ring push's
-     * release of the tail orders the owner's plain writes before the next
-     * publisher's RMWs. So step_now writes them without RMWs then. */
-    size_t                ringed;
-    /* owner: where step_now's next position falls, if it is next_pos
-     * (the common case: no other publisher since), to spare two divisions */
-    uint64_t              next_pos;
-    size_t                next_row, next_blk;
-    HIVE_ALIGNED _Atomic uint64_t claim;      /* async positions handed out */
+    /* owner: results placed in the batches and not yet received (recv's
+     * block is ready once it reaches batch_size), and where the next one
+     * goes (row fill_row of block fill_blk) */
+    size_t                ready;
+    size_t                fill_row, fill_blk;
+    /* async results whose worker's result ring was full (push_result): a
+     * stack of envs, pushed by CAS, taken whole by the owner (exchange) */
+    HIVE_ALIGNED _Atomic(env_t *) over;
     HIVE_ALIGNED _Atomic uint32_t sync_left;  /* sync envs still stepping */
     HIVE_ALIGNED _Atomic uint32_t progress;   /* futex word: bumped at every signal */
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
@@ -359,75 +384,153 @@ static void signal_waiter(hive_envpool_t *p)
         hive__futex_wake(&p->progress, 1);
 }
 
-/* Async results are out: the k envs ids[] (their observations in their
- * own rows, rewards r[], dones d[]) into the next k rows of the batches
- * being filled - one claim of k positions and one count per block
- * touched, not two RMWs per env. */
-static void publish(hive_envpool_t *p, const int32_t *ids, unsigned k, const float *r,
-                    const int *d)
+/* The owner's end of the async results. Every row of the batch blocks is
+ * written by the owner alone - results it stepped itself (step_now, a
+ * recv's own stepping) go straight in, those of other workers are gathered
+ * from their result rings (gather) - so a block needs no count and no
+ * claim of positions: the owner keeps `ready` (rows placed, not yet
+ * received) and the next row (fill_row of fill_blk). Rows stay within the
+ * block recv takes next plus (num_envs - 1) / B blocks ahead (ready <=
+ * inflight <= num_envs), and K = num_envs / B + 3 blocks never wrap onto
+ * the block the user still reads. */
+
+/* The next row for a result (env id, reward r, done d); returns where its
+ * observation goes. Owner only. */
+static unsigned char *place(hive_envpool_t *p, int32_t id, float r, uint8_t d)
 {
-    /* acq_rel: besides unique positions, the happens-before that makes
-     * reusing a block safe. A position of a block's next round is claimed
-     * only after positions of envs sent after the owner finished reading
-     * that block were claimed (see the top: older envs alone cannot reach
-     * that far) - by an earlier RMW on claim, or by this very one, whose
-     * claimer took such an env from its ring after the owner's send - so
-     * the owner's last read (and its reset of filled) comes before these
-     * writes. */
-    uint64_t pos = atomic_fetch_add_explicit(&p->claim, k, memory_order_acq_rel);
-    for (unsigned i = 0; i < k;) {
-        block_t *bl = &p->blocks[((pos + i) / p->bsize) % p->nblocks];
-        size_t row = (size_t)((pos + i) % p->bsize), n = p->bsize - row;
-        if (n > k - i)
-            n = k - i;
-        for (size_t j = 0; j < n; j++, i++) {
-            env_t *e = &p->env[ids[i]];
-            if (p->obs_bytes)
-                memcpy((unsigned char *)bl->b.obs.data + (row + j) * p->obs_bytes, e->own_obs,
-                       p->obs_bytes);
-            ((float *)bl->b.reward.data)[row + j] = r[i];
-            ((uint8_t *)bl->b.done.data)[row + j] = (uint8_t)d[i];
-            ((int32_t *)bl->b.env_id.data)[row + j] = e->id;
+    block_t *bl = &p->blocks[p->fill_blk];
+    size_t row = p->fill_row;
+    ((float *)bl->b.reward.data)[row] = r;
+    ((uint8_t *)bl->b.done.data)[row] = d;
+    ((int32_t *)bl->b.env_id.data)[row] = id;
+    if (++p->fill_row == p->bsize) {
+        p->fill_row = 0;
+        p->fill_blk = p->fill_blk + 1 == p->nblocks ? 0 : p->fill_blk + 1;
+    }
+    p->ready++;
+    return (unsigned char *)bl->b.obs.data + row * p->obs_bytes;
+}
+
+/* A result stepped into its env's own row, placed: its observation copied. */
+static void place_copy(hive_envpool_t *p, int32_t id, float r, uint8_t d)
+{
+    unsigned char *obs = place(p, id, r, d);
+    if (p->obs_bytes)
+        memcpy(obs, p->env[id].own_obs, p->obs_bytes);
+}
+
+/* A worker pushed results: wake the owner if it sleeps (the pushers' half
+ * of the store-load pair with wait_until's sleep). asym (the engine's
+ * private expedited membarrier works): the push's release store, a
+ * compiler barrier and a relaxed load - the sleeper's membarrier runs a
+ * full barrier on this CPU, so either our store is visible to its re-check
+ * or our load sees its sleeping (as the scheduler's own wake handshake,
+ * sched.c); no fence here, so a push waits for no line. Else a seq_cst
+ * fence between the two, paired with the sleeper's. */
+static void wake_owner(hive_envpool_t *p)
+{
+    if (p->h->sched.asym)
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&p->sleeping, memory_order_relaxed) != 0) {
+        /* seq_cst: the futex word changes before the wake */
+        atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
+        hive__futex_wake(&p->progress, 1);
+    }
+}
+
+/* Results of worker `out` (the stepping worker's slice): the k envs ids[]
+ * (their observations in their own rows, rewards r[], dones d[]) into its
+ * result ring - plain stores of the entries and one release store of the
+ * tail, no read-modify-write, on lines only this worker writes. A ring
+ * too full for them (the owner has not gathered: more than a ring of
+ * results of one worker on their way) sends the rest to the pool's
+ * overflow stack, each env its own node (an env has at most one result on
+ * its way), by CAS. */
+static void push_results(hive_envpool_t *p, slice_t *out, const int32_t *ids, unsigned k,
+                         const float *r, const int *d)
+{
+    /* relaxed: this thread is the ring's only writer */
+    uint64_t t = atomic_load_explicit(&out->rtail, memory_order_relaxed), cap = out->rmask + 1;
+    if (t + k - out->rseen > cap)
+        /* acquire: the owner's reads of the entries it gathered come
+         * before our overwrites of them */
+        out->rseen = atomic_load_explicit(&out->rhead, memory_order_acquire);
+    unsigned i = 0;
+    for (; i < k && t - out->rseen < cap; i++, t++) {
+        result_t *x = &out->res[t & out->rmask];
+        x->id = ids[i];
+        x->reward = r[i];
+        x->done = (uint32_t)d[i];
+    }
+    if (i > 0)
+        /* release: the entries and the envs' own rows to gather's acquire */
+        atomic_store_explicit(&out->rtail, t, memory_order_release);
+    for (; i < k; i++) {
+        env_t *e = &p->env[ids[i]];
+        e->oreward = r[i];
+        e->odone = (uint8_t)d[i];
+        env_t *top = atomic_load_explicit(&p->over, memory_order_relaxed);
+        do
+            e->onext = top;
+        /* release: the env's result and row to gather's acquire exchange */
+        while (!atomic_compare_exchange_weak_explicit(&p->over, &top, e, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    wake_owner(p);
+}
+
+/* Async results are out: into the owner's batches (out NULL: the caller
+ * is the owner) or worker out's result ring. */
+static void publish(hive_envpool_t *p, slice_t *out, const int32_t *ids, unsigned k,
+                    const float *r, const int *d)
+{
+    if (out != NULL) {
+        push_results(p, out, ids, k, r, d);
+        return;
+    }
+    for (unsigned i = 0; i < k; i++)
+        place_copy(p, ids[i], r[i], (uint8_t)d[i]);
+}
+
+/* The owner takes every result the workers pushed into the batches: each
+ * result ring's new entries (acquire on its tail, release of its head for
+ * the producer's reuse), then the overflow stack, whole. */
+static void gather(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++) {
+        slice_t *s = &p->slices[i];
+        /* acquire: the entries and the envs' rows (see push_results) */
+        uint64_t t = atomic_load_explicit(&s->rtail, memory_order_acquire);
+        /* relaxed: the owner is rhead's only writer */
+        uint64_t h = atomic_load_explicit(&s->rhead, memory_order_relaxed);
+        if (h == t)
+            continue;
+        for (; h < t; h++) {
+            const result_t *x = &s->res[h & s->rmask];
+            place_copy(p, x->id, x->reward, (uint8_t)x->done);
         }
-        /* seq_cst: release of these rows to recv's acquire of filled == B
-         * (the RMWs form one release sequence), and ordered before
-         * signal's read */
-        if (atomic_fetch_add_explicit(&bl->filled, (uint32_t)n, memory_order_seq_cst) + n ==
-            p->bsize)
-            signal_waiter(p);
+        /* release: our reads of the entries before the producer's reuse */
+        atomic_store_explicit(&s->rhead, t, memory_order_release);
+    }
+    /* relaxed: a look; the exchange acquires what it takes */
+    if (atomic_load_explicit(&p->over, memory_order_relaxed) != NULL) {
+        env_t *e = atomic_exchange_explicit(&p->over, NULL, memory_order_acquire);
+        for (; e != NULL; e = e->onext)
+            place_copy(p, e->id, e->oreward, e->odone);
     }
 }
 
 /* Step the envs ids[0..n) now, on the owner's thread, straight into the
- * next n rows of the batches being filled (each observation written in
- * its row: no copy from the env's own row): a worker's send of envs
- * cheaper than a hand-off (all_inline), so the recv after it finds them
- * done. acts: the send's actions, row k for ids[k] (NULL: the kind each
- * env was given, its action in its own row). One claim of n positions and
- * one count per block touched. No signal: the owner is the pool's only
- * waiter, and it is here. The claim's acq_rel is publish's (other
- * participants may publish beside us); release on filled: our rows before
- * the count, for the owner's own acquire of filled == B. */
+ * next n rows of the batches (each observation written in its row: no
+ * copy from the env's own row): a worker's send of envs cheaper than a
+ * hand-off (all_inline), so the recv after it finds them done. acts: the
+ * send's actions, row k for ids[k] (NULL: the kind each env was given,
+ * its action in its own row). No atomics: the owner writes every row. */
 static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
-    uint64_t pos;
-    bool alone = p->ringed == 0;
-    if (alone) {
-        /* relaxed: nobody else writes claim now (see ringed) */
-        pos = atomic_load_explicit(&p->claim, memory_order_relaxed);
-        atomic_store_explicit(&p->claim, pos + n, memory_order_relaxed);
-    } else {
-        pos = atomic_fetch_add_explicit(&p->claim, n, memory_order_acq_rel);
-    }
-    size_t row, blk;
-    if (pos == p->next_pos && pos != 0) {
-        row = p->next_row;
-        blk = p->next_blk;
-    } else {
-        uint64_t q = pos / p->bsize;
-        row = (size_t)(pos - q * p->bsize);
-        blk = (size_t)(q % p->nblocks);
-    }
+    size_t row = p->fill_row, blk = p->fill_blk;
     const size_t ob = p->obs_bytes, ab = p->act_bytes;
     for (size_t i = 0; i < n;) {
         block_t *bl = &p->blocks[blk];
@@ -445,24 +548,15 @@ static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
             dn[j] = (uint8_t)d;
             id[j] = e->id;
         }
-        if (alone)
-            /* release: our rows before the count (the owner itself reads
-             * it; a later publisher's RMW is ordered by the tail's release) */
-            atomic_store_explicit(&bl->filled,
-                                  atomic_load_explicit(&bl->filled, memory_order_relaxed) +
-                                      (uint32_t)m,
-                                  memory_order_release);
-        else
-            atomic_fetch_add_explicit(&bl->filled, (uint32_t)m, memory_order_release);
         row += m;
         if (row == p->bsize) {
             row = 0;
             blk = blk + 1 == p->nblocks ? 0 : blk + 1;
         }
     }
-    p->next_pos = pos + n;
-    p->next_row = row;
-    p->next_blk = blk;
+    p->fill_row = row;
+    p->fill_blk = blk;
+    p->ready += n;
 }
 
 /* ------------------------------------------------------------ sync chunks */
@@ -674,11 +768,12 @@ static unsigned claim_most(hive_envpool_t *p, unsigned most)
     return m ? m : 1;
 }
 
-/* One claim from slice s, stepped (lost: dropped) and published: cheap
- * envs together once all are stepped (a claim is about CHUNK_NS of work:
- * a result waits that long at most), dearer ones one by one. Returns the
- * entries taken. */
-static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
+/* One claim from slice s, stepped (lost: dropped) and published (out:
+ * the stepping worker's slice, whose result ring takes them; NULL: the
+ * owner, who places them itself): cheap envs together once all are
+ * stepped (a claim is about CHUNK_NS of work: a result waits that long at
+ * most), dearer ones one by one. Returns the entries taken. */
+static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost, slice_t *out)
 {
     int32_t ids[MAX_CLAIM];
     float r[MAX_CLAIM];
@@ -700,23 +795,24 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
         else
             step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
         if (!together) {
-            publish(p, ids + i, 1, r + i, d + i);
+            publish(p, out, ids + i, 1, r + i, d + i);
             from = i + 1;
         }
     }
     if (k > from)
-        publish(p, ids + from, k - from, r + from, d + from);
+        publish(p, out, ids + from, k - from, r + from, d + from);
     return k;
 }
 
 /* Serve async rings until none has anything: slice `me` first, then the
- * others nearest first (me's steal order). lost: drop instead of stepping. */
-static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
+ * others nearest first (me's steal order). lost: drop instead of stepping;
+ * out: as serve_once's. */
+static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost, slice_t *out)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
     size_t total = 0;
     for (unsigned k = 0; k < p->nslices;) {
-        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost);
+        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost, out);
         if (got == 0) {
             k++;
             continue;
@@ -805,7 +901,9 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         for (;;) {
             bool lost = stopping(p);
             uint64_t t0 = hive__now_ns();
-            size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost);
+            /* results into the ring of the worker running us (not of
+             * slice me: a job may run on another worker than its own) */
+            size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost, &p->slices[w->index]);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
@@ -973,6 +1071,8 @@ static void note_owner(hive_envpool_t *p, unsigned me)
 
 /* ------------------------------------------------------------ waiting */
 
+static bool block_ready(void *arg);
+
 /* Wait until done(p) or the deadline (deadline 0: none). HIVE_OK or
  * HIVE_ETIMEDOUT. Serve rings meanwhile (own slice first; dropping the
  * ids once the engine stops, so the wait ends); on a worker, run other
@@ -1021,7 +1121,7 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
         if (w != NULL || lost) {
             size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost, true);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
-                m = serve_once(p, &p->slices[ord[k]], most, lost);
+                m = serve_once(p, &p->slices[ord[k]], most, lost, NULL);
             got = m != 0;
             served += m;
             timing = timing && !lost;
@@ -1057,6 +1157,14 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * the finisher sees sleeping, or our re-check sees its result */
         uint32_t v = atomic_load_explicit(&p->progress, memory_order_seq_cst);
         atomic_store_explicit(&p->sleeping, 1, memory_order_seq_cst);
+        if (done == block_ready && !hive__sched_membarrier(&p->h->sched)) {
+            /* the pair with wake_owner: with asym, our membarrier above;
+             * else a fence (the pushers' is one too). asym but the call
+             * failed: a pusher's plain side is not ordered, so nap */
+            atomic_thread_fence(memory_order_seq_cst);
+            if (p->h->sched.asym && nap > HELP_NAP_NS)
+                nap = HELP_NAP_NS;
+        }
         if (!done(p))
             hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
@@ -1073,12 +1181,14 @@ static bool sync_done(void *arg)
     return atomic_load_explicit(&p->sync_left, memory_order_seq_cst) == 0;
 }
 
+/* recv's batch is placed: the owner's count, else after a gather. */
 static bool block_ready(void *arg)
 {
     hive_envpool_t *p = arg;
-    block_t *bl = &p->blocks[p->recv_blk];
-    /* seq_cst: acquires the rows (see publish) and pairs with signal */
-    return atomic_load_explicit(&bl->filled, memory_order_seq_cst) == p->bsize;
+    if (p->ready >= p->bsize)
+        return true;
+    gather(p);
+    return p->ready >= p->bsize;
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1164,6 +1274,7 @@ static void destroy(hive_envpool_t *p)
         {
             free((void *)p->slices[i].ring);
             free(p->slices[i].home);
+            free(p->slices[i].res);
         }
     free(p->env);
     free(p->blocks);
@@ -1281,7 +1392,15 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
         sl->mask = cap - 1;
         sl->ring = hive__calloc(cap, sizeof *sl->ring);
         sl->home = hive__calloc(home_n[i] ? home_n[i] : 1, sizeof *sl->home);
-        if (sl->ring == NULL || sl->home == NULL) {
+        /* a result ring of num_envs entries never fills (an env has one
+         * result on its way at most); past RES_CAP the overflow stack
+         * takes what does not fit (push_results) */
+        uint64_t rcap = 1;
+        while (rcap < p->n && rcap < RES_CAP)
+            rcap *= 2;
+        sl->rmask = rcap - 1;
+        sl->res = hive__calloc(rcap, sizeof *sl->res);
+        if (sl->ring == NULL || sl->home == NULL || sl->res == NULL) {
             rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids "
                             "and a list of %zu", (unsigned long long)cap, home_n[i]);
             goto out;
@@ -1382,7 +1501,7 @@ int hive_envpool_free(hive_envpool_t *p)
      * every id still waiting in a ring (dropped, not stepped), then wait
      * for every slice job to end (a job that took ids steps and publishes
      * them first) */
-    serve_all(p, 0, true);
+    serve_all(p, 0, true, NULL);
     hive__worker_t *w = hive__self_in(&p->h->sched);
     /* seq_cst: free's half of the pair with slice_job (see the top).
      * Jobs still queued will see dead and only drop the shell. */
@@ -1596,10 +1715,8 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
             int32_t id = ids ? ids[i] : (int32_t)i;
             if (acts != NULL && p->act_bytes)
                 memcpy(p->env[id].act, acts + i * p->act_bytes, p->act_bytes);
-            p->env[id].ringed = true;
             push(p, id);
         }
-        p->ringed += n;
         publish_tails(p);
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
     }
@@ -1656,7 +1773,6 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESTATE, "hive_envpool_recv: only %zu results are on their "
                                    "way, fewer than batch_size %zu: it would wait forever",
                                    p->inflight, p->bsize));
-    block_t *want = &p->blocks[p->recv_blk];
     /* a block that is done (stepped at send) needs no clock, no look at
      * the rings and no wait: the common case of cheap envs */
     if (!block_ready(p)) {
@@ -1672,30 +1788,21 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
             if (pending)
                 post_slices(p, UINT32_MAX, true);
         }
-        /* claims of what the block still lacks at most: re-check between
-         * (relaxed: a hint for the claim size only) */
-        size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+        /* claims of what the block still lacks at most: re-check between */
+        size_t lack = p->bsize - p->ready;
         if (lack > MAX_CLAIM)
             lack = MAX_CLAIM;
         if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline, false) != HIVE_OK)
             return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                        "%lld ns", p->bsize, (long long)timeout_ns));
     }
-    block_t *bl = want;
-    /* relaxed: no writer touches this block again before our next recv
-     * (see the top), and that comes after sends that publish it */
-    atomic_store_explicit(&bl->filled, 0, memory_order_relaxed);
+    block_t *bl = &p->blocks[p->recv_blk];
+    p->ready -= p->bsize;
     p->recv_blk = p->recv_blk + 1 == p->nblocks ? 0 : p->recv_blk + 1;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
-    for (size_t i = 0; i < p->bsize; i++) {
-        env_t *e = &p->env[ids[i]];
-        e->busy = false;
-        if (e->ringed) {
-            e->ringed = false;
-            p->ringed--;
-        }
-    }
+    for (size_t i = 0; i < p->bsize; i++)
+        p->env[ids[i]].busy = false;
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));
