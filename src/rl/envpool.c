@@ -425,15 +425,17 @@ static void place_copy(hive_envpool_t *p, int32_t id, float r, uint8_t d)
  * compiler barrier and a relaxed load - the sleeper's membarrier runs a
  * full barrier on this CPU, so either our store is visible to its re-check
  * or our load sees its sleeping (as the scheduler's own wake handshake,
- * sched.c); no fence here, so a push waits for no line. Else a seq_cst
- * fence between the two, paired with the sleeper's. */
+ * sched.c); no fence here, so a push waits for no line. Else the push's
+ * store was seq_cst and so is this load, against the sleeper's seq_cst
+ * store and re-reads (recheck). The orders are constants in each branch:
+ * a memory order known only at run time compiles as seq_cst. */
+
 static void wake_owner(hive_envpool_t *p)
 {
-    if (p->h->sched.asym)
-        atomic_signal_fence(memory_order_seq_cst);
-    else
-        atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&p->sleeping, memory_order_relaxed) != 0) {
+    atomic_signal_fence(memory_order_seq_cst);
+    bool asleep = p->h->sched.asym ? atomic_load_explicit(&p->sleeping, memory_order_relaxed) != 0
+                                   : atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0;
+    if (asleep) {
         /* seq_cst: the futex word changes before the wake */
         atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
         hive__futex_wake(&p->progress, 1);
@@ -464,9 +466,12 @@ static void push_results(hive_envpool_t *p, slice_t *out, const int32_t *ids, un
         x->reward = r[i];
         x->done = (uint32_t)d[i];
     }
-    if (i > 0)
-        /* release: the entries and the envs' own rows to gather's acquire */
+    /* release: the entries and the envs' own rows to gather's acquire
+     * (seq_cst without asym: see wake_owner) */
+    if (i > 0 && p->h->sched.asym)
         atomic_store_explicit(&out->rtail, t, memory_order_release);
+    else if (i > 0)
+        atomic_store_explicit(&out->rtail, t, memory_order_seq_cst);
     for (; i < k; i++) {
         env_t *e = &p->env[ids[i]];
         e->oreward = r[i];
@@ -474,8 +479,11 @@ static void push_results(hive_envpool_t *p, slice_t *out, const int32_t *ids, un
         env_t *top = atomic_load_explicit(&p->over, memory_order_relaxed);
         do
             e->onext = top;
-        /* release: the env's result and row to gather's acquire exchange */
-        while (!atomic_compare_exchange_weak_explicit(&p->over, &top, e, memory_order_release,
+        /* release: the env's result and row to gather's acquire exchange;
+         * seq_cst: also the pushers' store of the pair without asym (see
+         * wake_owner) - a locked instruction either way on x86, and the
+         * overflow is no fast path */
+        while (!atomic_compare_exchange_weak_explicit(&p->over, &top, e, memory_order_seq_cst,
                                                       memory_order_relaxed));
     }
     wake_owner(p);
@@ -520,6 +528,16 @@ static void gather(hive_envpool_t *p)
         for (; e != NULL; e = e->onext)
             place_copy(p, e->id, e->oreward, e->odone);
     }
+}
+
+/* The sleeper's re-read of what the pushers store (without asym: see
+ * wake_owner): seq_cst loads, after its seq_cst store of sleeping; the
+ * gather after them reads values at least as new (read-read coherence). */
+static void recheck(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++)
+        (void)atomic_load_explicit(&p->slices[i].rtail, memory_order_seq_cst);
+    (void)atomic_load_explicit(&p->over, memory_order_seq_cst);
 }
 
 /* Step the envs ids[0..n) now, on the owner's thread, straight into the
@@ -1097,6 +1115,10 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
      * its own share first gives the other workers, which got theirs a
      * hand-off later, that long before it reads their lines to steal */
     unsigned idle = grace ? 1 : 0;
+    /* a recv whose look found every ring empty looks no more: only the
+     * owner (here, waiting) puts ids in rings, so none can come, and a
+     * look at a ring reads the head line its worker claims from */
+    bool async = done == block_ready, drained = false;
     while (!done(p)) {
         /* A sync owner (grace), between two looks for work once a look
          * found none, polls done() alone: a look reads the other slices'
@@ -1118,11 +1140,12 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * waiter takes what is left without stepping it, so the wait ends.
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
-        if (w != NULL || lost) {
+        if ((w != NULL || lost) && !drained) {
             size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost, true);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
                 m = serve_once(p, &p->slices[ord[k]], most, lost, NULL);
             got = m != 0;
+            drained = async && !got;
             served += m;
             timing = timing && !lost;
         }
@@ -1157,11 +1180,11 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * the finisher sees sleeping, or our re-check sees its result */
         uint32_t v = atomic_load_explicit(&p->progress, memory_order_seq_cst);
         atomic_store_explicit(&p->sleeping, 1, memory_order_seq_cst);
-        if (done == block_ready && !hive__sched_membarrier(&p->h->sched)) {
-            /* the pair with wake_owner: with asym, our membarrier above;
-             * else a fence (the pushers' is one too). asym but the call
+        if (async && !hive__sched_membarrier(&p->h->sched)) {
+            /* the pair with wake_owner: with asym, the membarrier; else
+             * seq_cst re-reads of the pushers' stores. asym but the call
              * failed: a pusher's plain side is not ordered, so nap */
-            atomic_thread_fence(memory_order_seq_cst);
+            recheck(p);
             if (p->h->sched.asym && nap > HELP_NAP_NS)
                 nap = HELP_NAP_NS;
         }
