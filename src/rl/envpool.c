@@ -146,7 +146,8 @@ typedef struct env {
     unsigned              home;          /* slice (worker index) that steps it */
     int                   kind;          /* async: step or reset (written at send) */
     bool                  busy;          /* owner thread only: sent, not yet received */
-    bool                  mark;          /* owner thread only: named by the send being checked */
+    uint64_t              mark;          /* owner thread only: the send that named it last
+                                            (the pool's sends count; see check_ids) */
     /* async: a result that found its worker's result ring full, on the
      * pool's overflow stack (see push_result): written by the stepper
      * before its release CAS, read by the owner after its acquire */
@@ -262,6 +263,7 @@ struct hive_envpool {
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
+    uint64_t              sends;         /* owner: sends checked so far (check_ids' marks) */
     /* owner: results placed in the batches and not yet received (recv's
      * block is ready once it reaches batch_size), and where the next one
      * goes (row fill_row of block fill_blk) */
@@ -357,8 +359,9 @@ static bool stopping(hive_envpool_t *p)
 /* ------------------------------------------------------------ stepping */
 
 /* One step (or reset) of e, auto-reset included, into obs. */
-static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, unsigned char *obs,
-                     float *r, int *d)
+static inline __attribute__((always_inline)) void step_env(hive_envpool_t *p, env_t *e, int kind,
+                                                          const void *act, unsigned char *obs,
+                                                          float *r, int *d)
 {
     *r = 0;
     *d = 0;
@@ -1677,36 +1680,38 @@ int hive_envpool_step(hive_envpool_t *p, const hive_array_t *actions, hive_envpo
 /* ------------------------------------------------------------ async */
 
 /* Check a send's ids (in the pool, idle, named once) and mark them busy,
- * their kind a step; on a failure nothing stays marked. */
+ * their kind a step; on a failure nothing stays marked. An env named by
+ * this send carries its number in mark, so a second naming is told from
+ * a busy env without a pass to clear the marks afterwards (a mark left by
+ * an earlier send is a smaller number; 64 bits do not wrap). */
 static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
-    int rc = HIVE_OK;
+    uint64_t now = ++p->sends;
     size_t i = 0;
     for (; i < n; i++) {
-        if (ids[i] < 0 || (size_t)ids[i] >= p->n) {
-            rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: env_ids[%zu] = %d is not in the pool "
-                            "(0..%zu)", i, ids[i], p->n - 1);
+        if (ids[i] < 0 || (size_t)ids[i] >= p->n)
             break;
-        }
         env_t *e = &p->env[ids[i]];
-        if (e->busy) {
-            rc = hive__fail(e->mark ? HIVE_EINVAL : HIVE_ESTATE,
-                            e->mark ? "hive_envpool_send: environment %d is named twice "
-                                            "(env_ids[%zu])"
-                                          : "hive_envpool_send: environment %d (env_ids[%zu]) is "
-                                            "busy: sent and not yet received",
-                            ids[i], i);
+        if (e->busy)
             break;
-        }
-        e->busy = true;                  /* tentatively; mark: "this send" */
-        e->mark = true;
+        e->busy = true;                  /* tentatively */
+        e->mark = now;
         e->kind = KIND_STEP;             /* idle: no stepper reads it now */
     }
-    for (size_t j = 0; j < i; j++) {
-        p->env[ids[j]].mark = false;
-        if (rc != HIVE_OK)
-            p->env[ids[j]].busy = false;  /* undo: nothing is sent */
-    }
+    if (i == n)
+        return HIVE_OK;
+    int rc;
+    if (ids[i] < 0 || (size_t)ids[i] >= p->n)
+        rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: env_ids[%zu] = %d is not in the pool "
+                        "(0..%zu)", i, ids[i], p->n - 1);
+    else if (p->env[ids[i]].mark == now)
+        rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: environment %d is named twice "
+                        "(env_ids[%zu])", ids[i], i);
+    else
+        rc = hive__fail(HIVE_ESTATE, "hive_envpool_send: environment %d (env_ids[%zu]) is "
+                        "busy: sent and not yet received", ids[i], i);
+    for (size_t j = 0; j < i; j++)       /* undo: nothing is sent */
+        p->env[ids[j]].busy = false;
     return rc;
 }
 
