@@ -49,30 +49,35 @@
  * to zero signals the waiter. A batch cheaper than INLINE_NS is stepped by
  * a worker caller alone, with no atomics at all.
  *
- * Async. A finishing environment claims the next position (claim, an
- * atomic counter), writes row pos % B of block (pos / B) % K and counts
- * the block's `filled`; cheap envs of one claim (under TOGETHER_NS a
- * step) do so together once all are stepped, one RMW of each kind for
- * all. recv takes blocks in order once filled == B. An
- * environment is busy from its send until the recv that returns it, so at
- * most num_envs results are on their way: positions stay within the held
- * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
- * blocks never wrap onto a block the user still reads. claim's RMWs are
- * acq_rel, which turns that counting argument into happens-before (see
- * publish). A worker's send of envs cheaper than a hand-off (INLINE_NS of
- * work with those still on their way) steps them at once (step_now),
- * straight into the next rows of the blocks, and the recv after it finds
- * them done: no ring, no claim CAS, no copy of the observation, and -
- * while no ring-sent env is still to be received (`ringed`), so that no
- * other thread can publish - no RMW either.
+ * Async. A worker that finishes environments pushes their results (id,
+ * reward, done; the observation stays in the env's own row) into its own
+ * result ring - one per worker, written by that worker's thread alone,
+ * read by the owner alone: plain stores and one release store of the
+ * tail, no read-modify-write and no line another worker writes (a ring
+ * too full - more than RES_CAP results of one worker not yet gathered -
+ * sends the rest to an overflow stack, by CAS). The owner writes every
+ * row of the batch blocks itself: recv gathers the rings' new entries
+ * (copying each observation from its env's row) into the next rows, in
+ * the order it finds them, until the block it takes next is full; results
+ * the owner steps itself (a recv's own stepping, a cheap send stepped at
+ * once by step_now) go straight into the next rows. So blocks need no
+ * count: the owner knows `ready`. An environment is busy from its send
+ * until the recv that returns it, so at most num_envs results are on
+ * their way: rows stay within the block recv takes next plus
+ * (num_envs - 1) / B blocks ahead, and K = num_envs / B + 3 blocks never
+ * wrap onto the block the user still reads.
  *
- * Waiting: finishers bump `progress` (a futex word) and wake only if the
- * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
- * signal/wait_until). A waiter serves rings first; a waiter that is a
- * worker runs other jobs when none is left; a sync owner, once a look
- * found nothing, polls done() alone, looking again every LOOK_EVERY spins
- * (its reads of the others' claim lines and rings would take the lines
- * their workers claim from).
+ * Waiting: sync finishers bump `progress` (a futex word) and wake only if
+ * the waiter said it sleeps - a store-load pair, seq_cst on both sides
+ * (see signal/wait_until). Async pushers do the same after each push
+ * (wake_owner): with the engine's membarrier the pushers' side is plain
+ * and the sleeper runs the barrier (as the scheduler's wake handshake).
+ * A waiter serves rings first; a waiter that is a worker runs other jobs
+ * when none is left; a sync owner, once a look found nothing, polls
+ * done() alone, looking again every LOOK_EVERY spins (its reads of the
+ * others' claim lines and rings would take the lines their workers claim
+ * from); a recv, once a look found every ring empty, looks no more (only
+ * the owner fills rings).
  *
  * Lines: what workers read at every claim (the pool's sizes, the envs,
  * the batches) is written at creation only; the owner's bookkeeping
@@ -144,10 +149,8 @@ typedef struct env {
     uint32_t              episode;
     unsigned              node;
     unsigned              home;          /* slice (worker index) that steps it */
-    int                   kind;          /* async: step or reset (written at send) */
-    bool                  busy;          /* owner thread only: sent, not yet received */
-    uint64_t              mark;          /* owner thread only: the send that named it last
-                                            (the pool's sends count; see check_ids) */
+    int                   kind;          /* async: step or reset (written at send, only
+                                            when it changes: see the pool's sent) */
     /* async: a result that found its worker's result ring full, on the
      * pool's overflow stack (see push_result): written by the stepper
      * before its release CAS, read by the owner after its acquire */
@@ -264,6 +267,12 @@ struct hive_envpool {
                                             division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
     uint64_t              sends;         /* owner: sends checked so far (check_ids' marks) */
+    /* owner: per env, 0 while idle, else the number of the send that
+     * named it (busy from that send until the recv that returns it) - an
+     * array of the owner's own, not a field of the env's record: the
+     * owner writes it at every send and recv, and a record's line is read
+     * by whoever steps the env, so it stays clean in their caches */
+    uint64_t             *sent;
     /* owner: results placed in the batches and not yet received (recv's
      * block is ready once it reaches batch_size), and where the next one
      * goes (row fill_row of block fill_blk) */
@@ -773,7 +782,12 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
 static void hint_cost(hive_envpool_t *p, uint64_t ns)
 {
     uint32_t v = ns == 0 ? 1 : ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
-    if (atomic_load_explicit(&p->cost_hint, memory_order_relaxed) != v)
+    uint32_t old = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+    /* stored only when it moves by more than an eighth: a turn's time per
+     * env differs by some ns every time, and a store at every turn made
+     * the line cross to every reader (each claim reads it) at every turn */
+    uint32_t diff = v > old ? v - old : old - v;
+    if (old == 0 || diff > old / 8)
         atomic_store_explicit(&p->cost_hint, v, memory_order_relaxed);
 }
 
@@ -800,9 +814,9 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
     float r[MAX_CLAIM];
     int d[MAX_CLAIM];
     unsigned k = claim(s, claim_most(p, most), ids);
-    /* cheap envs (the hint under TOGETHER_NS): published together, the
-     * RMWs would cost about as much as the steps; dearer ones each as it
-     * finishes, so a recv waits for no step it does not need */
+    /* cheap envs (the hint under TOGETHER_NS): published together (one
+     * tail store and one look at the sleeper for all); dearer ones each as
+     * it finishes, so a recv waits for no step it does not need */
     uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
     bool together = hint != 0 && hint < TOGETHER_NS;
     unsigned from = 0;
@@ -1022,8 +1036,7 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
  * batches (owner-only field: `inside` orders owners). A sample is wall
  * time, so a preemption inside it (a loaded machine) would make a 40 ns
  * CartPole step look like microseconds and send the next hundreds of
- * batches through the rings - and keep `ringed` above zero, so even the
- * inline sends paid RMWs. So a sample above twice the estimate is
+ * batches through the rings. So a sample above twice the estimate is
  * believed only when the next one agrees (a preemption seldom hits two
  * samples COST_EVERY batches apart), and then it is the estimate: a real
  * rise - 100 us steps measured first by a cheap reset - is followed two
@@ -1303,6 +1316,7 @@ static void destroy(hive_envpool_t *p)
             free(p->slices[i].res);
         }
     free(p->env);
+    free(p->sent);
     free(p->blocks);
     if (p->shell != NULL)
         shell_unref(p->shell);           /* queued jobs may still hold it */
@@ -1491,7 +1505,8 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     }
     memset(p->env, 0, p->n * sizeof(env_t));
     p->blocks = hive__calloc(p->nblocks, sizeof(block_t));
-    if (p->blocks == NULL) {
+    p->sent = hive__calloc(p->n, sizeof *p->sent);
+    if (p->blocks == NULL || p->sent == NULL) {
         destroy(p);
         return hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate the tables for %zu "
                           "environments", opts->num_envs);
@@ -1681,22 +1696,20 @@ int hive_envpool_step(hive_envpool_t *p, const hive_array_t *actions, hive_envpo
 
 /* Check a send's ids (in the pool, idle, named once) and mark them busy,
  * their kind a step; on a failure nothing stays marked. An env named by
- * this send carries its number in mark, so a second naming is told from
- * a busy env without a pass to clear the marks afterwards (a mark left by
- * an earlier send is a smaller number; 64 bits do not wrap). */
+ * this send carries its number in sent[], so a second naming is told from
+ * a busy env without a pass to clear the marks afterwards (an earlier
+ * send's number is smaller; 64 bits do not wrap). */
 static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
     uint64_t now = ++p->sends;
     size_t i = 0;
     for (; i < n; i++) {
-        if (ids[i] < 0 || (size_t)ids[i] >= p->n)
+        if (ids[i] < 0 || (size_t)ids[i] >= p->n || p->sent[ids[i]] != 0)
             break;
+        p->sent[ids[i]] = now;           /* tentatively */
         env_t *e = &p->env[ids[i]];
-        if (e->busy)
-            break;
-        e->busy = true;                  /* tentatively */
-        e->mark = now;
-        e->kind = KIND_STEP;             /* idle: no stepper reads it now */
+        if (e->kind != KIND_STEP)        /* idle: no stepper reads it now */
+            e->kind = KIND_STEP;
     }
     if (i == n)
         return HIVE_OK;
@@ -1704,14 +1717,14 @@ static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
     if (ids[i] < 0 || (size_t)ids[i] >= p->n)
         rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: env_ids[%zu] = %d is not in the pool "
                         "(0..%zu)", i, ids[i], p->n - 1);
-    else if (p->env[ids[i]].mark == now)
+    else if (p->sent[ids[i]] == now)
         rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: environment %d is named twice "
                         "(env_ids[%zu])", ids[i], i);
     else
         rc = hive__fail(HIVE_ESTATE, "hive_envpool_send: environment %d (env_ids[%zu]) is "
                         "busy: sent and not yet received", ids[i], i);
     for (size_t j = 0; j < i; j++)       /* undo: nothing is sent */
-        p->env[ids[j]].busy = false;
+        p->sent[ids[j]] = 0;
     return rc;
 }
 
@@ -1782,8 +1795,9 @@ int hive_envpool_async_reset(hive_envpool_t *p)
     if (stopping(p))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_async_reset: the engine is "
                                    "shutting down"));
+    p->sends++;
     for (size_t i = 0; i < p->n; i++) {
-        p->env[i].busy = true;
+        p->sent[i] = p->sends;
         p->env[i].kind = KIND_RESET;
     }
     send_ids(p, NULL, p->n, NULL);
@@ -1830,7 +1844,7 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
     for (size_t i = 0; i < p->bsize; i++)
-        p->env[ids[i]].busy = false;
+        p->sent[ids[i]] = 0;
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));
