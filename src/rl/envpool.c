@@ -171,7 +171,9 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     hive__job_t           job;           /* serves the ring (posted to `worker`) */
     struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
     struct shell         *shell;
-    _Atomic int32_t      *ring;          /* async: cap entries, env ids */
+    /* async: cap entries, each an env id (low 32 bits) and, when actions
+     * are 4 bytes or less (act_inline), its action's bytes (high 32) */
+    _Atomic uint64_t     *ring;
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
     int32_t              *home;          /* sync: the ids of its home envs, in id order */
     uint32_t              nhome;
@@ -242,6 +244,9 @@ struct hive_envpool {
     size_t                n, bsize;      /* num_envs, batch_size */
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
     size_t                act_item;      /* bytes of one action element */
+    /* actions of 4 bytes or less travel in the ring entries (push): the
+     * stepper reads no line of the env's block the owner wrote */
+    bool                  act_inline;
     uint64_t              seed;
     env_t                *env;
     shell_t              *shell;         /* the slices' block (see the top) */
@@ -756,8 +761,9 @@ static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost, bool others)
  * (whose step leads, through recv or sync_left, to the owner's next push
  * into our slots) comes after our reads of the slots. relaxed loads of
  * ring entries: a racing overwrite is possible only when the CAS then
- * fails, and its value is then discarded. */
-static unsigned claim(slice_t *s, unsigned most, int32_t *out)
+ * fails, and its value is then discarded. acts[k]: the action bits of
+ * out[k]'s entry (see push). */
+static unsigned claim(slice_t *s, unsigned most, int32_t *out, uint32_t *acts)
 {
     uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
     for (;;) {
@@ -769,8 +775,11 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
         uint64_t avail = t - h, take = (avail + 1) / 2;   /* half: leave some for thieves */
         if (take > most)
             take = most;
-        for (uint64_t k = 0; k < take; k++)
-            out[k] = atomic_load_explicit(&s->ring[(h + k) & s->mask], memory_order_relaxed);
+        for (uint64_t k = 0; k < take; k++) {
+            uint64_t x = atomic_load_explicit(&s->ring[(h + k) & s->mask], memory_order_relaxed);
+            out[k] = (int32_t)(uint32_t)x;
+            acts[k] = (uint32_t)(x >> 32);
+        }
         if (atomic_compare_exchange_weak_explicit(&s->head, &h, h + take, memory_order_acq_rel,
                                                   memory_order_relaxed))
             return (unsigned)take;
@@ -813,7 +822,8 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
     int32_t ids[MAX_CLAIM];
     float r[MAX_CLAIM];
     int d[MAX_CLAIM];
-    unsigned k = claim(s, claim_most(p, most), ids);
+    uint32_t acts[MAX_CLAIM];
+    unsigned k = claim(s, claim_most(p, most), ids, acts);
     /* cheap envs (the hint under TOGETHER_NS): published together (one
      * tail store and one look at the sleeper for all); dearer ones each as
      * it finishes, so a recv waits for no step it does not need */
@@ -828,7 +838,8 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
             /* relaxed: the waiter reads it after the block's acquire */
             atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
         else
-            step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
+            step_env(p, e, e->kind, p->act_inline ? (const void *)&acts[i] : e->act, e->own_obs,
+                     &r[i], &d[i]);
         if (!together) {
             publish(p, out, ids + i, 1, r + i, d + i);
             from = i + 1;
@@ -977,13 +988,21 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
     shell_unref(sh);
 }
 
-/* Push id into its home ring; the owner thread only. The tail is
- * published by publish_tails, once per slice and call. */
-static void push(hive_envpool_t *p, int32_t id)
+/* Push id into its home ring with its action (act; NULL: none, a reset):
+ * in the entry when actions are 4 bytes or less, else copied to the env's
+ * block. The owner thread only. The tail is published by publish_tails,
+ * once per slice and call. */
+static void push(hive_envpool_t *p, int32_t id, const unsigned char *act)
 {
     slice_t *s = &p->slices[p->env[id].home];
+    uint32_t bits = 0;
+    if (act != NULL && p->act_inline)
+        memcpy(&bits, act, p->act_bytes);
+    else if (act != NULL && p->act_bytes)
+        memcpy(p->env[id].act, act, p->act_bytes);
     /* relaxed: published by the tail's release store */
-    atomic_store_explicit(&s->ring[s->ptail & s->mask], id, memory_order_relaxed);
+    atomic_store_explicit(&s->ring[s->ptail & s->mask], (uint64_t)bits << 32 | (uint32_t)id,
+                          memory_order_relaxed);
     s->ptail++;
 }
 
@@ -1492,6 +1511,7 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     p->obs_bytes = obs;
     p->act_bytes = act;
     p->act_item = hive_dtype_size(cls->act_dtype);
+    p->act_inline = act <= sizeof(uint32_t);
     atomic_init(&p->owner_slice, UINT32_MAX);
     p->state_bytes = cls->state_size;
     p->block_bytes = blk ? blk : 64;
@@ -1753,10 +1773,7 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
             note_cost(p, hive__now_ns() - t0, n);
     } else {
         for (size_t i = 0; i < n; i++) {
-            int32_t id = ids ? ids[i] : (int32_t)i;
-            if (acts != NULL && p->act_bytes)
-                memcpy(p->env[id].act, acts + i * p->act_bytes, p->act_bytes);
-            push(p, id);
+            push(p, ids ? ids[i] : (int32_t)i, acts != NULL ? acts + i * p->act_bytes : NULL);
         }
         publish_tails(p);
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
