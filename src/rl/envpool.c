@@ -283,7 +283,7 @@ struct hive_envpool {
      * goes (row fill_row of block fill_blk) */
     size_t                ready;
     size_t                fill_row, fill_blk;
-    /* async results whose worker's result ring was full (push_result): a
+    /* async results whose worker's result ring was full (push_results): a
      * stack of envs, pushed by CAS, taken whole by the owner (exchange) */
     HIVE_ALIGNED _Atomic(env_t *) over;
     HIVE_ALIGNED _Atomic uint32_t sync_left;  /* sync envs still stepping */
@@ -446,7 +446,6 @@ static void place_copy(hive_envpool_t *p, int32_t id, float r, uint8_t d)
  * store was seq_cst and so is this load, against the sleeper's seq_cst
  * store and re-reads (recheck). The orders are constants in each branch:
  * a memory order known only at run time compiles as seq_cst. */
-
 static void wake_owner(hive_envpool_t *p)
 {
     atomic_signal_fence(memory_order_seq_cst);
@@ -835,7 +834,7 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
         d[i] = 0;
         env_t *e = &p->env[ids[i]];
         if (lost)                        /* dropped at shutdown, not stepped */
-            /* relaxed: the waiter reads it after the block's acquire */
+            /* relaxed: the waiter reads it after acquiring the result */
             atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
         else
             step_env(p, e, e->kind, p->act_inline ? (const void *)&acts[i] : e->act, e->own_obs,
