@@ -44,9 +44,9 @@
  * group (its steps in its wall time): the groups in which no thread of
  * the sampler was preempted, so on a machine loaded by others it still
  * shows what the sampler does when it has the cores (hive and pthread rows
- * alike; at >= 10 us a step a group is one batch, and async rows whose
- * groups are fewer than 8 batches print none: a recv may find its batch
- * stepped during the last one, so such a group's time is no sample).
+ * alike; at >= 10 us a step a sync group is one batch, and an async group
+ * is 8 batches at least: a recv may find its batch stepped during the
+ * last one, so a group of a few batches would be no sample).
  */
 #include "shim.h"
 #include "benches.h"
@@ -206,13 +206,14 @@ static int cmp_double(const void *a, const void *b)
 /* The 10th percentile of the group times (0: none); frees them. An async
  * group of a few batches is no sample of the rate: a recv finds results
  * stepped during the last group's recv (the pipeline), so its time can be
- * near zero; such rows print no eff_p10 (some: 0). */
+ * near zero; async groups are therefore P10_MIN_ASYNC_BATCHES batches at
+ * least (group_of). */
 #define P10_MIN_ASYNC_BATCHES 8u
 
-static double groups_p10(groups_t *g, bool some)
+static double groups_p10(groups_t *g)
 {
     double v = 0;
-    if (g->n > 0 && !some) {
+    if (g->n > 0) {
         qsort(g->t, g->n, sizeof *g->t, cmp_double);
         v = g->t[g->n / 10];
     }
@@ -241,16 +242,19 @@ static void report(hb_state *s, env_cfg_t *e, unsigned workers, uint64_t steps, 
 }
 
 /* Batches per timed iteration: about GROUP_NS of single-thread stepping,
- * at least one. A CartPole batch is 0.2-0.4 us of work: two clock reads
+ * at least one (async: P10_MIN_ASYNC_BATCHES, so that every async row has
+ * an eff_p10). A CartPole batch is 0.2-0.4 us of work: two clock reads
  * and the harness's bookkeeping around each batch would be a fifth of
  * what is measured (the raw rate has none), so the hive and pthread rows
- * alike time groups of batches; at >= 10 us a step a group is one batch. */
+ * alike time groups of batches; at >= 10 us a step a sync group is one
+ * batch. */
 #define GROUP_NS 20000.0
 
-static unsigned group_of(env_cfg_t *e, size_t batch)
+static unsigned group_of(env_cfg_t *e, size_t batch, bool async)
 {
     double g = GROUP_NS * raw_rate(e) * 1e-9 / (double)batch;
-    return g < 1 ? 1u : g > 1000 ? 1000u : (unsigned)g;
+    unsigned least = async ? P10_MIN_ASYNC_BATCHES : 1u;
+    return g < least ? least : g > 1000 ? 1000u : (unsigned)g;
 }
 
 /* ------------------------------------------------------------ hive */
@@ -312,7 +316,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
     uint64_t steps = 0;
     double wall = 0;
     int rc = HIVE_OK;
-    unsigned group = group_of(e, batch);
+    unsigned group = group_of(e, batch, async);
     groups_t gt = { 0 };
     double cpu0 = proc_cpu_s(), tcpu0 = thread_cpu_s();
     while (hb_keep_running(s)) {
@@ -338,7 +342,7 @@ static void drive_hive(hive_t *h, hb_state *s, env_cfg_t *e, bool async)
         steps += (uint64_t)group * batch;
     }
     report(s, e, w, steps, wall, proc_cpu_s() - cpu0, thread_cpu_s() - tcpu0,
-           (uint64_t)group * batch, groups_p10(&gt, async && group < P10_MIN_ASYNC_BATCHES));
+           (uint64_t)group * batch, groups_p10(&gt));
     hive_envpool_free(p);
     free(act);
 }
@@ -404,7 +408,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     }
     uint64_t steps = 0;
     double wall = 0;
-    unsigned group = group_of(e, n);
+    unsigned group = group_of(e, n, false);
     groups_t gt = { 0 };
     double cpu0 = proc_cpu_s(), tcpu0 = thread_cpu_s();
     while (hb_keep_running(s)) {
@@ -426,7 +430,7 @@ static void bm_pthread_sync(hb_state *s, env_cfg_t *e)
     for (unsigned t = 1; t < w; t++)
         pthread_join(th[t], NULL);
     report(s, e, w, steps, wall, proc_cpu_s() - cpu0, thread_cpu_s() - tcpu0,
-           (uint64_t)group * n, groups_p10(&gt, false));
+           (uint64_t)group * n, groups_p10(&gt));
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);
@@ -533,7 +537,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
         bids[k] = fifo_take(&p.results);
     uint64_t steps = 0;
     double wall = 0;
-    unsigned group = group_of(e, batch);
+    unsigned group = group_of(e, batch, true);
     groups_t gt = { 0 };
     double cpu0 = proc_cpu_s(), tcpu0 = thread_cpu_s();
     while (hb_keep_running(s)) {
@@ -562,7 +566,7 @@ static void bm_pthread_async(hb_state *s, env_cfg_t *e)
     for (unsigned t = 0; t < w; t++)
         pthread_join(th[t], NULL);
     report(s, e, w, steps, wall, proc_cpu_s() - cpu0, thread_cpu_s() - tcpu0,
-           (uint64_t)group * batch, groups_p10(&gt, group < P10_MIN_ASYNC_BATCHES));
+           (uint64_t)group * batch, groups_p10(&gt));
     for (size_t i = 0; i < n; i++)
         free(p.st[i]);
     free(p.st);

@@ -1,7 +1,8 @@
 /* test_envpool.c - the environment pool (include/hive/envpool.h): sync
  * and async batches, auto-reset, determinism across topologies, states on
  * their nodes, use from inside a task, slice jobs that stand between
- * batches holding no other work back, and every documented refusal. */
+ * batches holding no other work back, actions of every width arriving
+ * intact, and every documented refusal. */
 #include "testutil.h"
 
 #include <sched.h>
@@ -202,6 +203,104 @@ static void test_async_roundtrip(void **state)
         assert_int_equal(hive_envpool_send(p, &a, ids, B), HIVE_OK);
     }
     assert_int_equal(hive_envpool_free(p), HIVE_OK);   /* with steps in flight */
+    assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+/* Echo envs: the observation is the action received. Actions of 4 bytes
+ * or less travel in the ring entries, wider ones through the env's block:
+ * both arrive intact, for every env, through the rings (a user thread's
+ * sends) and stepped at once (a task's cheap sends). */
+static void echo_reset(void *s, uint64_t seed, void *obs)
+{
+    (void)s, (void)seed;
+    memset(obs, 0xff, 12);
+}
+static void echo_step(void *s, const void *a, void *obs, float *r, int *d)
+{
+    (void)s;
+    memcpy(obs, a, *(const int *)s ? 12 : 1);
+    *r = 1.0f;
+    *d = 0;
+}
+static int echo_init_wide(void *s, const void *config, unsigned id)
+{
+    (void)config, (void)id;
+    *(int *)s = 1;
+    return 0;
+}
+static const hive_env_class_t echo_wide = {
+    .name = "echo-wide", .state_size = sizeof(int), .obs_dtype = HIVE_U8, .obs_ndim = 1,
+    .obs_shape = { 12 }, .act_dtype = HIVE_F32, .act_ndim = 1, .act_shape = { 3 },
+    .init = echo_init_wide, .reset = echo_reset, .step = echo_step,
+};
+static const hive_env_class_t echo_narrow = {
+    .name = "echo-narrow", .state_size = sizeof(int), .obs_dtype = HIVE_U8, .obs_ndim = 1,
+    .obs_shape = { 12 }, .act_dtype = HIVE_U8, .reset = echo_reset, .step = echo_step,
+};
+
+static void echo_rounds(hive_t *h, const hive_env_class_t *c, bool wide)
+{
+    enum { N = 8, B = 4 };
+    hive_envpool_t *p = new_pool(h, c, N, B, NULL);
+    assert_int_equal(hive_envpool_async_reset(p), HIVE_OK);
+    hive_envpool_batch_t b;
+    assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+    for (int r = 0; r < 200; r++) {
+        int32_t ids[B];
+        float fa[B][3];
+        uint8_t ua[B];
+        for (size_t i = 0; i < B; i++) {
+            ids[i] = ((const int32_t *)b.env_id.data)[i];
+            for (int k = 0; k < 3; k++)
+                fa[i][k] = (float)(ids[i] * 1000 + r * 3 + k);
+            ua[i] = (uint8_t)(ids[i] * 31 + r);
+        }
+        hive_array_t a = { .data = wide ? (void *)fa : (void *)ua, .dtype = c->act_dtype,
+                           .ndim = 1 + c->act_ndim };
+        a.shape[0] = B;
+        a.strides[0] = wide ? 12 : 1;
+        if (wide) {
+            a.shape[1] = 3;
+            a.strides[1] = 4;
+        }
+        assert_int_equal(hive_envpool_send(p, &a, ids, B), HIVE_OK);
+        /* the other half is on its way too: every result of this round's
+         * sends comes back within two recvs (one may hold the last round's) */
+        uint8_t want[N][12];
+        for (size_t i = 0; i < B; i++)
+            memcpy(want[ids[i]], wide ? (const void *)fa[i] : (const void *)&ua[i], wide ? 12 : 1);
+        assert_int_equal(hive_envpool_recv(p, HIVE_FOREVER, &b), HIVE_OK);
+        for (size_t i = 0; i < B; i++) {
+            int32_t id = ((const int32_t *)b.env_id.data)[i];
+            const uint8_t *o = (const uint8_t *)b.obs.data + 12 * i;
+            bool sent_now = false;
+            for (size_t j = 0; j < B; j++)
+                sent_now |= ids[j] == id;
+            if (sent_now && memcmp(o, want[id], wide ? 12 : 1) != 0)
+                fail_msg("env %d (round %d): the action did not arrive intact", id, r);
+        }
+    }
+    assert_int_equal(hive_envpool_free(p), HIVE_OK);
+}
+
+static int echo_task(hive_ctx_t *ctx)
+{
+    echo_rounds(hive_engine(ctx), &echo_wide, true);
+    echo_rounds(hive_engine(ctx), &echo_narrow, false);
+    return 0;
+}
+
+static void test_actions_arrive(void **state)
+{
+    (void)state;
+    hive_t *h = start("pack:1 numa:1 core:2 pu:1", 0);
+    echo_rounds(h, &echo_wide, true);
+    echo_rounds(h, &echo_narrow, false);
+    hive_ref_t r;
+    const void *v;
+    assert_int_equal(hive_submit(h, echo_task, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, &v, NULL), HIVE_OK);
+    assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
 }
 
@@ -549,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_sync_chunks),
         cmocka_unit_test(test_auto_reset),
         cmocka_unit_test(test_async_roundtrip),
+        cmocka_unit_test(test_actions_arrive),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_states_on_nodes),
         cmocka_unit_test(test_busy_home_worker),

@@ -46,7 +46,9 @@
  * a step of each named environment and returns at once;
  * hive_envpool_recv returns the first batch_size environments to finish,
  * in finishing order, with their ids (cheap envs claimed together, under
- * 0.5 us a step and about 4 us of work in all, finish together). hive_envpool_async_reset starts a
+ * 0.5 us a step and about 4 us of work in all, finish together; results
+ * of different workers that come out during one look of recv's are taken
+ * worker by worker, each worker's in its finishing order). hive_envpool_async_reset starts a
  * reset of every environment the same way. An environment is busy from
  * the send that names it until the recv that returns it.
  *
@@ -54,10 +56,11 @@
  * obs_dtype, reward F32 [n], done U8 [n], env_id I32 [n]. In sync mode
  * the environments write their rows in place (step's obs_out points into
  * the batch); in async mode an environment steps into its own row of the
- * pool and, when it finishes, copies its result into the next free row of
- * the batch being filled (one copy of obs_bytes, by the worker that
- * stepped) - except when a send steps it at once (above): then it writes
- * that row in place. Either way the policy reads the arrays zero-copy. A batch's
+ * pool, the worker that stepped it hands its result to the pool's owner
+ * through a ring of its own (no atomic read-modify-write), and recv
+ * copies it into the next free row of the batch being filled (one copy
+ * of obs_bytes) - except when a send steps it at once (above) or recv's
+ * own thread steps it: then it is written in place. Either way the policy reads the arrays zero-copy. A batch's
  * arrays stay valid and unchanged until the pool's next reset, step or
  * recv call; hive_envpool_free releases them (views must not be used
  * after).

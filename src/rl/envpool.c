@@ -49,30 +49,35 @@
  * to zero signals the waiter. A batch cheaper than INLINE_NS is stepped by
  * a worker caller alone, with no atomics at all.
  *
- * Async. A finishing environment claims the next position (claim, an
- * atomic counter), writes row pos % B of block (pos / B) % K and counts
- * the block's `filled`; cheap envs of one claim (under TOGETHER_NS a
- * step) do so together once all are stepped, one RMW of each kind for
- * all. recv takes blocks in order once filled == B. An
- * environment is busy from its send until the recv that returns it, so at
- * most num_envs results are on their way: positions stay within the held
- * block plus (num_envs - 1) / B + 1 blocks ahead, and K = num_envs / B + 3
- * blocks never wrap onto a block the user still reads. claim's RMWs are
- * acq_rel, which turns that counting argument into happens-before (see
- * publish). A worker's send of envs cheaper than a hand-off (INLINE_NS of
- * work with those still on their way) steps them at once (step_now),
- * straight into the next rows of the blocks, and the recv after it finds
- * them done: no ring, no claim CAS, no copy of the observation, and -
- * while no ring-sent env is still to be received (`ringed`), so that no
- * other thread can publish - no RMW either.
+ * Async. A worker that finishes environments pushes their results (id,
+ * reward, done; the observation stays in the env's own row) into its own
+ * result ring - one per worker, written by that worker's thread alone,
+ * read by the owner alone: plain stores and one release store of the
+ * tail, no read-modify-write and no line another worker writes (a ring
+ * too full - more than RES_CAP results of one worker not yet gathered -
+ * sends the rest to an overflow stack, by CAS). The owner writes every
+ * row of the batch blocks itself: recv gathers the rings' new entries
+ * (copying each observation from its env's row) into the next rows, in
+ * the order it finds them, until the block it takes next is full; results
+ * the owner steps itself (a recv's own stepping, a cheap send stepped at
+ * once by step_now) go straight into the next rows. So blocks need no
+ * count: the owner knows `ready`. An environment is busy from its send
+ * until the recv that returns it, so at most num_envs results are on
+ * their way: rows stay within the block recv takes next plus
+ * (num_envs - 1) / B blocks ahead, and K = num_envs / B + 3 blocks never
+ * wrap onto the block the user still reads.
  *
- * Waiting: finishers bump `progress` (a futex word) and wake only if the
- * waiter said it sleeps - a store-load pair, seq_cst on both sides (see
- * signal/wait_until). A waiter serves rings first; a waiter that is a
- * worker runs other jobs when none is left; a sync owner, once a look
- * found nothing, polls done() alone, looking again every LOOK_EVERY spins
- * (its reads of the others' claim lines and rings would take the lines
- * their workers claim from).
+ * Waiting: sync finishers bump `progress` (a futex word) and wake only if
+ * the waiter said it sleeps - a store-load pair, seq_cst on both sides
+ * (see signal/wait_until). Async pushers do the same after each push
+ * (wake_owner): with the engine's membarrier the pushers' side is plain
+ * and the sleeper runs the barrier (as the scheduler's wake handshake).
+ * A waiter serves rings first; a waiter that is a worker runs other jobs
+ * when none is left; a sync owner, once a look found nothing, polls
+ * done() alone, looking again every LOOK_EVERY spins (its reads of the
+ * others' claim lines and rings would take the lines their workers claim
+ * from); a recv, once a look found every ring empty, looks no more (only
+ * the owner fills rings).
  *
  * Lines: what workers read at every claim (the pool's sizes, the envs,
  * the batches) is written at creation only; the owner's bookkeeping
@@ -116,6 +121,12 @@
  * step, large enough that its one fetch_add is ~1% of it */
 #define SYNC_CHUNK_NS 1000.0
 #define TOGETHER_NS 500u                 /* async: cheaper envs of a claim are published together */
+/* async: a worker's result ring holds num_envs results, this many at most
+ * (more go to the overflow stack: see push_results) */
+#define RES_CAP    hive__envpool_res_cap
+/* For tests: RES_CAP (a power of two), read at hive_envpool_new; small
+ * values make the overflow stack carry results. */
+unsigned hive__envpool_res_cap = 1024;
 /* a slice job with nothing left stands this long, watching its slice,
  * before it ends (see stand); it looks at the clock and for other jobs
  * every STAND_LOOK spins */
@@ -138,12 +149,21 @@ typedef struct env {
     uint32_t              episode;
     unsigned              node;
     unsigned              home;          /* slice (worker index) that steps it */
-    int                   kind;          /* async: step or reset (written at send) */
-    bool                  busy;          /* owner thread only: sent, not yet received */
-    bool                  mark;          /* owner thread only: named by the send being checked */
-    bool                  ringed;        /* owner thread only: sent through a ring, not yet
-                                            received (see the pool's ringed) */
+    int                   kind;          /* async: step or reset (written at send, only
+                                            when it changes: see the pool's sent) */
+    /* async: a result that found its worker's result ring full, on the
+     * pool's overflow stack (see push_result): written by the stepper
+     * before its release CAS, read by the owner after its acquire */
+    struct env           *onext;
+    float                 oreward;
+    uint8_t               odone;
 } HIVE_ALIGNED env_t;
+
+typedef struct result {                  /* one async result in a worker's result ring */
+    int32_t               id;
+    float                 reward;
+    uint32_t              done;
+} result_t;
 
 struct shell;
 
@@ -151,7 +171,9 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     hive__job_t           job;           /* serves the ring (posted to `worker`) */
     struct hive_envpool  *pool;          /* touched by the job only while the pool lives */
     struct shell         *shell;
-    _Atomic int32_t      *ring;          /* async: cap entries, env ids */
+    /* async: cap entries, each an env id (low 32 bits) and, when actions
+     * are 4 bytes or less (act_inline), its action's bytes (high 32) */
+    _Atomic uint64_t     *ring;
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
     int32_t              *home;          /* sync: the ids of its home envs, in id order */
     uint32_t              nhome;
@@ -177,6 +199,20 @@ typedef struct slice {                   /* one per worker: its envs waiting for
      * apart from go's: the home worker claims from it, and nobody else
      * reads it unless it is late, so its claims hit its own cache */
     HIVE_ALIGNED _Atomic uint64_t taken;
+    /* async: the results worker `worker` stepped (from whichever slice),
+     * for the owner to gather into the batches (gather): one producer -
+     * the worker's thread (a spare thread that becomes the worker runs
+     * only while the other waits in a join) - and one consumer, the
+     * owner. rtail: results pushed, a release store per push, no RMW;
+     * rseen: the producer's last look at rhead. */
+    result_t             *res;
+    uint64_t              rmask;         /* rcap - 1 */
+    HIVE_ALIGNED _Atomic uint64_t rtail;
+    uint64_t              rseen;
+    /* results gathered (the owner; release, read by the producer only
+     * when its ring looks full) - a line of its own, so that the owner's
+     * store does not take away the line the producer pushes to */
+    HIVE_ALIGNED _Atomic uint64_t rhead;
 } HIVE_ALIGNED slice_t;
 
 typedef struct shell {                   /* what a job may touch after its pool is freed */
@@ -196,7 +232,6 @@ static void shell_unref(shell_t *sh)
 typedef struct block {                   /* one async batch */
     hive_envpool_batch_t  b;
     hive_ref_t            refs[4];
-    HIVE_ALIGNED _Atomic uint32_t filled;
 } block_t;
 
 struct hive_envpool {
@@ -209,6 +244,9 @@ struct hive_envpool {
     size_t                n, bsize;      /* num_envs, batch_size */
     size_t                obs_bytes, act_bytes, state_bytes, block_bytes;
     size_t                act_item;      /* bytes of one action element */
+    /* actions of 4 bytes or less travel in the ring entries (push): the
+     * stepper reads no line of the env's block the owner wrote */
+    bool                  act_inline;
     uint64_t              seed;
     env_t                *env;
     shell_t              *shell;         /* the slices' block (see the top) */
@@ -233,18 +271,21 @@ struct hive_envpool {
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
     size_t                inflight;      /* owner: results sent and not received */
-    /* owner: envs sent through the rings and not yet received. While it
-     * is 0 nobody but the owner can touch claim or a block's filled: every
-     * result another thread published has been received, and so acquired
-     * (block_ready), and nothing is left for one to take; a ring push's
-     * release of the tail orders the owner's plain writes before the next
-     * publisher's RMWs. So step_now writes them without RMWs then. */
-    size_t                ringed;
-    /* owner: where step_now's next position falls, if it is next_pos
-     * (the common case: no other publisher since), to spare two divisions */
-    uint64_t              next_pos;
-    size_t                next_row, next_blk;
-    HIVE_ALIGNED _Atomic uint64_t claim;      /* async positions handed out */
+    uint64_t              sends;         /* owner: sends checked so far (check_ids' marks) */
+    /* owner: per env, 0 while idle, else the number of the send that
+     * named it (busy from that send until the recv that returns it) - an
+     * array of the owner's own, not a field of the env's record: the
+     * owner writes it at every send and recv, and a record's line is read
+     * by whoever steps the env, so it stays clean in their caches */
+    uint64_t             *sent;
+    /* owner: results placed in the batches and not yet received (recv's
+     * block is ready once it reaches batch_size), and where the next one
+     * goes (row fill_row of block fill_blk) */
+    size_t                ready;
+    size_t                fill_row, fill_blk;
+    /* async results whose worker's result ring was full (push_results): a
+     * stack of envs, pushed by CAS, taken whole by the owner (exchange) */
+    HIVE_ALIGNED _Atomic(env_t *) over;
     HIVE_ALIGNED _Atomic uint32_t sync_left;  /* sync envs still stepping */
     HIVE_ALIGNED _Atomic uint32_t progress;   /* futex word: bumped at every signal */
     _Atomic uint32_t      sleeping;           /* the waiter sleeps on progress */
@@ -332,8 +373,9 @@ static bool stopping(hive_envpool_t *p)
 /* ------------------------------------------------------------ stepping */
 
 /* One step (or reset) of e, auto-reset included, into obs. */
-static void step_env(hive_envpool_t *p, env_t *e, int kind, const void *act, unsigned char *obs,
-                     float *r, int *d)
+static inline __attribute__((always_inline)) void step_env(hive_envpool_t *p, env_t *e, int kind,
+                                                          const void *act, unsigned char *obs,
+                                                          float *r, int *d)
 {
     *r = 0;
     *d = 0;
@@ -359,75 +401,170 @@ static void signal_waiter(hive_envpool_t *p)
         hive__futex_wake(&p->progress, 1);
 }
 
-/* Async results are out: the k envs ids[] (their observations in their
- * own rows, rewards r[], dones d[]) into the next k rows of the batches
- * being filled - one claim of k positions and one count per block
- * touched, not two RMWs per env. */
-static void publish(hive_envpool_t *p, const int32_t *ids, unsigned k, const float *r,
-                    const int *d)
+/* The owner's end of the async results. Every row of the batch blocks is
+ * written by the owner alone - results it stepped itself (step_now, a
+ * recv's own stepping) go straight in, those of other workers are gathered
+ * from their result rings (gather) - so a block needs no count and no
+ * claim of positions: the owner keeps `ready` (rows placed, not yet
+ * received) and the next row (fill_row of fill_blk). Rows stay within the
+ * block recv takes next plus (num_envs - 1) / B blocks ahead (ready <=
+ * inflight <= num_envs), and K = num_envs / B + 3 blocks never wrap onto
+ * the block the user still reads. */
+
+/* The next row for a result (env id, reward r, done d); returns where its
+ * observation goes. Owner only. */
+static unsigned char *place(hive_envpool_t *p, int32_t id, float r, uint8_t d)
 {
-    /* acq_rel: besides unique positions, the happens-before that makes
-     * reusing a block safe. A position of a block's next round is claimed
-     * only after positions of envs sent after the owner finished reading
-     * that block were claimed (see the top: older envs alone cannot reach
-     * that far) - by an earlier RMW on claim, or by this very one, whose
-     * claimer took such an env from its ring after the owner's send - so
-     * the owner's last read (and its reset of filled) comes before these
-     * writes. */
-    uint64_t pos = atomic_fetch_add_explicit(&p->claim, k, memory_order_acq_rel);
-    for (unsigned i = 0; i < k;) {
-        block_t *bl = &p->blocks[((pos + i) / p->bsize) % p->nblocks];
-        size_t row = (size_t)((pos + i) % p->bsize), n = p->bsize - row;
-        if (n > k - i)
-            n = k - i;
-        for (size_t j = 0; j < n; j++, i++) {
-            env_t *e = &p->env[ids[i]];
-            if (p->obs_bytes)
-                memcpy((unsigned char *)bl->b.obs.data + (row + j) * p->obs_bytes, e->own_obs,
-                       p->obs_bytes);
-            ((float *)bl->b.reward.data)[row + j] = r[i];
-            ((uint8_t *)bl->b.done.data)[row + j] = (uint8_t)d[i];
-            ((int32_t *)bl->b.env_id.data)[row + j] = e->id;
-        }
-        /* seq_cst: release of these rows to recv's acquire of filled == B
-         * (the RMWs form one release sequence), and ordered before
-         * signal's read */
-        if (atomic_fetch_add_explicit(&bl->filled, (uint32_t)n, memory_order_seq_cst) + n ==
-            p->bsize)
-            signal_waiter(p);
+    block_t *bl = &p->blocks[p->fill_blk];
+    size_t row = p->fill_row;
+    ((float *)bl->b.reward.data)[row] = r;
+    ((uint8_t *)bl->b.done.data)[row] = d;
+    ((int32_t *)bl->b.env_id.data)[row] = id;
+    if (++p->fill_row == p->bsize) {
+        p->fill_row = 0;
+        p->fill_blk = p->fill_blk + 1 == p->nblocks ? 0 : p->fill_blk + 1;
+    }
+    p->ready++;
+    return (unsigned char *)bl->b.obs.data + row * p->obs_bytes;
+}
+
+/* A result stepped into its env's own row, placed: its observation copied. */
+static void place_copy(hive_envpool_t *p, int32_t id, float r, uint8_t d)
+{
+    unsigned char *obs = place(p, id, r, d);
+    if (p->obs_bytes)
+        memcpy(obs, p->env[id].own_obs, p->obs_bytes);
+}
+
+/* A worker pushed results: wake the owner if it sleeps (the pushers' half
+ * of the store-load pair with wait_until's sleep). asym (the engine's
+ * private expedited membarrier works): the push's release store, a
+ * compiler barrier and a relaxed load - the sleeper's membarrier runs a
+ * full barrier on this CPU, so either our store is visible to its re-check
+ * or our load sees its sleeping (as the scheduler's own wake handshake,
+ * sched.c); no fence here, so a push waits for no line. Else the push's
+ * store was seq_cst and so is this load, against the sleeper's seq_cst
+ * store and re-reads (recheck). The orders are constants in each branch:
+ * a memory order known only at run time compiles as seq_cst. */
+static void wake_owner(hive_envpool_t *p)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    bool asleep = p->h->sched.asym ? atomic_load_explicit(&p->sleeping, memory_order_relaxed) != 0
+                                   : atomic_load_explicit(&p->sleeping, memory_order_seq_cst) != 0;
+    if (asleep) {
+        /* seq_cst: the futex word changes before the wake */
+        atomic_fetch_add_explicit(&p->progress, 1, memory_order_seq_cst);
+        hive__futex_wake(&p->progress, 1);
     }
 }
 
+/* Results of worker `out` (the stepping worker's slice): the k envs ids[]
+ * (their observations in their own rows, rewards r[], dones d[]) into its
+ * result ring - plain stores of the entries and one release store of the
+ * tail, no read-modify-write, on lines only this worker writes. A ring
+ * too full for them (the owner has not gathered: more than a ring of
+ * results of one worker on their way) sends the rest to the pool's
+ * overflow stack, each env its own node (an env has at most one result on
+ * its way), by CAS. */
+static void push_results(hive_envpool_t *p, slice_t *out, const int32_t *ids, unsigned k,
+                         const float *r, const int *d)
+{
+    /* relaxed: this thread is the ring's only writer */
+    uint64_t t = atomic_load_explicit(&out->rtail, memory_order_relaxed), cap = out->rmask + 1;
+    if (t + k - out->rseen > cap)
+        /* acquire: the owner's reads of the entries it gathered come
+         * before our overwrites of them */
+        out->rseen = atomic_load_explicit(&out->rhead, memory_order_acquire);
+    unsigned i = 0;
+    for (; i < k && t - out->rseen < cap; i++, t++) {
+        result_t *x = &out->res[t & out->rmask];
+        x->id = ids[i];
+        x->reward = r[i];
+        x->done = (uint32_t)d[i];
+    }
+    /* release: the entries and the envs' own rows to gather's acquire
+     * (seq_cst without asym: see wake_owner) */
+    if (i > 0 && p->h->sched.asym)
+        atomic_store_explicit(&out->rtail, t, memory_order_release);
+    else if (i > 0)
+        atomic_store_explicit(&out->rtail, t, memory_order_seq_cst);
+    for (; i < k; i++) {
+        env_t *e = &p->env[ids[i]];
+        e->oreward = r[i];
+        e->odone = (uint8_t)d[i];
+        env_t *top = atomic_load_explicit(&p->over, memory_order_relaxed);
+        do
+            e->onext = top;
+        /* release: the env's result and row to gather's acquire exchange;
+         * seq_cst: also the pushers' store of the pair without asym (see
+         * wake_owner) - a locked instruction either way on x86, and the
+         * overflow is no fast path */
+        while (!atomic_compare_exchange_weak_explicit(&p->over, &top, e, memory_order_seq_cst,
+                                                      memory_order_relaxed));
+    }
+    wake_owner(p);
+}
+
+/* Async results are out: into the owner's batches (out NULL: the caller
+ * is the owner) or worker out's result ring. */
+static void publish(hive_envpool_t *p, slice_t *out, const int32_t *ids, unsigned k,
+                    const float *r, const int *d)
+{
+    if (out != NULL) {
+        push_results(p, out, ids, k, r, d);
+        return;
+    }
+    for (unsigned i = 0; i < k; i++)
+        place_copy(p, ids[i], r[i], (uint8_t)d[i]);
+}
+
+/* The owner takes every result the workers pushed into the batches: each
+ * result ring's new entries (acquire on its tail, release of its head for
+ * the producer's reuse), then the overflow stack, whole. */
+static void gather(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++) {
+        slice_t *s = &p->slices[i];
+        /* acquire: the entries and the envs' rows (see push_results) */
+        uint64_t t = atomic_load_explicit(&s->rtail, memory_order_acquire);
+        /* relaxed: the owner is rhead's only writer */
+        uint64_t h = atomic_load_explicit(&s->rhead, memory_order_relaxed);
+        if (h == t)
+            continue;
+        for (; h < t; h++) {
+            const result_t *x = &s->res[h & s->rmask];
+            place_copy(p, x->id, x->reward, (uint8_t)x->done);
+        }
+        /* release: our reads of the entries before the producer's reuse */
+        atomic_store_explicit(&s->rhead, t, memory_order_release);
+    }
+    /* relaxed: a look; the exchange acquires what it takes */
+    if (atomic_load_explicit(&p->over, memory_order_relaxed) != NULL) {
+        env_t *e = atomic_exchange_explicit(&p->over, NULL, memory_order_acquire);
+        for (; e != NULL; e = e->onext)
+            place_copy(p, e->id, e->oreward, e->odone);
+    }
+}
+
+/* The sleeper's re-read of what the pushers store (without asym: see
+ * wake_owner): seq_cst loads, after its seq_cst store of sleeping; the
+ * gather after them reads values at least as new (read-read coherence). */
+static void recheck(hive_envpool_t *p)
+{
+    for (unsigned i = 0; i < p->nslices; i++)
+        (void)atomic_load_explicit(&p->slices[i].rtail, memory_order_seq_cst);
+    (void)atomic_load_explicit(&p->over, memory_order_seq_cst);
+}
+
 /* Step the envs ids[0..n) now, on the owner's thread, straight into the
- * next n rows of the batches being filled (each observation written in
- * its row: no copy from the env's own row): a worker's send of envs
- * cheaper than a hand-off (all_inline), so the recv after it finds them
- * done. acts: the send's actions, row k for ids[k] (NULL: the kind each
- * env was given, its action in its own row). One claim of n positions and
- * one count per block touched. No signal: the owner is the pool's only
- * waiter, and it is here. The claim's acq_rel is publish's (other
- * participants may publish beside us); release on filled: our rows before
- * the count, for the owner's own acquire of filled == B. */
+ * next n rows of the batches (each observation written in its row: no
+ * copy from the env's own row): a worker's send of envs cheaper than a
+ * hand-off (all_inline), so the recv after it finds them done. acts: the
+ * send's actions, row k for ids[k] (NULL: the kind each env was given,
+ * its action in its own row). No atomics: the owner writes every row. */
 static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsigned char *acts)
 {
-    uint64_t pos;
-    bool alone = p->ringed == 0;
-    if (alone) {
-        /* relaxed: nobody else writes claim now (see ringed) */
-        pos = atomic_load_explicit(&p->claim, memory_order_relaxed);
-        atomic_store_explicit(&p->claim, pos + n, memory_order_relaxed);
-    } else {
-        pos = atomic_fetch_add_explicit(&p->claim, n, memory_order_acq_rel);
-    }
-    size_t row, blk;
-    if (pos == p->next_pos && pos != 0) {
-        row = p->next_row;
-        blk = p->next_blk;
-    } else {
-        uint64_t q = pos / p->bsize;
-        row = (size_t)(pos - q * p->bsize);
-        blk = (size_t)(q % p->nblocks);
-    }
+    size_t row = p->fill_row, blk = p->fill_blk;
     const size_t ob = p->obs_bytes, ab = p->act_bytes;
     for (size_t i = 0; i < n;) {
         block_t *bl = &p->blocks[blk];
@@ -445,24 +582,15 @@ static void step_now(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
             dn[j] = (uint8_t)d;
             id[j] = e->id;
         }
-        if (alone)
-            /* release: our rows before the count (the owner itself reads
-             * it; a later publisher's RMW is ordered by the tail's release) */
-            atomic_store_explicit(&bl->filled,
-                                  atomic_load_explicit(&bl->filled, memory_order_relaxed) +
-                                      (uint32_t)m,
-                                  memory_order_release);
-        else
-            atomic_fetch_add_explicit(&bl->filled, (uint32_t)m, memory_order_release);
         row += m;
         if (row == p->bsize) {
             row = 0;
             blk = blk + 1 == p->nblocks ? 0 : blk + 1;
         }
     }
-    p->next_pos = pos + n;
-    p->next_row = row;
-    p->next_blk = blk;
+    p->fill_row = row;
+    p->fill_blk = blk;
+    p->ready += n;
 }
 
 /* ------------------------------------------------------------ sync chunks */
@@ -632,8 +760,9 @@ static size_t serve_sync(hive_envpool_t *p, unsigned me, bool lost, bool others)
  * (whose step leads, through recv or sync_left, to the owner's next push
  * into our slots) comes after our reads of the slots. relaxed loads of
  * ring entries: a racing overwrite is possible only when the CAS then
- * fails, and its value is then discarded. */
-static unsigned claim(slice_t *s, unsigned most, int32_t *out)
+ * fails, and its value is then discarded. acts[k]: the action bits of
+ * out[k]'s entry (see push). */
+static unsigned claim(slice_t *s, unsigned most, int32_t *out, uint32_t *acts)
 {
     uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
     for (;;) {
@@ -645,8 +774,11 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
         uint64_t avail = t - h, take = (avail + 1) / 2;   /* half: leave some for thieves */
         if (take > most)
             take = most;
-        for (uint64_t k = 0; k < take; k++)
-            out[k] = atomic_load_explicit(&s->ring[(h + k) & s->mask], memory_order_relaxed);
+        for (uint64_t k = 0; k < take; k++) {
+            uint64_t x = atomic_load_explicit(&s->ring[(h + k) & s->mask], memory_order_relaxed);
+            out[k] = (int32_t)(uint32_t)x;
+            acts[k] = (uint32_t)(x >> 32);
+        }
         if (atomic_compare_exchange_weak_explicit(&s->head, &h, h + take, memory_order_acq_rel,
                                                   memory_order_relaxed))
             return (unsigned)take;
@@ -658,7 +790,12 @@ static unsigned claim(slice_t *s, unsigned most, int32_t *out)
 static void hint_cost(hive_envpool_t *p, uint64_t ns)
 {
     uint32_t v = ns == 0 ? 1 : ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
-    if (atomic_load_explicit(&p->cost_hint, memory_order_relaxed) != v)
+    uint32_t old = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+    /* stored only when it moves by more than an eighth: a turn's time per
+     * env differs by some ns every time, and a store at every turn made
+     * the line cross to every reader (each claim reads it) at every turn */
+    uint32_t diff = v > old ? v - old : old - v;
+    if (old == 0 || diff > old / 8)
         atomic_store_explicit(&p->cost_hint, v, memory_order_relaxed);
 }
 
@@ -674,19 +811,21 @@ static unsigned claim_most(hive_envpool_t *p, unsigned most)
     return m ? m : 1;
 }
 
-/* One claim from slice s, stepped (lost: dropped) and published: cheap
- * envs together once all are stepped (a claim is about CHUNK_NS of work:
- * a result waits that long at most), dearer ones one by one. Returns the
- * entries taken. */
-static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost)
+/* One claim from slice s, stepped (lost: dropped) and published (out:
+ * the stepping worker's slice, whose result ring takes them; NULL: the
+ * owner, who places them itself): cheap envs together once all are
+ * stepped (a claim is about CHUNK_NS of work: a result waits that long at
+ * most), dearer ones one by one. Returns the entries taken. */
+static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lost, slice_t *out)
 {
     int32_t ids[MAX_CLAIM];
     float r[MAX_CLAIM];
     int d[MAX_CLAIM];
-    unsigned k = claim(s, claim_most(p, most), ids);
-    /* cheap envs (the hint under TOGETHER_NS): published together, the
-     * RMWs would cost about as much as the steps; dearer ones each as it
-     * finishes, so a recv waits for no step it does not need */
+    uint32_t acts[MAX_CLAIM];
+    unsigned k = claim(s, claim_most(p, most), ids, acts);
+    /* cheap envs (the hint under TOGETHER_NS): published together (one
+     * tail store and one look at the sleeper for all); dearer ones each as
+     * it finishes, so a recv waits for no step it does not need */
     uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);   /* a hint */
     bool together = hint != 0 && hint < TOGETHER_NS;
     unsigned from = 0;
@@ -695,28 +834,30 @@ static unsigned serve_once(hive_envpool_t *p, slice_t *s, unsigned most, bool lo
         d[i] = 0;
         env_t *e = &p->env[ids[i]];
         if (lost)                        /* dropped at shutdown, not stepped */
-            /* relaxed: the waiter reads it after the block's acquire */
+            /* relaxed: the waiter reads it after acquiring the result */
             atomic_store_explicit(&p->shut, 1, memory_order_relaxed);
         else
-            step_env(p, e, e->kind, e->act, e->own_obs, &r[i], &d[i]);
+            step_env(p, e, e->kind, p->act_inline ? (const void *)&acts[i] : e->act, e->own_obs,
+                     &r[i], &d[i]);
         if (!together) {
-            publish(p, ids + i, 1, r + i, d + i);
+            publish(p, out, ids + i, 1, r + i, d + i);
             from = i + 1;
         }
     }
     if (k > from)
-        publish(p, ids + from, k - from, r + from, d + from);
+        publish(p, out, ids + from, k - from, r + from, d + from);
     return k;
 }
 
 /* Serve async rings until none has anything: slice `me` first, then the
- * others nearest first (me's steal order). lost: drop instead of stepping. */
-static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost)
+ * others nearest first (me's steal order). lost: drop instead of stepping;
+ * out: as serve_once's. */
+static size_t serve_all(hive_envpool_t *p, unsigned me, bool lost, slice_t *out)
 {
     const unsigned *ord = p->order + (size_t)me * p->nslices;
     size_t total = 0;
     for (unsigned k = 0; k < p->nslices;) {
-        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost);
+        unsigned got = serve_once(p, &p->slices[ord[k]], MAX_CLAIM, lost, out);
         if (got == 0) {
             k++;
             continue;
@@ -805,7 +946,9 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         for (;;) {
             bool lost = stopping(p);
             uint64_t t0 = hive__now_ns();
-            size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost);
+            /* results into the ring of the worker running us (not of
+             * slice me: a job may run on another worker than its own) */
+            size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost, &p->slices[w->index]);
             if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
@@ -844,13 +987,21 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
     shell_unref(sh);
 }
 
-/* Push id into its home ring; the owner thread only. The tail is
- * published by publish_tails, once per slice and call. */
-static void push(hive_envpool_t *p, int32_t id)
+/* Push id into its home ring with its action (act; NULL: none, a reset):
+ * in the entry when actions are 4 bytes or less, else copied to the env's
+ * block. The owner thread only. The tail is published by publish_tails,
+ * once per slice and call. */
+static void push(hive_envpool_t *p, int32_t id, const unsigned char *act)
 {
     slice_t *s = &p->slices[p->env[id].home];
+    uint32_t bits = 0;
+    if (act != NULL && p->act_inline)
+        memcpy(&bits, act, p->act_bytes);
+    else if (act != NULL && p->act_bytes)
+        memcpy(p->env[id].act, act, p->act_bytes);
     /* relaxed: published by the tail's release store */
-    atomic_store_explicit(&s->ring[s->ptail & s->mask], id, memory_order_relaxed);
+    atomic_store_explicit(&s->ring[s->ptail & s->mask], (uint64_t)bits << 32 | (uint32_t)id,
+                          memory_order_relaxed);
     s->ptail++;
 }
 
@@ -903,8 +1054,7 @@ static void post_slices(hive_envpool_t *p, unsigned skip, bool every)
  * batches (owner-only field: `inside` orders owners). A sample is wall
  * time, so a preemption inside it (a loaded machine) would make a 40 ns
  * CartPole step look like microseconds and send the next hundreds of
- * batches through the rings - and keep `ringed` above zero, so even the
- * inline sends paid RMWs. So a sample above twice the estimate is
+ * batches through the rings. So a sample above twice the estimate is
  * believed only when the next one agrees (a preemption seldom hits two
  * samples COST_EVERY batches apart), and then it is the estimate: a real
  * rise - 100 us steps measured first by a cheap reset - is followed two
@@ -973,6 +1123,8 @@ static void note_owner(hive_envpool_t *p, unsigned me)
 
 /* ------------------------------------------------------------ waiting */
 
+static bool block_ready(void *arg);
+
 /* Wait until done(p) or the deadline (deadline 0: none). HIVE_OK or
  * HIVE_ETIMEDOUT. Serve rings meanwhile (own slice first; dropping the
  * ids once the engine stops, so the wait ends); on a worker, run other
@@ -997,6 +1149,10 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
      * its own share first gives the other workers, which got theirs a
      * hand-off later, that long before it reads their lines to steal */
     unsigned idle = grace ? 1 : 0;
+    /* a recv whose look found every ring empty looks no more: only the
+     * owner (here, waiting) puts ids in rings, so none can come, and a
+     * look at a ring reads the head line its worker claims from */
+    bool async = done == block_ready, drained = false;
     while (!done(p)) {
         /* A sync owner (grace), between two looks for work once a look
          * found none, polls done() alone: a look reads the other slices'
@@ -1018,11 +1174,12 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * waiter takes what is left without stepping it, so the wait ends.
          * A user thread otherwise only waits (its timeout holds). */
         bool lost = stopping(p), got = false;
-        if (w != NULL || lost) {
+        if ((w != NULL || lost) && !drained) {
             size_t m = serve_sync(p, me == UINT32_MAX ? 0 : me, lost, true);
             for (unsigned k = 0; k < p->nslices && m == 0; k++)
-                m = serve_once(p, &p->slices[ord[k]], most, lost);
+                m = serve_once(p, &p->slices[ord[k]], most, lost, NULL);
             got = m != 0;
+            drained = async && !got;
             served += m;
             timing = timing && !lost;
         }
@@ -1057,6 +1214,14 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
          * the finisher sees sleeping, or our re-check sees its result */
         uint32_t v = atomic_load_explicit(&p->progress, memory_order_seq_cst);
         atomic_store_explicit(&p->sleeping, 1, memory_order_seq_cst);
+        if (async && !hive__sched_membarrier(&p->h->sched)) {
+            /* the pair with wake_owner: with asym, the membarrier; else
+             * seq_cst re-reads of the pushers' stores. asym but the call
+             * failed: a pusher's plain side is not ordered, so nap */
+            recheck(p);
+            if (p->h->sched.asym && nap > HELP_NAP_NS)
+                nap = HELP_NAP_NS;
+        }
         if (!done(p))
             hive__futex_wait(&p->progress, v, (int64_t)nap);
         atomic_store_explicit(&p->sleeping, 0, memory_order_relaxed);
@@ -1073,12 +1238,14 @@ static bool sync_done(void *arg)
     return atomic_load_explicit(&p->sync_left, memory_order_seq_cst) == 0;
 }
 
+/* recv's batch is placed: the owner's count, else after a gather. */
 static bool block_ready(void *arg)
 {
     hive_envpool_t *p = arg;
-    block_t *bl = &p->blocks[p->recv_blk];
-    /* seq_cst: acquires the rows (see publish) and pairs with signal */
-    return atomic_load_explicit(&bl->filled, memory_order_seq_cst) == p->bsize;
+    if (p->ready >= p->bsize)
+        return true;
+    gather(p);
+    return p->ready >= p->bsize;
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1164,8 +1331,10 @@ static void destroy(hive_envpool_t *p)
         {
             free((void *)p->slices[i].ring);
             free(p->slices[i].home);
+            free(p->slices[i].res);
         }
     free(p->env);
+    free(p->sent);
     free(p->blocks);
     if (p->shell != NULL)
         shell_unref(p->shell);           /* queued jobs may still hold it */
@@ -1281,7 +1450,15 @@ static int make_slices(hive_envpool_t *p, const unsigned *env_worker)
         sl->mask = cap - 1;
         sl->ring = hive__calloc(cap, sizeof *sl->ring);
         sl->home = hive__calloc(home_n[i] ? home_n[i] : 1, sizeof *sl->home);
-        if (sl->ring == NULL || sl->home == NULL) {
+        /* a result ring of num_envs entries never fills (an env has one
+         * result on its way at most); past RES_CAP the overflow stack
+         * takes what does not fit (push_results) */
+        uint64_t rcap = 1;
+        while (rcap < p->n && rcap < RES_CAP)
+            rcap *= 2;
+        sl->rmask = rcap - 1;
+        sl->res = hive__calloc(rcap, sizeof *sl->res);
+        if (sl->ring == NULL || sl->home == NULL || sl->res == NULL) {
             rc = hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate a ring of %llu ids "
                             "and a list of %zu", (unsigned long long)cap, home_n[i]);
             goto out;
@@ -1333,6 +1510,7 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     p->obs_bytes = obs;
     p->act_bytes = act;
     p->act_item = hive_dtype_size(cls->act_dtype);
+    p->act_inline = act <= sizeof(uint32_t);
     atomic_init(&p->owner_slice, UINT32_MAX);
     p->state_bytes = cls->state_size;
     p->block_bytes = blk ? blk : 64;
@@ -1346,7 +1524,8 @@ int hive_envpool_new(hive_t *h, const hive_env_class_t *cls, const hive_envpool_
     }
     memset(p->env, 0, p->n * sizeof(env_t));
     p->blocks = hive__calloc(p->nblocks, sizeof(block_t));
-    if (p->blocks == NULL) {
+    p->sent = hive__calloc(p->n, sizeof *p->sent);
+    if (p->blocks == NULL || p->sent == NULL) {
         destroy(p);
         return hive__fail(HIVE_ENOMEM, "hive_envpool_new: cannot allocate the tables for %zu "
                           "environments", opts->num_envs);
@@ -1382,7 +1561,7 @@ int hive_envpool_free(hive_envpool_t *p)
      * every id still waiting in a ring (dropped, not stepped), then wait
      * for every slice job to end (a job that took ids steps and publishes
      * them first) */
-    serve_all(p, 0, true);
+    serve_all(p, 0, true, NULL);
     hive__worker_t *w = hive__self_in(&p->h->sched);
     /* seq_cst: free's half of the pair with slice_job (see the top).
      * Jobs still queued will see dead and only drop the shell. */
@@ -1535,36 +1714,36 @@ int hive_envpool_step(hive_envpool_t *p, const hive_array_t *actions, hive_envpo
 /* ------------------------------------------------------------ async */
 
 /* Check a send's ids (in the pool, idle, named once) and mark them busy,
- * their kind a step; on a failure nothing stays marked. */
+ * their kind a step; on a failure nothing stays marked. An env named by
+ * this send carries its number in sent[], so a second naming is told from
+ * a busy env without a pass to clear the marks afterwards (an earlier
+ * send's number is smaller; 64 bits do not wrap). */
 static int check_ids(hive_envpool_t *p, const int32_t *ids, size_t n)
 {
-    int rc = HIVE_OK;
+    uint64_t now = ++p->sends;
     size_t i = 0;
     for (; i < n; i++) {
-        if (ids[i] < 0 || (size_t)ids[i] >= p->n) {
-            rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: env_ids[%zu] = %d is not in the pool "
-                            "(0..%zu)", i, ids[i], p->n - 1);
+        if (ids[i] < 0 || (size_t)ids[i] >= p->n || p->sent[ids[i]] != 0)
             break;
-        }
+        p->sent[ids[i]] = now;           /* tentatively */
         env_t *e = &p->env[ids[i]];
-        if (e->busy) {
-            rc = hive__fail(e->mark ? HIVE_EINVAL : HIVE_ESTATE,
-                            e->mark ? "hive_envpool_send: environment %d is named twice "
-                                            "(env_ids[%zu])"
-                                          : "hive_envpool_send: environment %d (env_ids[%zu]) is "
-                                            "busy: sent and not yet received",
-                            ids[i], i);
-            break;
-        }
-        e->busy = true;                  /* tentatively; mark: "this send" */
-        e->mark = true;
-        e->kind = KIND_STEP;             /* idle: no stepper reads it now */
+        if (e->kind != KIND_STEP)        /* idle: no stepper reads it now */
+            e->kind = KIND_STEP;
     }
-    for (size_t j = 0; j < i; j++) {
-        p->env[ids[j]].mark = false;
-        if (rc != HIVE_OK)
-            p->env[ids[j]].busy = false;  /* undo: nothing is sent */
-    }
+    if (i == n)
+        return HIVE_OK;
+    int rc;
+    if (ids[i] < 0 || (size_t)ids[i] >= p->n)
+        rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: env_ids[%zu] = %d is not in the pool "
+                        "(0..%zu)", i, ids[i], p->n - 1);
+    else if (p->sent[ids[i]] == now)
+        rc = hive__fail(HIVE_EINVAL, "hive_envpool_send: environment %d is named twice "
+                        "(env_ids[%zu])", ids[i], i);
+    else
+        rc = hive__fail(HIVE_ESTATE, "hive_envpool_send: environment %d (env_ids[%zu]) is "
+                        "busy: sent and not yet received", ids[i], i);
+    for (size_t j = 0; j < i; j++)       /* undo: nothing is sent */
+        p->sent[ids[j]] = 0;
     return rc;
 }
 
@@ -1593,13 +1772,8 @@ static void send_ids(hive_envpool_t *p, const int32_t *ids, size_t n, const unsi
             note_cost(p, hive__now_ns() - t0, n);
     } else {
         for (size_t i = 0; i < n; i++) {
-            int32_t id = ids ? ids[i] : (int32_t)i;
-            if (acts != NULL && p->act_bytes)
-                memcpy(p->env[id].act, acts + i * p->act_bytes, p->act_bytes);
-            p->env[id].ringed = true;
-            push(p, id);
+            push(p, ids ? ids[i] : (int32_t)i, acts != NULL ? acts + i * p->act_bytes : NULL);
         }
-        p->ringed += n;
         publish_tails(p);
         post_slices(p, UINT32_MAX, me == UINT32_MAX);
     }
@@ -1637,8 +1811,9 @@ int hive_envpool_async_reset(hive_envpool_t *p)
     if (stopping(p))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_async_reset: the engine is "
                                    "shutting down"));
+    p->sends++;
     for (size_t i = 0; i < p->n; i++) {
-        p->env[i].busy = true;
+        p->sent[i] = p->sends;
         p->env[i].kind = KIND_RESET;
     }
     send_ids(p, NULL, p->n, NULL);
@@ -1656,7 +1831,6 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
         return leave(p, hive__fail(HIVE_ESTATE, "hive_envpool_recv: only %zu results are on their "
                                    "way, fewer than batch_size %zu: it would wait forever",
                                    p->inflight, p->bsize));
-    block_t *want = &p->blocks[p->recv_blk];
     /* a block that is done (stepped at send) needs no clock, no look at
      * the rings and no wait: the common case of cheap envs */
     if (!block_ready(p)) {
@@ -1672,30 +1846,21 @@ int hive_envpool_recv(hive_envpool_t *p, int64_t timeout_ns, hive_envpool_batch_
             if (pending)
                 post_slices(p, UINT32_MAX, true);
         }
-        /* claims of what the block still lacks at most: re-check between
-         * (relaxed: a hint for the claim size only) */
-        size_t lack = p->bsize - atomic_load_explicit(&want->filled, memory_order_relaxed);
+        /* claims of what the block still lacks at most: re-check between */
+        size_t lack = p->bsize - p->ready;
         if (lack > MAX_CLAIM)
             lack = MAX_CLAIM;
         if (wait_until(p, block_ready, lack ? (unsigned)lack : 1, deadline, false) != HIVE_OK)
             return leave(p, hive__fail(HIVE_ETIMEDOUT, "hive_envpool_recv: no batch of %zu within "
                                        "%lld ns", p->bsize, (long long)timeout_ns));
     }
-    block_t *bl = want;
-    /* relaxed: no writer touches this block again before our next recv
-     * (see the top), and that comes after sends that publish it */
-    atomic_store_explicit(&bl->filled, 0, memory_order_relaxed);
+    block_t *bl = &p->blocks[p->recv_blk];
+    p->ready -= p->bsize;
     p->recv_blk = p->recv_blk + 1 == p->nblocks ? 0 : p->recv_blk + 1;
     p->inflight -= p->bsize;
     const int32_t *ids = bl->b.env_id.data;
-    for (size_t i = 0; i < p->bsize; i++) {
-        env_t *e = &p->env[ids[i]];
-        e->busy = false;
-        if (e->ringed) {
-            e->ringed = false;
-            p->ringed--;
-        }
-    }
+    for (size_t i = 0; i < p->bsize; i++)
+        p->sent[ids[i]] = 0;
     if (atomic_load_explicit(&p->shut, memory_order_relaxed))
         return leave(p, hive__fail(HIVE_ESHUTDOWN, "hive_envpool_recv: the engine shut down while "
                                    "environments stepped"));

@@ -20,10 +20,18 @@
  * back, with both kinds in flight together. Two runs pause at random
  * (up to ~2x the 20 us a slice job stands) before their sends. The sync
  * runs step all envs back to back, the cost changing under them.
+ * Results come back through each stepping worker's result ring: runs with
+ * rings of two entries make most go through the overflow stack, and runs
+ * with dear steps (the owner sleeps while it waits) check the wake pair
+ * with the engine's membarrier and without it (fences on both sides).
  */
 #include "testutil.h"
+#include "hive_impl.h"
 
 #include <stdatomic.h>
+
+/* envpool.c, for tests: the entries of a worker's result ring at most */
+extern unsigned hive__envpool_res_cap;
 
 typedef struct counter { int64_t id, life; } counter_t;
 
@@ -337,6 +345,20 @@ static void test_envpool_stress(void **state)
     run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds / 4);
     run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds / 4);
     pause_max_ns = 0;
+    /* rings of two results: the rest through the overflow stack */
+    hive__envpool_res_cap = 2;
+    run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds / 2);
+    run("pack:2 numa:1 core:2 pu:1", 64, 7, rounds / 2);
+    hive__envpool_res_cap = 1024;
+    /* dear steps (up to ~20 us): the owner sleeps in its waits, woken by
+     * the pushers - with the membarrier pair, then with fences alone */
+    atomic_store(&spin_ns, 3000);
+    for (int fenced = 0; fenced < 2; fenced++) {
+        atomic_store(&hive__sched_fenced_push, fenced != 0);
+        run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds / 8);
+        run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds / 8);
+    }
+    atomic_store(&hive__sched_fenced_push, false);
     atomic_store(&spin_ns, 0);           /* cheap steps: the inline path */
     run("pack:1 numa:1 core:2 pu:1", 16, 4, rounds);
     run("pack:2 numa:1 core:2 pu:1", 33, 5, rounds);
