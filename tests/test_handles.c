@@ -275,9 +275,13 @@ static void test_fresh_pages_fault_once(void **state)
     assert_int_equal(getrusage(RUSAGE_THREAD, &ru1), 0);
     long faults = ru1.ru_minflt - ru0.ru_minflt;
     printf("fresh slots: %ld page faults for %d pages of records\n", faults, (int)PAGES);
-    if (faults > PAGES + PAGES / 2)             /* a sanitizer's shadow pages beside them */
+    /* ASan's shadow pages beside them; TSan's shadow (several bytes of it
+     * a byte written) faults on every record, so it checks the ids only */
+#if !defined(__SANITIZE_THREAD__)
+    if (faults > PAGES + PAGES / 2)
         fail_msg("%ld page faults for %d fresh pages: a page read before its first write "
                  "faults twice", faults, (int)PAGES);
+#endif
     for (uint32_t i = 0; i < N; i++) {
         assert_true(recs[i]->id == ids[i]);
         assert_int_equal(hive__handles_slot_of(ids[i]), i);
