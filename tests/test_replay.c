@@ -1255,6 +1255,137 @@ static void test_lagging_batch(void **state)
     finish(h);
 }
 
+/* Runs of keys (src/rl/replay.c, "Runs of keys"): a thread whose single
+ * pushes meet another producer's claims claims 32 keys at once and holds
+ * the rest; the rows of held keys keep their older items (sampled with
+ * their own keys, never the held key), stall neither a batch writer nor a
+ * single pusher of the next lap, and a held key whose next lap is claimed
+ * is given back (or found overwritten) and the item pushed with a fresh
+ * claim. Items are their keys throughout. */
+typedef struct late_batch { hive_replay_t *rb; uint64_t base; } late_batch_t;
+
+static void *write_late(void *arg)
+{
+    late_batch_t *lb = arg;
+    uint64_t items[128];
+    for (uint64_t i = 0; i < 128; i++)
+        items[i] = lb->base + i;
+    test_sleep_ms(50);                      /* the held key's push comes first, most likely */
+    hive__replay_write_claimed(lb->rb, lb->base, items, 128);
+    return NULL;
+}
+
+static void *push_one_128(void *arg)
+{
+    uint64_t item = 128;
+    assert_int_equal(hive_replay_push(arg, &item), HIVE_OK);
+    return NULL;
+}
+
+static uint64_t lap_from;
+
+static void *push_lap(void *arg)           /* a thread of its own: a lap of single claims */
+{
+    push_n(arg, lap_from, 128);
+    return NULL;
+}
+
+/* Sample every row once: each item is its key; keys in [lo, hi) but for
+ * the rows of the held keys [held_lo, held_hi), whose keys are a lap older
+ * (their rows' turn words name the held keys). */
+static void check_rows(hive_replay_t *rb, uint64_t lo, uint64_t hi, uint64_t held_lo, uint64_t held_hi)
+{
+    uint64_t items[128], keys[128], rng = 9;
+    assert_int_equal(hive_replay_sample_ex(rb, 128, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                     HIVE_OK);
+    bool row_seen[128] = { false };
+    for (int i = 0; i < 128; i++) {
+        assert_int_equal(items[i], keys[i]);
+        uint64_t row = keys[i] % 128, named;
+        assert_false(row_seen[row]);
+        row_seen[row] = true;
+        bool held = false;
+        for (uint64_t k = held_lo; k < held_hi; k++)
+            held |= k % 128 == row;
+        assert_int_equal(hive__replay_row_turn(rb, row, &named), held ? 1 : 0);
+        if (held) {
+            assert_int_equal(keys[i] + 128, named);    /* the item a lap before the held key */
+        } else {
+            assert_int_equal(named, keys[i]);
+            assert_true(keys[i] >= lo && keys[i] < hi);
+        }
+    }
+    assert_int_equal(hive__replay_tree_check(rb), 0);
+}
+
+static void test_runs_of_keys(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        hive_replay_t *rb = make(h, 128, prioritized, 1.0, 0.5, 3);
+        hive_replay_stats_t st;
+        push_n(rb, 0, 128);                             /* alone: one key a push */
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 128);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, push_one_128, rb), 0);   /* key 128 */
+        assert_int_equal(pthread_join(th, NULL), 0);
+        push_n(rb, 129, 1);                             /* key 129: not the 128 we expected */
+        push_n(rb, 130, 1);                             /* so a run: keys 130 .. 161, 130 written */
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 162);
+        check_rows(rb, 34, 131, 131, 162);              /* rows 3 .. 33 keep keys 3 .. 33 */
+        if (prioritized) {
+            /* key 5's row is held by key 133: dropped; key 130's applied */
+            uint64_t k[2] = { 5, 130 };
+            double p[2] = { 4.0, 2.0 };
+            assert_int_equal(hive_replay_update_priorities(rb, k, p, 2), 1);
+            hive_replay_stats(rb, &st);
+            assert_true(fabs(st.total_priority - 129.0) < 1e-12);   /* 127 * 1 + 2 */
+        }
+        push_n(rb, 131, 1);                             /* the held key 131 */
+        check_rows(rb, 34, 132, 132, 162);
+        /* keys 162 .. 289 claimed, written late by another thread: the
+         * next lap of the held keys 132 .. 161. Our push of key 132 finds
+         * it claimed (the row given back) or its row overwritten, and
+         * claims again: key 290, alone (our run's claim met no other), so
+         * one key. The batch's rows over the held keys' TURN words do not
+         * wait for us. */
+        late_batch_t lb = { rb, hive__replay_claim(rb, 128) };
+        assert_int_equal(lb.base, 162);
+        assert_int_equal(pthread_create(&th, NULL, write_late, &lb), 0);
+        push_n(rb, 290, 1);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 291);
+        check_rows(rb, 163, 291, 0, 0);
+        /* another thread's lap (one key a push, alone), then ours: 419 is
+         * not the 291 we expected, so a run, 419 .. 450 */
+        lap_from = 291;
+        assert_int_equal(pthread_create(&th, NULL, push_lap, rb), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        check_rows(rb, 291, 419, 0, 0);
+        push_n(rb, 419, 1);
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 451);
+        check_rows(rb, 323, 420, 420, 451);
+        /* a lap of single pushes over the held rows does not wait for
+         * them; our next push finds its held key 420 overwritten and
+         * claims a fresh run at 579 */
+        lap_from = 451;
+        assert_int_equal(pthread_create(&th, NULL, push_lap, rb), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        check_rows(rb, 451, 579, 0, 0);
+        push_n(rb, 579, 1);
+        hive_replay_stats(rb, &st);
+        assert_int_equal(st.inserts, 611);
+        check_rows(rb, 483, 580, 580, 611);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1279,6 +1410,7 @@ int main(void)
         cmocka_unit_test(test_descent_out_of_mass),
         cmocka_unit_test(test_keys_from_watermark),
         cmocka_unit_test(test_lagging_batch),
+        cmocka_unit_test(test_runs_of_keys),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

@@ -208,6 +208,10 @@
 #define RUN_ROWS        32                  /* rows a batch takes before it copies them */
 #define FAN             8                   /* entries of a tree group: one cache line of doubles */
 #define MAX_DEPTH       16                  /* levels of 2^45 blocks (MAX_CAPACITY / 8): 15 */
+#define RUN_KEYS        32                  /* keys a contended single push claims at once */
+#define RUN_MIN_CAP     (4 * RUN_KEYS)      /* smaller buffers never use runs */
+#define RUN_CACHES      4                   /* buffers a thread keeps a run of keys for */
+#define TURN            (UINT64_C(1) << 63) /* a row word's mark: a run holds the key, unwritten */
 _Static_assert(LEAF_BLOCK == FAN, "a block of leaves is one group: one cache line");
 
 struct hive_replay {
@@ -223,6 +227,9 @@ struct hive_replay {
     _Atomic uint64_t *level[MAX_DEPTH];   /* level d's entries (line-aligned groups of 8) */
     uint64_t          level_len[MAX_DEPTH];   /* entries of level d (not counting padding) */
     _Atomic uint64_t *seq;          /* cap row sequence words */
+    _Atomic uint64_t *cont;         /* cap content labels of TURN rows (see "Runs of keys") */
+    uint64_t          gen;          /* this buffer's number among all made: run caches' tag */
+    bool              runs;         /* single pushes may claim runs: cap >= RUN_MIN_CAP */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits) and zero padding to a group
                                        of 8, line-aligned; NULL when uniform */
     _Atomic uint64_t *tree;         /* the total, then every level; NULL when uniform */
@@ -793,6 +800,15 @@ static void futex_wake_all(_Atomic uint32_t *word);
 
 #define ROW_NAP_NS 200000                   /* the longest sleep of a pusher waiting for a row */
 
+/* Whether a row's word s shows the turn before ours complete: ready (the
+ * previous key written), or that key's TURN word (a run holds it and has
+ * not begun it: see "Runs of keys"; a run never holds a first-lap key, so
+ * ready 0 has no TURN form). */
+static inline bool turn_done(uint64_t s, uint64_t ready)
+{
+    return s == ready || s == (ready | TURN);
+}
+
 /* The slow half of row_claim: the row's previous writer is still at it
  * (or has not begun: descheduled between its claim and its first store).
  * Spin a little, then sleep on row_epoch until a writer finishes a row,
@@ -808,7 +824,7 @@ static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64
 {
     unsigned spins = 0;
     /* seq_cst loads: as in row_claim */
-    while (atomic_load_explicit(sq, memory_order_seq_cst) != ready) {
+    while (!turn_done(atomic_load_explicit(sq, memory_order_seq_cst), ready)) {
         if (++spins < SPIN_LIMIT) {
             cpu_relax();
             continue;
@@ -818,7 +834,7 @@ static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64
         uint32_t seen = atomic_load_explicit(&rb->row_epoch, memory_order_acquire);
         /* relaxed: a request to the writers; a missed one costs a nap */
         atomic_store_explicit(&rb->row_want, 1, memory_order_relaxed);
-        if (atomic_load_explicit(sq, memory_order_seq_cst) == ready)
+        if (turn_done(atomic_load_explicit(sq, memory_order_seq_cst), ready))
             break;
         futex_wait(&rb->row_epoch, seen, ROW_NAP_NS);
         spins = 0;
@@ -841,12 +857,28 @@ static inline void row_wake(hive_replay_t *rb)
 
 static inline void row_claim(hive_replay_t *rb, _Atomic uint64_t *sq, uint64_t ready, uint64_t label)
 {
-    if (__builtin_expect(atomic_load_explicit(sq, memory_order_seq_cst) != ready, 0))
+    if (__builtin_expect(!turn_done(atomic_load_explicit(sq, memory_order_seq_cst), ready), 0))
         row_wait(rb, sq, ready);
     /* relaxed: no other writer stores to the word now but an update's
      * hand-back, a CAS expecting its own odd word, which this store makes
      * fail; readers are ordered by the writer's fence that follows */
     atomic_store_explicit(sq, label << 1 | 1, memory_order_relaxed);
+}
+
+/* One item's bytes into its row: a transition is a few dozen bytes, so the
+ * common sizes are constant moves. */
+static inline __attribute__((always_inline)) void item_put(unsigned char *dst, const void *src,
+                                                           size_t isz)
+{
+    switch (isz) {
+    case 16: item_copy(dst, src, 16); break;
+    case 32: item_copy(dst, src, 32); break;
+    case 48: item_copy(dst, src, 48); break;
+    case 64: item_copy(dst, src, 64); break;
+    case 96: item_copy(dst, src, 96); break;
+    case 128: item_copy(dst, src, 128); break;
+    default: item_copy(dst, src, isz); break;
+    }
 }
 
 /* Write the item of key into its row (the key claimed by the caller). */
@@ -865,15 +897,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
     writer_fence();
-    switch (rb->isz) {                      /* a transition is a few dozen bytes: constant moves */
-    case 16: item_copy(dst, src, 16); break;
-    case 32: item_copy(dst, src, 32); break;
-    case 48: item_copy(dst, src, 48); break;
-    case 64: item_copy(dst, src, 64); break;
-    case 96: item_copy(dst, src, 96); break;
-    case 128: item_copy(dst, src, 128); break;
-    default: item_copy(dst, src, rb->isz); break;
-    }
+    item_put(dst, src, rb->isz);
     if (rb->tree != NULL)
         leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
@@ -934,6 +958,114 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
     row_wake(rb);
 }
 
+/* Runs of keys (single pushes from several threads at once). With keys
+ * handed out one a push, two producers alternate keys, so every push moves
+ * the cursor's line and its row's word, data and leaf lines from the other
+ * core (~100 ns a push against ~9 ns with runs of 32 keys, see
+ * docs/benchmarks.md). So a thread whose single pushes into a full buffer
+ * meet another producer's claims between its own claims RUN_KEYS keys at
+ * once and keeps the rest in a per-thread cache (run_cache_t) for its next
+ * pushes; its rows are then its own lines.
+ *   A held key may never be written (the thread stops pushing), and it must
+ * never stall anybody. So at claim time the owner takes each of the run's
+ * rows in turn as a batch would (row_claim's wait for the previous turn,
+ * the same Dekker pair with updates), and instead of writing it stores the
+ * key's TURN word: TURN | (key + 1) << 1, even, meaning "this key's turn is
+ * taken by a run and not begun; the row still holds the item labelled
+ * cont[row]" (run_hold). The next lap's writer counts a TURN word of its
+ * previous key as that turn complete (turn_done), so unwritten keys stall
+ * no writer; a sampler reading a TURN word (row_get) returns the row's
+ * previous item, with its key from cont[] and its own leaf, so it waits for
+ * nobody either; done_advance stops at a TURN word (it is not the key's
+ * even word) and the fast path never accepts the row (its next key is
+ * claimed). An update of that previous item is dropped (its label is not
+ * the word's), as for any item whose next key is claimed.
+ *   The owner's push of a held key k (run_push): CAS the word from TURN(k)
+ * to odd(k), then look at the cursor (seq_cst): if key k + cap is claimed
+ * its writer may have counted our TURN word as done and be writing, so
+ * give the row back (CAS odd(k) -> TURN(k), which fails harmlessly if that
+ * writer stored over it), write nothing, and push with a fresh claim. Why
+ * the owner and that writer never both write: the writer claims (seq_cst
+ * fetch-and-add) and then loads the word (seq_cst); the owner CASes the
+ * word and then loads the cursor. In the single total order one load comes
+ * after the other side's write: either the writer sees odd(k) and waits
+ * for the owner's even word, or the owner sees the claim and gives up. A
+ * failed CAS means the row moved on: the rest of the run is dropped the
+ * same way (its rows stay TURN words, harmless). Every take of a TURN word
+ * is by its key's owner (CAS) or by a next-lap writer after its claim, so
+ * batches keep their plain stores. */
+typedef struct run_cache {
+    uint64_t gen;                           /* the buffer's gen (0: empty) */
+    uint64_t next, left;                    /* held keys next .. next + left - 1 */
+    uint64_t expect;                        /* the end of our last claim (0: none yet) */
+    bool     contended;                     /* another producer claimed between our last two */
+} run_cache_t;
+
+static _Thread_local run_cache_t run_caches[RUN_CACHES];
+static _Atomic uint64_t replay_gens;        /* buffers made: each gets the next number */
+
+/* Hold the keys base .. base + n - 1 (claimed by the caller, all at least
+ * a capacity: no first-lap key) as TURN words; see "Runs of keys". */
+static void run_hold(hive_replay_t *rb, uint64_t base, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = base + i, row = row_of(rb, k);
+        _Atomic uint64_t *sq = &rb->seq[row];
+        uint64_t ready = ready_word(rb, k);
+        /* seq_cst: as in row_claim (the pusher's half of the Dekker pair
+         * with an update, and acquire of the previous writer's stores) */
+        uint64_t s = atomic_load_explicit(sq, memory_order_seq_cst);
+        if (!turn_done(s, ready)) {
+            row_wait(rb, sq, ready);
+            s = atomic_load_explicit(sq, memory_order_seq_cst);   /* only we move it on now */
+        }
+        if (s == ready)                     /* the previous key written: it is the content now */
+            /* release: the reader's acquire fence after reading it orders
+             * the word's change away from the value it read before it */
+            atomic_store_explicit(&rb->cont[row], ready >> 1, memory_order_release);
+        /* release: the content's bytes and cont[] before the TURN word, for
+         * the readers and writers that acquire it */
+        atomic_store_explicit(sq, TURN | (k + 1) << 1, memory_order_release);
+    }
+    row_wake(rb);
+}
+
+/* Write item as the held key k (see "Runs of keys"); false if the row has
+ * moved on (nothing written: push with a fresh claim). */
+static bool run_push(hive_replay_t *rb, uint64_t k, const void *item, double leaf)
+{
+    uint64_t row = row_of(rb, k);
+    _Atomic uint64_t *sq = &rb->seq[row];
+    unsigned char *dst = rb->data + row * rb->isz;
+    prefetch_w(dst);
+    prefetch_w(dst + rb->isz - 1);
+    uint64_t turn = TURN | (k + 1) << 1, odd = (k + 1) << 1 | 1;
+    uint64_t s = turn;
+    /* seq_cst: acquire of the TURN store (the content's writer and the
+     * holder before us), and our half of the Dekker pair with the next
+     * lap's writer (this CAS, then the look at the cursor) */
+    if (!atomic_compare_exchange_strong_explicit(sq, &s, odd, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return false;
+    if (atomic_load_explicit(&rb->cursor, memory_order_seq_cst) > k + rb->cap) {
+        /* relaxed: we wrote nothing; the CAS continues the release sequence
+         * of the TURN store for the writer that waits for it */
+        atomic_compare_exchange_strong_explicit(sq, &odd, turn, memory_order_relaxed,
+                                                memory_order_relaxed);
+        row_wake(rb);
+        return false;
+    }
+    /* release fence: as in row_put, the odd word before the bytes */
+    writer_fence();
+    item_put(dst, item, rb->isz);
+    if (rb->tree != NULL)
+        leaf_set(rb, row, leaf);
+    /* release: as in row_put */
+    atomic_store_explicit(sq, (k + 1) << 1, memory_order_release);
+    row_wake(rb);
+    return true;
+}
+
 /* The seqlock reader's second look at a row's word: util/seqlock.h. */
 #define seq_reread hive__seq_reread
 
@@ -942,6 +1074,7 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
  * would force the compiler to reload them after every item. */
 typedef struct reader {
     _Atomic uint64_t    *seq;
+    _Atomic uint64_t    *cont;          /* content labels of TURN rows */
     const unsigned char *data;
     size_t               isz;
     _Atomic uint64_t    *leaf;          /* the leaves of the sum tree, NULL when uniform */
@@ -997,7 +1130,7 @@ static uint64_t done_advance(hive_replay_t *rb)
 /* A reader for one sample call, with the watermark done. */
 static reader_t reader_of(hive_replay_t *rb, uint64_t done)
 {
-    reader_t r = { .seq = rb->seq, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf,
+    reader_t r = { .seq = rb->seq, .cont = rb->cont, .data = rb->data, .isz = rb->isz, .leaf = rb->leaf,
                    .cursor = &rb->cursor, .cap = rb->cap, .done = done };
     if (done > 0) {
         r.last = row_of(rb, done - 1);
@@ -1038,10 +1171,16 @@ static inline uint64_t row_get(const reader_t *r, uint64_t row, void *dst, doubl
             racy_copy(dst, r->data + row * r->isz, r->isz);
         /* relaxed: read inside the window, validated by the re-read below */
         double v = r->leaf != NULL ? bitsd(atomic_load_explicit(&r->leaf[row], memory_order_relaxed)) : 0;
+        /* a TURN word: the row still holds the item whose label cont[]
+         * keeps (see "Runs of keys"). relaxed: cont changes only while the
+         * word is not a TURN word, and its release store comes after the
+         * word left this value, so the re-read below catches a change */
+        uint64_t label = (s1 & TURN) ? atomic_load_explicit(&r->cont[row], memory_order_relaxed)
+                                     : s1 >> 1;
         if (seq_reread(sq) == s1) {
             if (leaf != NULL)
                 *leaf = v;
-            return (s1 >> 1) - 1;
+            return label - 1;
         }
         spins = 0;
     }
@@ -1373,7 +1512,10 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     hive__ref_pin(h, rb->ref);
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
-    rb->seq = hive__calloc(rb->cap, sizeof *rb->seq);
+    rb->seq = hive__calloc(2 * rb->cap, sizeof *rb->seq);   /* seq, then cont; cap <= 2^48 */
+    rb->cont = rb->seq != NULL ? rb->seq + rb->cap : NULL;
+    rb->gen = atomic_fetch_add_explicit(&replay_gens, 1, memory_order_relaxed) + 1;   /* a tag only */
+    rb->runs = rb->cap >= RUN_MIN_CAP;
     if (cfg->prioritized && rb->seq != NULL && tree_new(rb) != HIVE_OK)
         rb->tree = NULL;
     if (rb->seq == NULL || (cfg->prioritized && rb->tree == NULL)) {
@@ -1425,13 +1567,42 @@ int hive_replay_push(hive_replay_t *rb, const void *item)
 {
     if (rb == NULL || item == NULL)
         return hive__fail(HIVE_EINVAL, "hive_replay_push: %s is NULL", rb ? "item" : "buffer");
-    /* the bytes are published by the row's sequence word, not by the
-     * cursor, which only hands out distinct keys; seq_cst is for the wake
-     * protocol (wake_samplers), and costs nothing more on x86 */
-    uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
     /* relaxed: see raise_to */
     double leaf = rb->tree != NULL ? bitsd(atomic_load_explicit(&rb->max_leaf, memory_order_relaxed)) : 0;
-    row_put(rb, key, row_of(rb, key), item, leaf);
+    run_cache_t *rc = &run_caches[rb->gen % RUN_CACHES];
+    if (rc->gen != rb->gen)                 /* another buffer's: its held keys stay TURN words */
+        *rc = (run_cache_t){ .gen = rb->gen };
+    for (;;) {
+        if (rc->left > 0) {                 /* a held key (see "Runs of keys") */
+            uint64_t k = rc->next++;
+            rc->left--;
+            if (run_push(rb, k, item, leaf))
+                break;
+            rc->left = 0;                   /* a lap passed us: the rest is overwritten too */
+            continue;
+        }
+        /* the bytes are published by the row's sequence word, not by the
+         * cursor, which only hands out distinct keys; seq_cst is for the
+         * wake protocol (wake_samplers) and the Dekker pair with an update
+         * (row_claim), and costs nothing more on x86 */
+        if (rc->contended && rb->runs &&
+            atomic_load_explicit(&rb->cursor, memory_order_relaxed) >= rb->cap) {
+            /* another producer claims too: a run, whose keys are all past
+             * the first lap (relaxed look: the cursor only grows) */
+            uint64_t base = atomic_fetch_add_explicit(&rb->cursor, RUN_KEYS, memory_order_seq_cst);
+            rc->contended = base != rc->expect;     /* alone again: back to single claims */
+            rc->expect = base + RUN_KEYS;
+            run_hold(rb, base, RUN_KEYS);
+            rc->next = base;
+            rc->left = RUN_KEYS;
+            continue;
+        }
+        uint64_t key = atomic_fetch_add_explicit(&rb->cursor, 1, memory_order_seq_cst);
+        rc->contended = rc->expect != 0 && key != rc->expect;
+        rc->expect = key + 1;
+        row_put(rb, key, row_of(rb, key), item, leaf);
+        break;
+    }
     wake_samplers(rb);
     return HIVE_OK;
 }
@@ -1452,6 +1623,9 @@ int hive_replay_push_batch(hive_replay_t *rb, const void *items, size_t n)
                           "than any buffer can hold; nothing was pushed", n, rb->isz);
     /* seq_cst: as in hive_replay_push */
     uint64_t base = atomic_fetch_add_explicit(&rb->cursor, n, memory_order_seq_cst);
+    run_cache_t *rc = &run_caches[rb->gen % RUN_CACHES];
+    if (rc->gen == rb->gen)                 /* our own claims are no contention */
+        rc->expect = base + n;
     batch_write(rb, base, items, n);
     wake_samplers(rb);
     return HIVE_OK;
@@ -1485,6 +1659,14 @@ uint64_t hive__replay_claim(hive_replay_t *rb, size_t n)
 void hive__replay_write_claimed(hive_replay_t *rb, uint64_t base, const void *items, size_t n)
 {
     batch_write(rb, base, items, n);
+}
+
+int hive__replay_row_turn(const hive_replay_t *rb, uint64_t row, uint64_t *key)
+{
+    /* acquire: as a reader's look at the word */
+    uint64_t s = atomic_load_explicit(&rb->seq[row], memory_order_acquire);
+    *key = ((s & ~TURN) >> 1) - 1;
+    return s == 0 ? -1 : (s & TURN) != 0;
 }
 
 /* One look at the limits: HIVE_OK (samples taken, *fill set), HIVE_EINVAL

@@ -26,4 +26,9 @@ uint64_t hive__replay_descend(const hive_replay_t *rb, double mass);
 uint64_t hive__replay_claim(hive_replay_t *rb, size_t n);
 void hive__replay_write_claimed(hive_replay_t *rb, uint64_t base, const void *items, size_t n);
 
+/* With no push in flight: the key a row's word names in *key and what it
+ * is: 1 a TURN word (a run holds *key, unwritten; the row keeps an older
+ * item), 0 the row holds *key, -1 never written. */
+int hive__replay_row_turn(const hive_replay_t *rb, uint64_t row, uint64_t *key);
+
 #endif
