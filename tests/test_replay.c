@@ -1318,6 +1318,23 @@ static void check_rows(hive_replay_t *rb, uint64_t lo, uint64_t hi, uint64_t hel
     assert_int_equal(hive__replay_tree_check(rb), 0);
 }
 
+/* Another thread pushes keys from .. from + 127 (alone: one key a push),
+ * then we push one item: a run from + 128 .. from + 159, whose first key
+ * is written and the rest held. */
+static void lap_then_ours(hive_replay_t *rb, uint64_t from)
+{
+    pthread_t th;
+    lap_from = from;
+    assert_int_equal(pthread_create(&th, NULL, push_lap, rb), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    check_rows(rb, from, from + 128, 0, 0);
+    push_n(rb, from + 128, 1);
+    hive_replay_stats_t st;
+    hive_replay_stats(rb, &st);
+    assert_int_equal(st.inserts, from + 160);
+    check_rows(rb, from + 32, from + 129, from + 129, from + 160);
+}
+
 static void test_runs_of_keys(void **state)
 {
     (void)state;
@@ -1360,27 +1377,12 @@ static void test_runs_of_keys(void **state)
         hive_replay_stats(rb, &st);
         assert_int_equal(st.inserts, 291);
         check_rows(rb, 163, 291, 0, 0);
-        /* another thread's lap (one key a push, alone), then ours: 419 is
-         * not the 291 we expected, so a run, 419 .. 450 */
-        lap_from = 291;
-        assert_int_equal(pthread_create(&th, NULL, push_lap, rb), 0);
-        assert_int_equal(pthread_join(th, NULL), 0);
-        check_rows(rb, 291, 419, 0, 0);
-        push_n(rb, 419, 1);
-        hive_replay_stats(rb, &st);
-        assert_int_equal(st.inserts, 451);
-        check_rows(rb, 323, 420, 420, 451);
-        /* a lap of single pushes over the held rows does not wait for
-         * them; our next push finds its held key 420 overwritten and
-         * claims a fresh run at 579 */
-        lap_from = 451;
-        assert_int_equal(pthread_create(&th, NULL, push_lap, rb), 0);
-        assert_int_equal(pthread_join(th, NULL), 0);
-        check_rows(rb, 451, 579, 0, 0);
-        push_n(rb, 579, 1);
-        hive_replay_stats(rb, &st);
-        assert_int_equal(st.inserts, 611);
-        check_rows(rb, 483, 580, 580, 611);
+        /* another thread's lap of single pushes (one key a push, alone),
+         * then ours: 419 is not the 291 we expected, so a run, 419 .. 450 */
+        lap_then_ours(rb, 291);
+        /* another lap over the held rows does not wait for them; our next
+         * push finds its held key 420 overwritten and claims a fresh run */
+        lap_then_ours(rb, 451);
         assert_int_equal(hive_replay_free(rb), HIVE_OK);
     }
     finish(h);

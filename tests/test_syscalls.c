@@ -27,6 +27,7 @@
  * unfiltered, for their own checks. */
 #include "testutil.h"
 #include "ds/pool.h"
+#include "rl/replay_check.h"
 #include "store.h"
 #include <urcu/static/urcu-common.h>
 extern struct urcu_gp urcu_memb_gp;   /* liburcu: the grace-period state */
@@ -241,6 +242,10 @@ static void round_of_everything(struct run *r, uint64_t i)
     CHECK(hive_get(h, t, HIVE_FOREVER, &p, NULL) == HIVE_OK, "call result");
     CHECK(hive_release(h, t) == HIVE_OK, "release call result");
     CHECK(hive_replay_push(r->rb, &i) == HIVE_OK, "replay push");
+    /* a claim this thread's run cache does not see, as another producer's:
+     * the next single pushes claim runs of keys and push held ones */
+    hive__replay_write_claimed(r->rb, hive__replay_claim(r->rb, 1), &i, 1);
+    hive__replay_write_claimed(r->prb, hive__replay_claim(r->prb, 1), &i, 1);
     uint64_t run[40] = { i };               /* a run across the end of the rows now and then */
     CHECK(hive_replay_push_batch(r->rb, run, 40) == HIVE_OK, "replay push_batch");
     uint64_t out[8], keys[8], rng = i;

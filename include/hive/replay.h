@@ -39,6 +39,23 @@
  * it takes to set a leaf. A push makes a system call only to wake such a
  * sleeper or a sampler held by the rate limiter.
  *
+ * Runs of keys. When a thread's single pushes (hive_replay_push) into a
+ * full buffer of at least 128 rows meet another thread's claims between
+ * two of its own, it claims 32 keys at once (so that two producers write
+ * rows of their own, not neighbouring ones) and holds the rest for its next
+ * pushes into that buffer, until a claim of its own meets no other (then it
+ * goes back to one key a push). A held key counts as inserted from its
+ * claim (stats inserts, the rate limiter) though its item is not pushed
+ * yet. Until it is, the key's row keeps its previous item, which samplers
+ * hand out with that item's own key and priority (never the held key);
+ * a priority update of that previous item is dropped (its next key is
+ * claimed). A held key stalls nobody: the next lap's writer of its row
+ * goes ahead, and the holder then gives the key up and pushes its item
+ * with a fresh claim. So with several producers at most 31 rows per
+ * pushing thread hold an older item than their newest key, and a thread
+ * that stops pushing leaves its held keys so (they count as inserts that
+ * never got an item). A thread holds keys for up to 4 buffers at a time.
+ *
  * The sum tree (prioritized) is brought up to date lazily: a push or an
  * update sets its item's leaf and marks the leaf's block; each sample call,
  * update_priorities call and stats call first recomputes the marked blocks
@@ -93,7 +110,7 @@ typedef struct hive_replay_config {
  * @out: receives the buffer.
  *
  * Allocates the item array (zero-filled) in @h's store, plus, in process
- * memory, per-row sequence words (8 bytes each) and, when prioritized, one
+ * memory, per-row sequence and content words (16 bytes a row) and, when prioritized, one
  * priority leaf per row (8 bytes each) and an 8-ary sum tree over blocks
  * of 8 leaves with the flusher's work list (about 2.2 bytes per row).
  * Returns HIVE_EINVAL for NULL arguments,
@@ -128,8 +145,10 @@ hive_ref_t hive_replay_array(const hive_replay_t *rb);
  * One fetch-and-add claims the next key, which makes the caller the only
  * writer of its row: it waits until the row's previous item (the key one
  * capacity earlier) is complete, then writes the row under its sequence
- * word with plain stores. When the buffer is full the oldest item is
- * overwritten.
+ * word with plain stores. When other threads push at once, a claim takes
+ * 32 keys and later pushes use the held ones (see "Runs of keys" above;
+ * one CAS on the row's own word a push). When the buffer is full the
+ * oldest item is overwritten.
  * A prioritized buffer gives the new item the largest priority seen so far
  * (1.0 until a larger one is set). Never blocks on samplers or on the rate
  * limiter. HIVE_EINVAL for NULL arguments.
@@ -231,8 +250,9 @@ int hive_replay_update_priorities(hive_replay_t *rb, const uint64_t *keys, const
 typedef struct hive_replay_stats {
     uint64_t capacity;
     uint64_t size;            /* items held: min(inserts, capacity) */
-    uint64_t inserts;         /* items pushed since the buffer was made (a push counts from
-                                 the moment it claims its key, before its bytes are in) */
+    uint64_t inserts;         /* keys claimed since the buffer was made: items pushed, counted
+                                 from the moment a push claims its key (before its bytes are
+                                 in), plus the keys runs hold (see "Runs of keys") */
     uint64_t samples;         /* items sampled since the buffer was made */
     double   max_priority;    /* the largest priority seen (prioritized; 1.0 at first) */
     double   total_priority;  /* sum of priority^alpha over the items held (prioritized) */

@@ -11,6 +11,8 @@
  * Layout
  *   data[row * item_size]  the array's payload, capacity rows.
  *   seq[row]               one 64-bit sequence word per row (below).
+ *   cont[row]              the label of the item a row holds while its word
+ *                          is a TURN word (see "Runs of keys").
  *   leaf[row]              prioritized only: priority^alpha of the row's
  *                          item (0: never written), never above leaf_max =
  *                          DBL_MAX / (2 * capacity): so every sum in the
@@ -164,7 +166,8 @@
  * nearest one in the rare case it does not.
  *
  * Inserts are counted by the cursor itself: a push counts from the moment
- * it claims its key (one atomic per push, not two). So the fill may include
+ * it claims its key (one atomic per push, not two), and so do the keys a
+ * run holds (see "Runs of keys"). So the fill may include
  * a row whose first write is still under way; a sampler that picks it waits
  * for the writer, as it would for any row being rewritten.
  *
@@ -881,6 +884,24 @@ static inline __attribute__((always_inline)) void item_put(unsigned char *dst, c
     }
 }
 
+/* Write the item of key into its row, which the caller holds (its odd
+ * word stored), and give the row back complete. */
+static inline __attribute__((always_inline)) void row_fill(hive_replay_t *rb, uint64_t key,
+                                                           uint64_t row, const void *src, double leaf)
+{
+    /* release fence: the odd word is ordered before every byte stored
+     * below, so a reader whose copy saw one of them and then issued its
+     * acquire fence re-reads the word as odd or later, and retries */
+    writer_fence();
+    item_put(rb->data + row * rb->isz, src, rb->isz);
+    if (rb->tree != NULL)
+        leaf_set(rb, row, leaf);
+    /* release: bytes and leaf are visible to whoever reads this even value
+     * with acquire (readers, the next holder) */
+    atomic_store_explicit(&rb->seq[row], (key + 1) << 1, memory_order_release);
+    row_wake(rb);
+}
+
 /* Write the item of key into its row (the key claimed by the caller). */
 static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *src, double leaf)
 {
@@ -893,17 +914,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     prefetch_w(dst);
     prefetch_w(dst + rb->isz - 1);
     row_claim(rb, sq, ready_word(rb, key), key + 1);
-    /* release fence: the odd word is ordered before every byte stored
-     * below, so a reader whose copy saw one of them and then issued its
-     * acquire fence re-reads the word as odd or later, and retries */
-    writer_fence();
-    item_put(dst, src, rb->isz);
-    if (rb->tree != NULL)
-        leaf_set(rb, row, leaf);
-    /* release: bytes and leaf are visible to whoever reads this even value
-     * with acquire (readers, the next holder) */
-    atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
-    row_wake(rb);
+    row_fill(rb, key, row, src, leaf);
 }
 
 /* Write the items of keys key .. key+n-1 into the n consecutive rows from
@@ -1055,14 +1066,7 @@ static bool run_push(hive_replay_t *rb, uint64_t k, const void *item, double lea
         row_wake(rb);
         return false;
     }
-    /* release fence: as in row_put, the odd word before the bytes */
-    writer_fence();
-    item_put(dst, item, rb->isz);
-    if (rb->tree != NULL)
-        leaf_set(rb, row, leaf);
-    /* release: as in row_put */
-    atomic_store_explicit(sq, (k + 1) << 1, memory_order_release);
-    row_wake(rb);
+    row_fill(rb, k, row, item, leaf);
     return true;
 }
 
