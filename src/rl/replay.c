@@ -822,12 +822,13 @@ static inline bool turn_done(uint64_t s, uint64_t ready)
  * looks at row_want with a relaxed load after its release store, without
  * the seq_cst pair that would make the wake exact, so a wake can be
  * missed, and then the nap ends it. */
-static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64_t *sq,
-                                               uint64_t ready)
+static __attribute__((noinline)) uint64_t row_wait(hive_replay_t *rb, _Atomic uint64_t *sq,
+                                                   uint64_t ready)
 {
     unsigned spins = 0;
+    uint64_t s;
     /* seq_cst loads: as in row_claim */
-    while (!turn_done(atomic_load_explicit(sq, memory_order_seq_cst), ready)) {
+    while (!turn_done(s = atomic_load_explicit(sq, memory_order_seq_cst), ready)) {
         if (++spins < SPIN_LIMIT) {
             cpu_relax();
             continue;
@@ -837,11 +838,12 @@ static __attribute__((noinline)) void row_wait(hive_replay_t *rb, _Atomic uint64
         uint32_t seen = atomic_load_explicit(&rb->row_epoch, memory_order_acquire);
         /* relaxed: a request to the writers; a missed one costs a nap */
         atomic_store_explicit(&rb->row_want, 1, memory_order_relaxed);
-        if (turn_done(atomic_load_explicit(sq, memory_order_seq_cst), ready))
+        if (turn_done(s = atomic_load_explicit(sq, memory_order_seq_cst), ready))
             break;
         futex_wait(&rb->row_epoch, seen, ROW_NAP_NS);
         spins = 0;
     }
+    return s;                               /* the word that showed the turn done */
 }
 
 /* After a writer's release store of a row's even word: wake the pushers
@@ -1026,10 +1028,13 @@ static void run_hold(hive_replay_t *rb, uint64_t base, size_t n)
         /* seq_cst: as in row_claim (the pusher's half of the Dekker pair
          * with an update, and acquire of the previous writer's stores) */
         uint64_t s = atomic_load_explicit(sq, memory_order_seq_cst);
-        if (!turn_done(s, ready)) {
-            row_wait(rb, sq, ready);
-            s = atomic_load_explicit(sq, memory_order_seq_cst);   /* only we move it on now */
-        }
+        /* the word that showed the turn done decides, never a second look:
+         * an update (of the previous key) or the holder of a TURN word may
+         * take the row for a moment after it, but either then sees our
+         * claim on the cursor and gives the row back untouched (see
+         * row_claim and run_push) */
+        if (!turn_done(s, ready))
+            s = row_wait(rb, sq, ready);
         if (s == ready)                     /* the previous key written: it is the content now */
             /* release: the reader's acquire fence after reading it orders
              * the word's change away from the value it read before it */
