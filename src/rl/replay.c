@@ -888,19 +888,22 @@ static inline __attribute__((always_inline)) void item_put(unsigned char *dst, c
 
 /* Write the item of key into its row, which the caller holds (its odd
  * word stored), and give the row back complete. */
-static inline __attribute__((always_inline)) void row_fill(hive_replay_t *rb, uint64_t key,
+static inline __attribute__((always_inline)) void row_fill(hive_replay_t *rb, _Atomic uint64_t *sq,
+                                                           unsigned char *dst, uint64_t key,
                                                            uint64_t row, const void *src, double leaf)
 {
+    /* sq and dst from the caller: computed before the copy, whose stores
+     * could alias the record and would make the compiler reload it */
     /* release fence: the odd word is ordered before every byte stored
      * below, so a reader whose copy saw one of them and then issued its
      * acquire fence re-reads the word as odd or later, and retries */
     writer_fence();
-    item_put(rb->data + row * rb->isz, src, rb->isz);
+    item_put(dst, src, rb->isz);
     if (rb->tree != NULL)
         leaf_set(rb, row, leaf);
     /* release: bytes and leaf are visible to whoever reads this even value
      * with acquire (readers, the next holder) */
-    atomic_store_explicit(&rb->seq[row], (key + 1) << 1, memory_order_release);
+    atomic_store_explicit(sq, (key + 1) << 1, memory_order_release);
     row_wake(rb);
 }
 
@@ -916,7 +919,7 @@ static void row_put(hive_replay_t *rb, uint64_t key, uint64_t row, const void *s
     prefetch_w(dst);
     prefetch_w(dst + rb->isz - 1);
     row_claim(rb, sq, ready_word(rb, key), key + 1);
-    row_fill(rb, key, row, src, leaf);
+    row_fill(rb, sq, dst, key, row, src, leaf);
 }
 
 /* Write the items of keys key .. key+n-1 into the n consecutive rows from
@@ -1071,7 +1074,7 @@ static bool run_push(hive_replay_t *rb, uint64_t k, const void *item, double lea
         row_wake(rb);
         return false;
     }
-    row_fill(rb, k, row, item, leaf);
+    row_fill(rb, sq, dst, k, row, item, leaf);
     return true;
 }
 
