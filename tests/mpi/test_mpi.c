@@ -1491,6 +1491,8 @@ static void test_call_future_faults(void **state)
              * bytes after the header: drained when no record takes them) */
             uint32_t n = c == ANSWER_BIG ? 40000 : 100;
             hive_ref_t r;
+            hive_mpi_stats_t s0;
+            assert_int_equal(hive_mpi_stats(h, &s0), HIVE_OK);
             atomic_store(&hive__fault_checks, 0);
             atomic_store(&hive__fault_countdown, k);
             int rc = c == PLAIN || c == NO_SLOT ? hive_call(h, callee, ALL, args, 2, NULL, &r)
@@ -1499,9 +1501,20 @@ static void test_call_future_faults(void **state)
             int grc = HIVE_OK;
             const unsigned char *p = NULL;
             size_t len = 0;
-            if (rc == HIVE_OK && c == ANSWER_REC)
-                test_sleep_ms(20);       /* taken by another thread (a record), not by the
-                                            get's own receive (its buffer, no record) */
+            if (rc == HIVE_OK && c == ANSWER_REC) {
+                /* taken by another thread (a record), not by the get's own
+                 * receive (its buffer, no record): wait until the progress
+                 * thread or an idle worker has taken a message (nothing
+                 * else is in flight to rank 0 now) - a fixed sleep was not
+                 * always enough under ASan on a loaded machine */
+                uint64_t deadline = test_now_ns() + 30000000000ull;
+                hive_mpi_stats_t s1;
+                do {
+                    test_sleep_ms(1);
+                    assert_int_equal(hive_mpi_stats(h, &s1), HIVE_OK);
+                } while (s1.recv_progress + s1.recv_idle == s0.recv_progress + s0.recv_idle &&
+                         test_now_ns() < deadline);
+            }
             if (rc == HIVE_OK && c == WAIT_REC) {   /* a wait: the future needs a record */
                 unsigned char ready[1];
                 int nr = hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready);
@@ -1544,7 +1557,13 @@ static void test_call_future_faults(void **state)
             if (checks < k)
                 break;                   /* nothing left to fail: this call made every allocation */
         }
-        assert_true(failed[c] > 0);
+        /* ANSWER_REC's record is made only when another thread takes the
+         * answer before the get does, and the fault countdown is shared by
+         * every thread's allocations: under ASan on a loaded machine no run
+         * of it may fail the record (seen in CI); its answers are checked
+         * all the same. The other cases fail on the caller's own path. */
+        if (failed[c] == 0 && c != ANSWER_REC)
+            fail_msg("case %d: no allocation on its path failed cleanly", c);
     }
     if (held != NULL) {                  /* answered, then released: the slots are free again */
         for (int i = 0; i < 4096; i++) {
