@@ -404,25 +404,53 @@ static bool any_retired(struct hive *h);
  * release, which carries the plain store), or the owner's load of
  * reclaiming is after it and sees the taker (and the owner takes the CAS).
  * Without the asymmetric fence (h->sched.asym off) every change is a CAS.
- * reserve_enter: true in a plain section (end it with reserve_leave). */
+ * The same handshake guards a private record's owner (own_enter, below):
+ * plain_enter / plain_leave are the owner's half, plain_wait_out the
+ * other's wait.
+ *
+ * plain_enter: busy = 1, then the look at the takers' count; true in a
+ * plain section (end it with plain_leave), false if a taker is at work. */
+static inline bool plain_enter(_Atomic uint32_t *busy, _Atomic uint32_t *takers)
+{
+    atomic_store_explicit(busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    /* acquire: pairs with a taker's release of its count, so that what it
+     * changed is seen by our loads in the section */
+    if (likely(atomic_load_explicit(takers, memory_order_acquire) == 0))
+        return true;
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return false;
+}
+
+static inline void plain_leave(_Atomic uint32_t *busy)
+{
+    /* release: the section's plain stores before a taker's acquire of 0 */
+    atomic_store_explicit(busy, 0, memory_order_release);
+}
+
+/* The taker's wait for an owner's section to end (after its count and the
+ * membarrier). acquire: pairs with plain_leave's release (the owner's
+ * plain stores are seen by the taker's RMWs after it). */
+static void plain_wait_out(_Atomic uint32_t *busy)
+{
+    for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_acquire); spins++) {
+        if (spins < 64)
+            hive__cpu_relax();
+        else
+            sched_yield();            /* the owner was preempted inside its section */
+    }
+}
+
+/* reserve_enter: true in a plain section on sh's reserve (end it with
+ * reserve_leave). */
 static inline bool reserve_enter(struct hive *h, hive__shard_t *sh)
 {
-    if (unlikely(!h->sched.asym))
-        return false;
-    atomic_store_explicit(&sh->rbusy, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    /* acquire: pairs with a taker's release of reclaiming, so that its
-     * exchange of reserve is seen by our load below */
-    if (likely(atomic_load_explicit(&h->store.reclaiming, memory_order_acquire) == 0))
-        return true;
-    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
-    return false;
+    return likely(h->sched.asym) && plain_enter(&sh->rbusy, &h->store.reclaiming);
 }
 
 static inline void reserve_leave(hive__shard_t *sh)
 {
-    /* release: the plain store of reserve before a taker's acquire of 0 */
-    atomic_store_explicit(&sh->rbusy, 0, memory_order_release);
+    plain_leave(&sh->rbusy);
 }
 
 /* One inline charge from the calling thread's reserve in shard ix; false
@@ -515,15 +543,7 @@ static bool take_reserves(struct hive *h)
     atomic_fetch_add_explicit(&s->reclaiming, 1, memory_order_seq_cst);
     if (!h->sched.asym || hive__sched_membarrier(&h->sched)) {
         for (unsigned i = 0; i < HIVE__SHARDS; i++) {
-            /* acquire: pairs with reserve_leave's release (the owner's
-             * plain store of reserve is seen by the exchange) */
-            for (unsigned spins = 0; atomic_load_explicit(&s->shards[i].rbusy, memory_order_acquire);
-                 spins++) {
-                if (spins < 64)
-                    hive__cpu_relax();
-                else
-                    sched_yield();    /* the owner was preempted inside its section */
-            }
+            plain_wait_out(&s->shards[i].rbusy);   /* its plain store is seen by the exchange */
             /* relaxed: as give_reserve */
             any |= atomic_load_explicit(&s->shards[i].reserve, memory_order_relaxed) != 0;
             give_reserve(h, &s->shards[i]);
@@ -682,26 +702,21 @@ void hive__obj_unpublish(struct hive *h, hive__obj_t *o)
  * owns o. */
 static inline bool own_enter(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 {
-    if (unlikely(!h->sched.asym))
+    /* plain_enter's acquire of revoking: a promoter's CAS of the key is
+     * seen by our load of the key below; relaxed key: only a promoter
+     * moves it off the private value, and none can now */
+    if (unlikely(!h->sched.asym) || !plain_enter(&w->pbusy, &h->store.revoking))
         return false;
-    atomic_store_explicit(&w->pbusy, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    /* acquire: pairs with a promoter's release of revoking, so that its
-     * CAS of the key is seen by our load of the key below; relaxed key:
-     * only a promoter moves it off the private value, and none can now */
-    if (likely(atomic_load_explicit(&h->store.revoking, memory_order_acquire) == 0) &&
-        likely(atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) ==
+    if (likely(atomic_load_explicit(hive__handles_key(o), memory_order_relaxed) ==
                hive__handles_key_priv(o->id)))
         return true;
-    atomic_store_explicit(&w->pbusy, 0, memory_order_release);
+    plain_leave(&w->pbusy);
     return false;
 }
 
 static inline void own_leave(hive__worker_t *w)
 {
-    /* release: the plain stores of the section before a promoter's
-     * acquire of 0 */
-    atomic_store_explicit(&w->pbusy, 0, memory_order_release);
+    plain_leave(&w->pbusy);
 }
 
 /* Is w (a worker of h, or NULL) the owner of o? relaxed: the owner field
@@ -736,14 +751,7 @@ static inline bool own_unkey(struct hive *h, hive__worker_t *w, hive__obj_t *o)
 /* Wait out worker i's plain section (a promoter's half of own_enter). */
 static void wait_plain(struct hive *h, unsigned i)
 {
-    /* acquire: pairs with own_leave's release (the owner's plain stores
-     * are seen by our CASes after it) */
-    for (unsigned spins = 0; atomic_load_explicit(&h->sched.w[i].pbusy, memory_order_acquire); spins++) {
-        if (spins < 64)
-            hive__cpu_relax();
-        else
-            sched_yield();            /* the owner was preempted inside its section */
-    }
+    plain_wait_out(&h->sched.w[i].pbusy);
 }
 
 /* Start a promotion: every owner's changes are CASes from now until
