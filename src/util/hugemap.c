@@ -105,8 +105,7 @@ static void settle_cb(struct rcu_head *head)
             q_tail->next = n;
         else
             q_head = n;
-        q_tail = n;
-        q_busy = true;             /* a drain from now on waits for it */
+        q_tail = n;                /* a drain waits for it from now on (q_head) */
         pthread_cond_signal(&q_work);
         pthread_mutex_unlock(&q_lock);
         return;
