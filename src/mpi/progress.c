@@ -179,11 +179,13 @@ static void send_copy(world_t *w, MPI_Comm comm, int dest, int tag, const void *
 {
     if (len <= SMALL_MSG) {
         MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, comm);
+        HIVE__MPI_SENT(msg, len);
         return;
     }
     void *buf = malloc(len);
     if (buf == NULL) {
         MPI_Send(msg, (int)len, MPI_BYTE, dest, tag, comm);
+        HIVE__MPI_SENT(msg, len);
         return;
     }
     memcpy(buf, msg, len);
@@ -212,6 +214,7 @@ static void send_request(world_t *w, int dest, void *msg, size_t len, bool owned
     memcpy(&h, msg, sizeof h);
     wire_hdr_t env = { .type = M_BIG, .req = h.req, .size = len };
     MPI_Send(&env, (int)sizeof env, MPI_BYTE, dest, HIVE__MPI_TAG_CTRL, w->comm);
+    HIVE__MPI_SENT(&env, sizeof env);
     int tag = hive__mpi_body_tag(w, h.req);
     if (owned)
         send_msg(w, w->dcomm, msg, len, dest, tag, (xfer_t){ .free_buf = msg });
@@ -635,6 +638,7 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
         if (size)
             memcpy(buf + sizeof s, data, size);
         MPI_Send(buf, (int)(sizeof s + size), MPI_BYTE, dest, tag, w->rcomm);
+        HIVE__MPI_SENT(buf, sizeof s + size);
         return;
     }
     if (inl != size && hold == NULL && (copy = malloc(size)) == NULL) {
@@ -647,6 +651,7 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
         if (inl)
             memcpy(buf + sizeof h, data, inl);
         MPI_Send(buf, (int)(sizeof h + inl), MPI_BYTE, dest, tag, w->rcomm);
+        HIVE__MPI_SENT(buf, sizeof h + inl);
     } else {
         char *buf = malloc(sizeof h + inl);
         if (buf == NULL) {
@@ -1256,6 +1261,7 @@ void hive__mpi_push_version(world_t *w, uint64_t cell, hive__obj_t *v, uint64_t 
             memcpy(buf + sizeof h, v->data, size);
         for (int i = 0; i < n; i++)
             MPI_Send(buf, (int)(sizeof h + size), MPI_BYTE, ranks[i], HIVE__MPI_TAG_CTRL, w->comm);
+        HIVE__MPI_SENT(buf, sizeof h + size);
         hive__mpi_count(&w->st_pushes, (uint64_t)n);
     }
     free(buf);

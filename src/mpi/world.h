@@ -120,7 +120,12 @@ static inline void hive__mpi_received(const char *file, int line, const void *p,
                           n - off < ((size_t)16 << 10) ? n - off : (size_t)16 << 10);
 }
 #define HIVE__MPI_RECEIVED(p, n) hive__mpi_received(__FILE__, __LINE__, (p), (n))
+/* A blocking send returned: MPI may have read the bytes on another thread
+ * (its progress), which it orders with atomics TSan does not see, and the
+ * buffer (often on the stack) is reused now: marked new likewise. */
+#define HIVE__MPI_SENT(p, n) hive__mpi_received(__FILE__, __LINE__, (p), (n))
 #else
+#define HIVE__MPI_SENT(p, n) ((void)0)
 #define HIVE__MPI_RECEIVED(p, n) ((void)0)
 #endif
 
