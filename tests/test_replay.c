@@ -1255,6 +1255,70 @@ static void test_lagging_batch(void **state)
     finish(h);
 }
 
+/* A batch of n consecutive keys, items equal to their keys. */
+static void push_batch_keys(hive_replay_t *rb, uint64_t from, size_t n)
+{
+    uint64_t items[64];
+    for (size_t i = 0; i < n; i++)
+        items[i] = from + i;
+    assert_int_equal(hive_replay_push_batch(rb, items, n), HIVE_OK);
+}
+
+static void *batch_128(void *arg)
+{
+    push_batch_keys(arg, 128, 32);
+    return NULL;
+}
+
+/* A batch's rows are looked at all at once and taken with plain stores
+ * when every previous turn is done (run_put); a row whose previous key is
+ * claimed but not written sends the run to the row-by-row wait. Capacity
+ * 64: keys 64..67 (rows 0..3) claimed and held back, batches 68..99 and
+ * 100..127 go ahead (their previous keys are written), the batch 128..159
+ * on rows 0..31 waits for rows 0..3 and writes none of its rows before
+ * them; then every row holds the newest key claimed for it. */
+static void test_batch_waits_for_its_rows(void **state)
+{
+    (void)state;
+    hive_t *h = engine();
+    for (int prioritized = 0; prioritized < 2; prioritized++) {
+        hive_replay_t *rb = make(h, 64, prioritized, 1.0, 0.5, 3);
+        push_batch_keys(rb, 0, 64);
+        uint64_t base = hive__replay_claim(rb, 4);
+        assert_int_equal(base, 64);
+        push_batch_keys(rb, 68, 32);
+        push_batch_keys(rb, 100, 28);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, batch_128, rb), 0);
+        test_sleep_ms(20);
+        hive_array_t a;
+        assert_int_equal(hive_array_view(h, hive_replay_array(rb), &a), HIVE_OK);
+        const _Atomic uint64_t *rows = (const _Atomic uint64_t *)a.data;
+        for (int r = 4; r < 32; r++)    /* relaxed: the waiting batch must not have begun */
+            assert_int_equal(atomic_load_explicit(&rows[r], memory_order_relaxed), 64 + r);
+        uint64_t late[4] = { 64, 65, 66, 67 };
+        hive__replay_write_claimed(rb, base, late, 4);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        for (uint64_t r = 0; r < 64; r++) {
+            uint64_t key;
+            assert_int_equal(hive__replay_row_turn(rb, r, &key), 0);
+            assert_int_equal(key, r < 32 ? 128 + r : 64 + r);
+            assert_int_equal(atomic_load_explicit(&rows[r], memory_order_relaxed), key);
+        }
+        uint64_t items[64], keys[64], rng = 5;
+        assert_int_equal(hive_replay_sample_ex(rb, 64, HIVE_REPLAY_DISTINCT, &rng, items, keys, NULL, 0),
+                         HIVE_OK);
+        for (int i = 0; i < 64; i++) {
+            assert_int_equal(items[i], keys[i]);
+            assert_true(keys[i] >= 96 && keys[i] < 160);
+        }
+        if (prioritized)
+            assert_int_equal(hive__replay_tree_check(rb), 0);
+        assert_int_equal(hive_replay_free(rb), HIVE_OK);
+    }
+    finish(h);
+}
+
 /* Runs of keys (src/rl/replay.c, "Runs of keys"): a thread whose single
  * pushes meet another producer's claims claims 32 keys at once and holds
  * the rest; the rows of held keys keep their older items (sampled with
@@ -1412,6 +1476,7 @@ int main(void)
         cmocka_unit_test(test_descent_out_of_mass),
         cmocka_unit_test(test_keys_from_watermark),
         cmocka_unit_test(test_lagging_batch),
+        cmocka_unit_test(test_batch_waits_for_its_rows),
         cmocka_unit_test(test_runs_of_keys),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);

@@ -229,14 +229,15 @@ struct hive_replay {
     unsigned          depth;        /* levels of the tree; level depth - 1 is one group */
     _Atomic uint64_t *level[MAX_DEPTH];   /* level d's entries (line-aligned groups of 8) */
     uint64_t          level_len[MAX_DEPTH];   /* entries of level d (not counting padding) */
-    _Atomic uint64_t *seq;          /* cap row sequence words */
+    _Atomic uint64_t *seq;          /* cap row sequence words, line-aligned */
     _Atomic uint64_t *cont;         /* cap content labels of TURN rows (see "Runs of keys") */
     uint64_t          gen;          /* this buffer's number among all made: run caches' tag */
     bool              runs;         /* single pushes may claim runs: cap >= RUN_MIN_CAP */
     _Atomic uint64_t *leaf;         /* cap leaves (doubles' bits) and zero padding to a group
                                        of 8, line-aligned; NULL when uniform */
     _Atomic uint64_t *tree;         /* the total, then every level; NULL when uniform */
-    void             *leaf_mem, *tree_mem;    /* what calloc gave for leaf and tree */
+    void             *seq_mem, *leaf_mem, *tree_mem;  /* what calloc gave for seq and cont,
+                                                         leaf, tree */
     _Atomic uint64_t *dirty;        /* prioritized: a bit per leaf block whose entry is stale */
     uint64_t         *todo;         /* prioritized: the flusher's list of entries, blocks long */
     double            alpha, beta, spi, error_buffer;
@@ -939,19 +940,43 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
     /* ask for the run's lines for writing now, so that their misses overlap
      * the takes of the words below instead of coming one after another
      * under the memcpy */
-    for (size_t off = 0; off < n * isz; off += 64)
+    const size_t bytes = n * isz;
+#pragma GCC unroll 4
+    for (size_t off = 0; off < bytes; off += 64)
         prefetch_w(dst + off);
-    prefetch_w(dst + n * isz - 1);          /* the last line, if dst is not on a line */
+    prefetch_w(dst + bytes - 1);            /* the last line, if dst is not on a line */
     for (size_t i = 0; i < n; i += 8)
         prefetch_w(&sq[i]);                 /* the words' lines, read and then written */
     prefetch_w(&sq[n - 1]);
     if (__builtin_expect(key >= cap && key - base + n <= cap, 1)) {
         /* the common case: every row's previous key is k - cap, so the
-         * ready words and ours are two runs of consecutive labels */
-        uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
-#pragma GCC unroll 4
-        for (size_t i = 0; i < n; i++, ready += 2, odd += 2)
-            row_claim(rb, &sq[i], ready, odd >> 1);
+         * ready words and ours are two runs of consecutive labels. Every
+         * word is looked at first, in a loop that only loads and compares
+         * (each word differs from its ready word in no bit but the TURN
+         * mark: the previous key's even word or its TURN word, as
+         * turn_done accepts; a label never reaches the mark's bit), and
+         * when every turn is done all are taken with plain stores: 5
+         * instructions a row where row_claim's load, test and store took
+         * 11. It is
+         * row_claim's protocol row by row (each row's store follows its
+         * own seq_cst load; only the time between them is longer, and an
+         * update or a TURN holder that takes a row in that time sees our
+         * claim and gives the row back, as in row_claim). A row not done
+         * sends the run to row_claim, which looks again and waits. */
+        const uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
+        uint64_t miss = 0;
+#pragma GCC unroll 8
+        for (size_t i = 0; i < n; i++)
+            miss |= atomic_load_explicit(&sq[i], memory_order_seq_cst) ^ (ready + 2 * i);
+        if (__builtin_expect((miss & ~TURN) == 0, 1)) {
+#pragma GCC unroll 8
+            for (size_t i = 0; i < n; i++)
+                /* relaxed: as in row_claim */
+                atomic_store_explicit(&sq[i], odd + 2 * i, memory_order_relaxed);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                row_claim(rb, &sq[i], ready + 2 * i, key + i + 1);
+        }
     } else {
         for (size_t i = 0; i < n; i++) {
             uint64_t k = key + i;
@@ -967,10 +992,10 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
         for (size_t i = 0; i < n; i++)
             leaf_set(rb, row + i, leaf);
     /* release: as in row_put, bytes and leaf before the even word */
-    uint64_t even = (key + 1) << 1;
-#pragma GCC unroll 4
-    for (size_t i = 0; i < n; i++, even += 2)
-        atomic_store_explicit(&sq[i], even, memory_order_release);
+    const uint64_t even = (key + 1) << 1;
+#pragma GCC unroll 8
+    for (size_t i = 0; i < n; i++)
+        atomic_store_explicit(&sq[i], even + 2 * i, memory_order_release);
     row_wake(rb);
 }
 
@@ -1524,8 +1549,15 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
     hive__ref_pin(h, rb->ref);
     /* calloc: all-zero bits are 0 words and 0.0 doubles, and big tables
      * come from fresh (lazily zeroed) pages */
-    rb->seq = hive__calloc(2 * rb->cap, sizeof *rb->seq);   /* seq, then cont; cap <= 2^48 */
-    rb->cont = rb->seq != NULL ? rb->seq + rb->cap : NULL;
+    /* seq, then cont (cap <= 2^48), each line-aligned: with the words at 16
+     * bytes past a line (what calloc gives for a table this large: an
+     * mmap'd chunk's header), a batch's 32 words spanned 5 lines, and the
+     * first and the last were the neighbouring batches' too, which the
+     * other producer writes at the same time (see docs/benchmarks.md,
+     * "Replay: line-aligned sequence words") */
+    uint64_t seq_words = (rb->cap + FAN - 1) / FAN * FAN;
+    rb->seq = words_aligned(2 * seq_words, &rb->seq_mem);
+    rb->cont = rb->seq != NULL ? rb->seq + seq_words : NULL;
     rb->gen = atomic_fetch_add_explicit(&replay_gens, 1, memory_order_relaxed) + 1;   /* a tag only */
     rb->runs = rb->cap >= RUN_MIN_CAP;
     if (cfg->prioritized && rb->seq != NULL && tree_new(rb) != HIVE_OK)
@@ -1534,7 +1566,7 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
         uint64_t cap = rb->cap;
         hive__ref_unpin(h, rb->ref);
         tree_free(rb);
-        free(rb->seq);
+        free(rb->seq_mem);
         free(rb);
         return hive__fail(HIVE_ENOMEM, "hive_replay_new: cannot allocate the sequence words%s of "
                           "%llu items", cfg->prioritized ? " and sum tree" : "", (unsigned long long)cap);
@@ -1565,7 +1597,7 @@ int hive_replay_free(hive_replay_t *rb)
     hive__listed_remove(rb->h, &rb->listed);
     hive__ref_unpin(rb->h, rb->ref);
     tree_free(rb);
-    free(rb->seq);
+    free(rb->seq_mem);
     free(rb);
     return HIVE_OK;
 }
