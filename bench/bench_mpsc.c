@@ -501,7 +501,7 @@ ALWAYS_INLINE uint64_t pp_transfer(pp_bench_t *b, enum impl impl, uint64_t round
  * for the growth: fresh chunks mapped and faulted in, and their 2 MiB
  * regions collapsed into huge pages by the settler on one of the two vCPUs
  * (MADV_COLLAPSE copies 2 MiB, 2-5 ms a region) while its producer and
- * consumer ran; the next impl found the pool grown (pool_new_MiB 6-26 for
+ * consumer ran; the next impl found the pool grown (pool_new_MiB 6-38 for
  * the first row of a process, 0 for the others). */
 static void pool_reserve_once(void)
 {
