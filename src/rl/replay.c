@@ -955,18 +955,20 @@ static void run_put(hive_replay_t *rb, uint64_t base, uint64_t key, uint64_t row
          * (each word differs from its ready word in no bit but the TURN
          * mark: the previous key's even word or its TURN word, as
          * turn_done accepts; a label never reaches the mark's bit), and
-         * when every turn is done all are taken with plain stores: 5
-         * instructions a row where row_claim's load, test and store took
-         * 11. It is
-         * row_claim's protocol row by row (each row's store follows its
-         * own seq_cst load; only the time between them is longer, and an
-         * update or a TURN holder that takes a row in that time sees our
-         * claim and gives the row back, as in row_claim). A row not done
-         * sends the run to row_claim, which looks again and waits. */
+         * when every turn is done all are taken with plain stores: about 7
+         * instructions a row for the look and the take, where row_claim's
+         * took 11.6 (callgrind). It is row_claim's protocol row by row
+         * (each row's store follows its own seq_cst load; only the time
+         * between them is longer, and an update or a TURN holder that
+         * takes a row in that time sees our claim and gives the row back,
+         * as in row_claim). A row not done sends the run to row_claim,
+         * which looks again and waits. */
         const uint64_t ready = (key - cap + 1) << 1, odd = (key + 1) << 1 | 1;
         uint64_t miss = 0;
 #pragma GCC unroll 8
         for (size_t i = 0; i < n; i++)
+            /* seq_cst: as in row_claim (acquire of the previous writer's
+             * stores; our half of the Dekker pair with an update) */
             miss |= atomic_load_explicit(&sq[i], memory_order_seq_cst) ^ (ready + 2 * i);
         if (__builtin_expect((miss & ~TURN) == 0, 1)) {
 #pragma GCC unroll 8
@@ -1553,8 +1555,8 @@ int hive_replay_new(hive_t *h, const hive_replay_config_t *cfg, hive_replay_t **
      * bytes past a line (what calloc gives for a table this large: an
      * mmap'd chunk's header), a batch's 32 words spanned 5 lines, and the
      * first and the last were the neighbouring batches' too, which the
-     * other producer writes at the same time (see docs/benchmarks.md,
-     * "Replay: line-aligned sequence words") */
+     * other producer writes at the same time (docs/benchmarks.md,
+     * "Replay batches, and the MPSC row") */
     uint64_t seq_words = (rb->cap + FAN - 1) / FAN * FAN;
     rb->seq = words_aligned(2 * seq_words, &rb->seq_mem);
     rb->cont = rb->seq != NULL ? rb->seq + seq_words : NULL;
