@@ -140,7 +140,8 @@ unsigned hive__envpool_res_cap = 1024;
 /* a waiter with nothing to do reads the clock every CLOCK_EVERY-th pass
  * (a read is 35-50 ns on this VM) */
 #define CLOCK_EVERY 8u
-/* a slice job times one turn in TURN_EVERY (the cost hint) */
+/* a slice job times one turn in TURN_EVERY (the cost hint) while a step
+ * costs under STAND_COST_NS */
 #define TURN_EVERY 8u
 
 enum { KIND_STEP, KIND_RESET };
@@ -933,10 +934,10 @@ static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
              * a worker leaves a busy worker's envs to whoever is free */
             if (any_pending(p, (unsigned)(s - p->slices)))
                 return true;
-            /* seq_cst: dead is free's store of the pair in slice_job */
             uint64_t now = hive__now_ns();
             if (end == 0)
                 end = now + STAND_NS;
+            /* seq_cst: dead is free's store of the pair in slice_job */
             if (stopping(p) || atomic_load_explicit(&s->shell->dead, memory_order_seq_cst) ||
                 now >= end)
                 return false;
@@ -965,9 +966,13 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         for (;;) {
             bool lost = stopping(p);
             /* two clock reads a timed turn (the cost hint), one turn
-             * that stepped in TURN_EVERY: the first read came before the
-             * turn's first claim, ~40 ns on the way of every result */
-            bool timed = s->turns % TURN_EVERY == 0;
+             * that stepped in TURN_EVERY while steps are cheap: the first
+             * read came before the turn's first claim, ~40 ns on the way
+             * of every result */
+            /* a hint: relaxed. Steps of STAND_COST_NS or more: every
+             * turn, as before (two reads are under 1% of a turn there) */
+            uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+            bool timed = hint == 0 || hint >= STAND_COST_NS || s->turns % TURN_EVERY == 0;
             uint64_t t0 = timed ? hive__now_ns() : 0;
             /* results into the ring of the worker running us (not of
              * slice me: a job may run on another worker than its own) */
@@ -1165,12 +1170,17 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
         return HIVE_OK;
     /* the cost of the envs stepped here (note_cost): the time from the
      * start of the wait while it did nothing but step, two clock reads in
-     * all (a clock read per env would cost as much as a CartPole step) */
-    /* timed every COST_EVERY-th wait (or until there is an estimate), as
-     * a sync step and a cheap send are: a clock read costs 35-50 ns on
-     * this VM, and a recv at 1 us a step waits about once a microsecond */
+     * all (a clock read per env would cost as much as a CartPole step);
+     * timed every COST_EVERY-th wait (or until there is an estimate), as
+     * a sync step and a cheap send are: a read costs 35-50 ns on this VM,
+     * and a recv at 1 us a step waits about once a microsecond. Steps of
+     * STAND_COST_NS or more: every wait, as before (two reads are under 1%
+     * of a wait there, and the owner's smoothed estimate, stored in the
+     * cost hint at each, keeps the hint from following one turn's sample
+     * of a heavy-tailed env) */
     bool timing = w != NULL && !grace &&  /* a grace's spins are no stepping */
-                  (p->step_ns == 0 || p->nwait++ % COST_EVERY == 0);
+                  (p->step_ns == 0 || p->step_ns >= STAND_COST_NS ||
+                   p->nwait++ % COST_EVERY == 0);
     uint64_t t0 = timing ? hive__now_ns() : 0;
     size_t served = 0;
     unsigned polls = 0;                  /* idle passes (the clock is read every CLOCK_EVERY-th) */
