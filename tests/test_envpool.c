@@ -496,7 +496,7 @@ static void test_inside_a_task(void **state)
  * such batches on one core for thousands of batches. */
 double hive__envpool_step_estimate(const hive_envpool_t *p);
 enum { RISE_COST_NS = 200000, RISE_STEPS = 100 };
-static int rise_task(hive_ctx_t *ctx)
+static int rise_run(hive_ctx_t *ctx, bool async)
 {
     hive_env_synthetic_config_t cfg = { .cost_ns = RISE_COST_NS, .episode_len = 1000 };
     hive_envpool_opts_t o = { .num_envs = 2, .seed = 7, .config = &cfg };
@@ -507,15 +507,25 @@ static int rise_task(hive_ctx_t *ctx)
     hive_envpool_batch_t b;
     int32_t act[2] = { 0 };
     hive_array_t a = actions_of(act, 2);
-    int rc = hive_envpool_reset(p, &b);
+    int rc = async ? hive_envpool_async_reset(p) : hive_envpool_reset(p, &b);
+    if (async && rc == HIVE_OK)
+        rc = hive_envpool_recv(p, HIVE_FOREVER, &b);
     est[0] = hive__envpool_step_estimate(p);
     /* the steps' own CPU time: what a step costs this run, whatever the
      * spin's calibration (made at a moment a loaded machine may have
      * preempted) and the wall clock (preemptions) say */
     struct timespec c0, c1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-    for (int s = 0; s < RISE_STEPS && rc == HIVE_OK; s++)
-        rc = hive_envpool_step(p, &a, &b);
+    for (int s = 0; s < RISE_STEPS && rc == HIVE_OK; s++) {
+        if (!async) {
+            rc = hive_envpool_step(p, &a, &b);
+            continue;
+        }
+        int32_t ids[2] = { ((const int32_t *)b.env_id.data)[0], ((const int32_t *)b.env_id.data)[1] };
+        rc = hive_envpool_send(p, &a, ids, 2);
+        if (rc == HIVE_OK)
+            rc = hive_envpool_recv(p, HIVE_FOREVER, &b);
+    }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
     est[1] = rc == HIVE_OK ? hive__envpool_step_estimate(p) : -1;
     /* per env step: each batch steps both envs, here on this thread (one worker) */
@@ -524,13 +534,23 @@ static int rise_task(hive_ctx_t *ctx)
     hive_envpool_free(p);
     return hive_return(ctx, est, sizeof est);
 }
-
-static void test_cost_estimate_follows_a_rise(void **state)
+static int rise_task(hive_ctx_t *ctx)
 {
-    (void)state;
+    return rise_run(ctx, false);
+}
+/* async: the first samples are the async reset's (recv's own stepping),
+ * then a cheap send's, timed every COST_EVERY-th, then - once the steps
+ * go through the rings - recv's, also every COST_EVERY-th wait */
+static int rise_async_task(hive_ctx_t *ctx)
+{
+    return rise_run(ctx, true);
+}
+
+static void cost_follows(hive_fn fn)
+{
     hive_t *h = start("pack:1 numa:1 core:1 pu:1", 0);
     hive_ref_t r;
-    assert_int_equal(hive_submit(h, rise_task, NULL, 0, NULL, &r), HIVE_OK);
+    assert_int_equal(hive_submit(h, fn, NULL, 0, NULL, &r), HIVE_OK);
     const double *est;
     assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&est, NULL), HIVE_OK);
     /* the reset's sample: far below a step's cost (else - a sanitized
@@ -548,6 +568,18 @@ static void test_cost_estimate_follows_a_rise(void **state)
                  est[0]);
     assert_int_equal(hive_release(h, r), HIVE_OK);
     assert_int_equal(hive_shutdown(h), HIVE_OK);
+}
+
+static void test_cost_estimate_follows_a_rise(void **state)
+{
+    (void)state;
+    cost_follows(rise_task);
+}
+
+static void test_cost_estimate_follows_a_rise_async(void **state)
+{
+    (void)state;
+    cost_follows(rise_async_task);
 }
 
 /* A worker busy for long (a long actor method) holds back neither the
@@ -655,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_inside_a_task),
         cmocka_unit_test(test_standing_jobs_hold_nothing_back),
         cmocka_unit_test(test_cost_estimate_follows_a_rise),
+        cmocka_unit_test(test_cost_estimate_follows_a_rise_async),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

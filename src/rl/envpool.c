@@ -137,6 +137,12 @@ unsigned hive__envpool_res_cap = 1024;
 /* a sync owner with nothing to step polls done() alone, looking for work
  * (steals, other jobs) every LOOK_EVERY spins: a few hundred ns */
 #define LOOK_EVERY 8u
+/* a waiter with nothing to do reads the clock every CLOCK_EVERY-th pass
+ * (a read is 35-50 ns on this VM) */
+#define CLOCK_EVERY 8u
+/* a slice job times one turn in TURN_EVERY (the cost hint) while a step
+ * costs under STAND_COST_NS */
+#define TURN_EVERY 8u
 
 enum { KIND_STEP, KIND_RESET };
 
@@ -177,13 +183,20 @@ typedef struct slice {                   /* one per worker: its envs waiting for
     uint64_t              mask;          /* cap - 1; cap is a power of two >= the home envs */
     int32_t              *home;          /* sync: the ids of its home envs, in id order */
     uint32_t              nhome;
-    uint64_t              ptail;         /* owner: positions pushed, published by post_slices */
     unsigned              worker, node;
+    /* the job's turns that stepped something (its runner's: one at a
+     * time; see slice_job's cost hint) */
+    uint32_t              turns;
     /* positions claimed (any participant, CAS): a line apart from the
      * tail the owner stores, so that the home worker's claims hit its
      * own cache while nobody else looks */
     HIVE_ALIGNED _Atomic uint64_t head;
     HIVE_ALIGNED _Atomic uint64_t tail;  /* positions published (the owner thread) */
+    /* owner: positions pushed, published by publish_tails - in the tail's
+     * line, which the owner stores anyway: in the first line (ring, mask,
+     * home, read at every claim) each push took that line from the
+     * workers */
+    uint64_t              ptail;
     _Atomic uint32_t      queued;        /* the job is posted or running (see post_slice) */
     /* sync: chunks handed out so far, ever - the end of the batch under
      * way; only the owner stores it, once per batch (see claim_chunk) */
@@ -267,6 +280,7 @@ struct hive_envpool {
     double                step_ns;       /* owner: a step's cost as the owner measured it */
     double                cost_high;     /* owner: a sample far above step_ns, held back (note_cost) */
     uint32_t              nsync;         /* owner: sync batches so far (cost sampling) */
+    uint32_t              nwait;         /* owner: waits so far (cost sampling, wait_until) */
     size_t                recv_blk;      /* owner: the block recv takes next (blocks taken
                                             so far mod nblocks, kept, not divided: a
                                             division is a tenth of a CartPole step) */
@@ -908,7 +922,10 @@ static bool own_pending(slice_t *s)
  * (hive__sched_help), so a standing job holds no other work back. */
 static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
 {
-    uint64_t end = hive__now_ns() + STAND_NS;
+    /* the stand's end is set at its first look (STAND_LOOK spins in): a
+     * clock read at its start came right after the turn's last result,
+     * when the next batch's work may be on its way */
+    uint64_t end = 0;
     for (unsigned i = 1;; i++) {
         if (own_pending(s))
             return true;
@@ -917,9 +934,12 @@ static bool stand(hive_envpool_t *p, slice_t *s, hive__worker_t *w)
              * a worker leaves a busy worker's envs to whoever is free */
             if (any_pending(p, (unsigned)(s - p->slices)))
                 return true;
+            uint64_t now = hive__now_ns();
+            if (end == 0)
+                end = now + STAND_NS;
             /* seq_cst: dead is free's store of the pair in slice_job */
             if (stopping(p) || atomic_load_explicit(&s->shell->dead, memory_order_seq_cst) ||
-                hive__now_ns() >= end)
+                now >= end)
                 return false;
             if (hive__sched_help(w, NULL, NULL))
                 end = hive__now_ns() + STAND_NS;   /* it was busy: a fresh stand */
@@ -945,11 +965,21 @@ static void slice_job(hive__job_t *job, hive__worker_t *w)
         unsigned me = (unsigned)(s - p->slices);
         for (;;) {
             bool lost = stopping(p);
-            uint64_t t0 = hive__now_ns();
+            /* two clock reads a timed turn (the cost hint), one turn
+             * that stepped in TURN_EVERY while steps are cheap: the first
+             * read came before the turn's first claim, ~40 ns on the way
+             * of every result */
+            /* a hint: relaxed. Steps of STAND_COST_NS or more: every
+             * turn, as before (two reads are under 1% of a turn there) */
+            uint32_t hint = atomic_load_explicit(&p->cost_hint, memory_order_relaxed);
+            bool timed = hint == 0 || hint >= STAND_COST_NS || s->turns % TURN_EVERY == 0;
+            uint64_t t0 = timed ? hive__now_ns() : 0;
             /* results into the ring of the worker running us (not of
              * slice me: a job may run on another worker than its own) */
             size_t k = serve_sync(p, me, lost, true) + serve_all(p, me, lost, &p->slices[w->index]);
-            if (k > 0 && !lost)          /* two clock reads a turn: the cost hint */
+            if (k > 0)
+                s->turns++;
+            if (timed && k > 0 && !lost)
                 hint_cost(p, (hive__now_ns() - t0) / k);
             /* only a job the worker runs at its top stands: one run
              * nested in a wait (the owner's recv helping with its own
@@ -1140,10 +1170,20 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
         return HIVE_OK;
     /* the cost of the envs stepped here (note_cost): the time from the
      * start of the wait while it did nothing but step, two clock reads in
-     * all (a clock read per env would cost as much as a CartPole step) */
-    uint64_t t0 = w != NULL ? hive__now_ns() : 0;
+     * all (a clock read per env would cost as much as a CartPole step);
+     * timed every COST_EVERY-th wait (or until there is an estimate), as
+     * a sync step and a cheap send are: a read costs 35-50 ns on this VM,
+     * and a recv at 1 us a step waits about once a microsecond. Steps of
+     * STAND_COST_NS or more: every wait, as before (two reads are under 1%
+     * of a wait there, and the owner's smoothed estimate, stored in the
+     * cost hint at each, keeps the hint from following one turn's sample
+     * of a heavy-tailed env) */
+    bool timing = w != NULL && !grace &&  /* a grace's spins are no stepping */
+                  (p->step_ns == 0 || p->step_ns >= STAND_COST_NS ||
+                   p->nwait++ % COST_EVERY == 0);
+    uint64_t t0 = timing ? hive__now_ns() : 0;
     size_t served = 0;
-    bool timing = w != NULL && !grace;   /* a grace's spins are no stepping */
+    unsigned polls = 0;                  /* idle passes (the clock is read every CLOCK_EVERY-th) */
     /* spins since the last look for work (0: look now). grace: the
      * first look comes after LOOK_EVERY spins - a sync owner that stepped
      * its own share first gives the other workers, which got theirs a
@@ -1188,7 +1228,12 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
             continue;
         }
         idle = 1;
-        uint64_t now = hive__now_ns();
+        /* the clock only every CLOCK_EVERY-th idle pass (the spin's end
+         * is 5 us away; a read between two looks at done() delays
+         * seeing the last result by its cost) */
+        uint64_t now = 0;
+        if (timing || spin_end == 0 || ++polls % CLOCK_EVERY == 0)
+            now = hive__now_ns();
         if (timing) {                    /* the stepping stretch ended */
             note_cost(p, now - t0, served);
             timing = false;
@@ -1197,7 +1242,7 @@ static int wait_until(hive_envpool_t *p, bool (*done)(void *), unsigned most, ui
             spin_end = now + SPIN_NS;
         if (w != NULL && hive__sched_help(w, done, p))
             continue;
-        if (now < spin_end) {
+        if (now == 0 || now < spin_end) {
             hive__cpu_relax();           /* the last envs are about to finish */
             continue;
         }
