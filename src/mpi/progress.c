@@ -552,9 +552,10 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
                          size_t n, bool own);
 static bool own_adopt(const char *buf);
 
-/* The answer to a record-free future's call. */
+/* The answer to a record-free future's call: hdr, then its inline bytes at
+ * data (buf + sizeof *hdr, or a short answer's after its own header). */
 static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
-                         bool own)
+                         const char *data, bool own)
 {
     fut_t *f = &w->futs[hdr->req & (HIVE__MPI_FUTS - 1)];
     /* acquire: the claimer's fields (dest, actor, keep), published with key.
@@ -575,7 +576,7 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
         f->status = HIVE_EINVAL;
         st = FUT_FAILED;
     } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
-        memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+        memcpy(f->bytes, data, hdr->size);
         f->size = (uint32_t)hdr->size;
     } else if (hdr->size <= HIVE__MPI_INLINE && own_adopt(buf)) {
         /* the waiter's receive buffer, answer and all, becomes the slot's:
@@ -1167,7 +1168,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
 static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n, bool own)
 {
     if (hdr->req & HIVE__MPI_FUT_BIT) {
-        on_fut_reply(w, src, tag, hdr, buf, n, own);
+        on_fut_reply(w, src, tag, hdr, buf, n, buf + sizeof *hdr, own);
         return;
     }
     pend_t *p = pend_take(w, src, hdr);
@@ -1306,8 +1307,12 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
         memcpy(&s, buf, sizeof s);
         if (s.size > HIVE__MPI_SHORT_MAX || n - sizeof s < s.size)
             return;                      /* not ours: ignore */
-        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
         hdr = (wire_hdr_t){ .type = M_REPLY, .status = HIVE_OK, .req = s.req, .size = s.size };
+        if (s.req & HIVE__MPI_FUT_BIT) { /* a slot's (the round trip's): its bytes go in from here */
+            on_fut_reply(w, src, tag, &hdr, NULL, sizeof hdr + s.size, buf + sizeof s, own);
+            return;
+        }
+        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
         memcpy(full, &hdr, sizeof hdr);
         if (s.size)
             memcpy(full + sizeof hdr, buf + sizeof s, s.size);
@@ -1627,7 +1632,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
             MPI_Status st;
             MPI_Test(&own, &done, &st);
             if (done) {                  /* own is MPI_REQUEST_NULL now */
-                hive__mpi_count(&w->st_recv_own, 1);   /* no poll_lock here */
+                HIVE__MPI_COUNT_MINE(w, recv_own);   /* no poll_lock here: its own cell */
                 MPI_Get_count(&st, MPI_BYTE, &count);
                 handle(w, src, tag, buf, (size_t)count, true);
                 continue;
@@ -1650,7 +1655,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
         MPI_Wait(&own, &st);
         MPI_Test_cancelled(&st, &cancelled);
         if (!cancelled) {
-            hive__mpi_count(&w->st_recv_own, 1);
+            HIVE__MPI_COUNT_MINE(w, recv_own);
             MPI_Get_count(&st, MPI_BYTE, &count);
             handle(w, src, tag, buf, (size_t)count, true);
         }
