@@ -632,6 +632,14 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
     size_t inl = size <= HIVE__MPI_INLINE ? size : 0;
     wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
     char *copy = NULL;
+    if ((req & HIVE__MPI_FUT_BIT) && size <= HIVE__MPI_BARE_MAX && id == 0 && flags == 0) {
+        uint64_t bare = 0;               /* a slot's answer of up to 8 bytes: the bytes alone */
+        if (size)
+            memcpy(&bare, data, size);
+        MPI_Send(&bare, (int)size, MPI_BYTE, dest, tag, w->rcomm);
+        HIVE__MPI_SENT(&bare, size);
+        return;
+    }
     if (size <= HIVE__MPI_SHORT_MAX && id == 0 && flags == 0) {   /* the short form (wire_short_t) */
         char buf[sizeof(wire_short_t) + HIVE__MPI_SHORT_MAX];
         wire_short_t s = { .type = M_SHORT, .size = (uint32_t)size, .req = req };
@@ -1296,10 +1304,29 @@ static void drop_subs(world_t *w)
 
 /* ---------------------------------------------------------- receiving */
 
+/* A bare answer (world.h: HIVE__MPI_BARE_MAX): the slot its tag names,
+ * if that slot's request went out on this tag; on_fut_reply checks the
+ * rest (the key again, the answer still pending). */
+static void on_bare(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
+{
+    uint64_t bits = (uint64_t)(tag - HIVE__MPI_TAG_REPLY0);
+    fut_t *f = &w->futs[bits & (HIVE__MPI_FUTS - 1)];
+    /* relaxed: on_fut_reply loads it again with acquire */
+    uint64_t key = atomic_load_explicit(&f->key, memory_order_relaxed);
+    if (!(key & HIVE__MPI_FUT_BIT) || (key & w->tag_mask) != bits)
+        return;                          /* nobody asked: ignore */
+    wire_hdr_t hdr = { .type = M_REPLY, .status = HIVE_OK, .req = key, .size = n };
+    on_fut_reply(w, src, tag, &hdr, NULL, sizeof hdr + n, buf, own);
+}
+
 static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
 {
     wire_hdr_t hdr;
     uint32_t type;
+    if (tag != HIVE__MPI_TAG_CTRL && n <= HIVE__MPI_BARE_MAX) {
+        on_bare(w, src, tag, buf, n, own);
+        return;
+    }
     if (tag != HIVE__MPI_TAG_CTRL && n >= sizeof(wire_short_t) && (memcpy(&type, buf, sizeof type), type == M_SHORT)) {
         /* a short answer: rebuilt as a long one on the stack (at most
          * HIVE__MPI_SHORT_MAX bytes to copy) */
