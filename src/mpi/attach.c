@@ -404,7 +404,8 @@ static fut_t *fut_held(world_t *w, uint64_t id, const char *fn)
     fut_t *f = hive__mpi_fut_find(w, id);
     /* relaxed: a hint against a released id; the user's own count keeps it */
     uint64_t hd = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
-    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) || HIVE__MPI_FUT_COUNT(hd) < 2) {
+    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) ||
+        HIVE__MPI_FUT_USERS(HIVE__MPI_FUT_COUNT(hd)) < 2) {
         hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                    (unsigned long long)id);
         return NULL;
@@ -471,14 +472,19 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     return rc;
 }
 
-/* Take (add > 0) or drop a user's count on a record-free future. */
-static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
+/* Take or drop (move) a user's count on a record-free future. */
+static int fut_count(world_t *w, uint64_t id, int move, const char *fn)
 {
     int rc;
-    if (hive__mpi_fut_count(w, id, add, &rc))
+    if (hive__mpi_fut_count(w, id, move, &rc))
         return HIVE_OK;
     if (rc == HIVE_EINVAL)
-        return hive__fail(rc, "%s: future %llu holds 2^31 counts already", fn, (unsigned long long)id);
+        return hive__fail(rc, "%s: future %llu holds 32,767 counts already", fn, (unsigned long long)id);
+    if (rc == HIVE_ESTATE)               /* relaxed: for the sentence */
+        return hive__fail(rc, "%s: future %llu has no count left (released once too often); the layer "
+                          "still holds it for %u calls in flight", fn, (unsigned long long)id,
+                          HIVE__MPI_FUT_COUNT(atomic_load_explicit(&w->futs[id & (HIVE__MPI_FUTS - 1)].holds,
+                                                                   memory_order_relaxed)) >> 16);
     return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                       (unsigned long long)id);
 }
@@ -487,7 +493,7 @@ static int remote_release(void *ctx, hive_ref_t ref)
 {
     world_t *w = ctx;
     if (owner(w, ref.id) == w->rank)     /* this rank's ids come here only as futures */
-        return fut_count(w, ref.id, -1, "hive_release");
+        return fut_count(w, ref.id, HIVE__MPI_FUT_RELEASE, "hive_release");
     pthread_mutex_lock(&w->clock);
     cached_t **pp = bucket(w, ref.id), *c;
     while ((c = *pp) != NULL && c->rid != ref.id)
@@ -538,7 +544,7 @@ static int remote_retain(void *ctx, hive_ref_t ref)
     world_t *w = ctx;
     int dest = owner(w, ref.id), rc;
     if (dest == w->rank)                 /* this rank's ids come here only as futures */
-        return fut_count(w, ref.id, 1, "hive_retain");
+        return fut_count(w, ref.id, HIVE__MPI_FUT_RETAIN, "hive_retain");
     if (dest < 0)
         return hive__fail(HIVE_ENOENT, "hive_retain: object %llu belongs to no rank of this world "
                           "(%d ranks)", (unsigned long long)ref.id, w->size);

@@ -332,8 +332,15 @@ pend_t *hive__mpi_pend_new(void)
 
 int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
 {
-    if (hive__id_future(ref.id))         /* a slot's future: its count is the slot's */
-        return hive_retain(w->h, ref);
+    int rc;
+    if (hive__id_future(ref.id) && hive__mpi_fut_count(w, ref.id, HIVE__MPI_FUT_KEEP, &rc))
+        return HIVE_OK;                  /* a slot's future: a pin on the slot */
+    if (hive__id_future(ref.id) && rc == HIVE_EINVAL)
+        return hive__fail(rc, "hive_call: argument %zu, future %llu, is an argument of 65,535 calls in "
+                          "flight already", i, (unsigned long long)ref.id);
+    if (hive__id_future(ref.id))
+        return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, object %llu, does not exist (never "
+                          "created, or released)", i, (unsigned long long)ref.id);
     hive__rcu_lock();                    /* the record must not go while we look */
     hive__obj_t *o = hive__obj_lookup(w->h, ref.id);
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
@@ -350,9 +357,10 @@ int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
 
 void hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n)
 {
+    int rc;
     for (size_t i = 0; i < n; i++)
         if (hive__id_future(keep[i]))
-            hive_release(w->h, (hive_ref_t){ keep[i] });
+            hive__mpi_fut_count(w, keep[i], HIVE__MPI_FUT_UNPIN, &rc);   /* ours: it cannot fail */
         else
             hive__ref_unpin(w->h, (hive_ref_t){ keep[i] });
     free(keep);
@@ -501,25 +509,34 @@ void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
         hive__mpi_fut_free(w, f);
 }
 
-bool hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc)
+bool hive__mpi_fut_count(world_t *w, uint64_t id, int move, int *rc)
 {
     fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
     uint64_t gen = HIVE__MPI_FUT_GEN(id), next;
+    bool user = move == HIVE__MPI_FUT_RETAIN || move == HIVE__MPI_FUT_RELEASE;
+    bool take = move == HIVE__MPI_FUT_RETAIN || move == HIVE__MPI_FUT_KEEP || move == HIVE__MPI_FUT_SERVE;
     /* relaxed: a first look; the CAS decides */
     uint64_t hd = atomic_load_explicit(&f->holds, memory_order_relaxed);
     do {
-        uint32_t n = HIVE__MPI_FUT_COUNT(hd);
-        /* another generation (the slot is a newer future's), or no user
-         * count left (released; a free slot's count is 0) */
-        if ((hd & ~(uint64_t)UINT32_MAX) != gen || n < 2) {
-            *rc = HIVE_ENOENT;
+        uint32_t n = HIVE__MPI_FUT_COUNT(hd), users = HIVE__MPI_FUT_USERS(n);
+        /* another generation (the slot is a newer future's), or not the
+         * hold the move needs: a user's count for a user's move and a
+         * call's pin (a free slot's count is 0), any hold but the answer's
+         * for a served get's pin, a pin for an unpin */
+        bool held = move == HIVE__MPI_FUT_SERVE ? n >= 2 : move == HIVE__MPI_FUT_UNPIN ? n >= HIVE__MPI_FUT_PIN
+                    : users >= 2;
+        if ((hd & ~(uint64_t)UINT32_MAX) != gen || !held) {
+            /* a release once too many, with the layer's pins left: refused */
+            *rc = (hd & ~(uint64_t)UINT32_MAX) == gen && move == HIVE__MPI_FUT_RELEASE && n >= HIVE__MPI_FUT_PIN
+                  ? HIVE_ESTATE : HIVE_ENOENT;
             return false;
         }
-        if (add > 0 && n > UINT32_MAX - 2) {
-            *rc = HIVE_EINVAL;
+        if (take && (user ? users == HIVE__MPI_FUT_PIN - 2 : n >> 16 == UINT16_MAX)) {
+            *rc = HIVE_EINVAL;           /* the part would overflow */
             return false;
         }
-        next = add > 0 ? hd + 2 : hd - 2;
+        uint32_t step = user ? 2 : HIVE__MPI_FUT_PIN;
+        next = take ? hd + step : hd - step;
         /* acq_rel: a release's reads of the slot before the last one's
          * free (which acquires them); a retain publishes nothing but
          * takes the same path */
@@ -765,10 +782,10 @@ static void serve_when_done(world_t *w, served_t *s)
 static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
-    /* a count of our own while we make its record: the generation is
+    /* a pin of our own while we make its record: the generation is
      * checked in the same CAS (a future released meanwhile, its slot
      * taken by a newer one, is not touched) */
-    if (f == NULL || !hive__mpi_fut_count(w, id, 1, why)) {
+    if (f == NULL || !hive__mpi_fut_count(w, id, HIVE__MPI_FUT_SERVE, why)) {
         *why = HIVE_ENOENT;
         return NULL;
     }
@@ -777,7 +794,7 @@ static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
     if (r != NULL)
         atomic_fetch_add_explicit(&r->refs, HIVE__PIN, memory_order_relaxed);   /* relaxed: the
                                                     slot's pin keeps it meanwhile */
-    hive__mpi_fut_drop(w, f, 2);
+    hive__mpi_fut_drop(w, f, HIVE__MPI_FUT_PIN);
     return r;
 }
 

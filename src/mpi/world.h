@@ -253,12 +253,24 @@ typedef struct pend {
 /* holds: the generation (the id's sequence bits) above, the count below */
 #define HIVE__MPI_FUT_GEN(id)   (((uint64_t)(id) & HIVE__MPI_FUT_IDBITS) << 32)
 #define HIVE__MPI_FUT_COUNT(hd) ((uint32_t)(hd))
+/* the count: 1 while the answer is not in, 2 per user count (bits 1-15:
+ * at most 32,767 counts), HIVE__MPI_FUT_PIN per hold of the layer's
+ * (bits 16-31: a call's ref argument until its answer, a served get's
+ * while it makes the record), which no user's release can take */
+#define HIVE__MPI_FUT_PIN      (1u << 16)
+#define HIVE__MPI_FUT_USERS(n) ((n) & (HIVE__MPI_FUT_PIN - 2))   /* 2 per user count */
+/* hive__mpi_fut_count's moves: a user's count taken or dropped; a pin taken
+ * for a call's argument (while a user holds the future: the caller names
+ * it) or for another rank's get (while anyone does), or dropped */
+enum { HIVE__MPI_FUT_RETAIN, HIVE__MPI_FUT_RELEASE, HIVE__MPI_FUT_KEEP, HIVE__MPI_FUT_SERVE,
+       HIVE__MPI_FUT_UNPIN };
 enum { FUT_PENDING, FUT_DONE, FUT_FAILED, FUT_REC };
 
 typedef struct fut {
     _Atomic uint64_t key;    /* the request id using the slot (with FUT_BIT); 0 free; FUT_CLAIM */
     /* HIVE__MPI_FUT_GEN of the future's id | its count: 2 per user count
-     * (hive_retain adds one), plus 1 while the answer is not in; whoever
+     * (hive_retain adds one), plus 1 while the answer is not in, plus
+     * HIVE__MPI_FUT_PIN per pin of the layer's; whoever
      * takes the count to 0 frees the slot (the generation stays: a stale
      * id's CAS fails against it, and against the next claimer's) */
     _Atomic uint64_t holds;
@@ -525,12 +537,14 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
 /* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
  * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
 void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
-/* progress.c: add (or, add < 0, drop) a user's count on the future id
+/* progress.c: move a hold (HIVE__MPI_FUT_RETAIN, ...) on the future id
  * names, if that future holds its slot: one CAS checks the generation and
- * moves the count. false: no future of that id holds a count (released,
- * never made, or its slot reused); the slot is not touched. HIVE_EINVAL
- * in *rc for a count that would overflow. */
-bool  hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc);
+ * moves the count. false, with the code in *rc: no future of that id
+ * holds what the move needs (released, never made, or its slot reused:
+ * HIVE_ENOENT; a user's release that finds only the layer's pins:
+ * HIVE_ESTATE; a count that would overflow: HIVE_EINVAL); the slot is
+ * not touched. */
+bool  hive__mpi_fut_count(world_t *w, uint64_t id, int move, int *rc);
 void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);
@@ -556,7 +570,7 @@ int   hive__mpi_placeholder(world_t *w, int64_t first, hive__obj_t **out);
 /* A placeholder never sent: failed with code, both its holds dropped. */
 void  hive__mpi_placeholder_drop(world_t *w, hive__obj_t *o, int code, int64_t first);
 /* progress.c: a local ref argument of a remote call kept until the answer
- * (a pin; a slot future's id: a count on its slot), i its index for the
+ * (a pin; a slot future's id: a pin on its slot), i its index for the
  * sentence; and the list of them given back and freed */
 int   hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i);
 void  hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n);

@@ -1684,6 +1684,28 @@ static void test_over_release(void **state)
     /* the layer's hold on mine went with the answer */
     assert_int_equal(hive_release(h, mine), HIVE_ENOENT);
     MPI_Barrier(MPI_COMM_WORLD);
+    /* a call's future (a slot) as another call's argument in flight,
+     * released twice by its caller: the layer's hold is a pin on the slot,
+     * so the second release is refused and the callee still fetches it */
+    hive_ref_t s;
+    const int *who;
+    assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &s), HIVE_OK);
+    assert_int_equal(hive_get(h, s, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, next);
+    int32_t want = next;
+    assert_int_equal(hive_call(h, all[next], DROP, &HIVE_REF(s), 1, NULL, &f), HIVE_OK);
+    assert_int_equal(hive_release(h, s), HIVE_OK);
+    assert_int_equal(hive_release(h, s), HIVE_ESTATE);
+    assert_non_null(strstr(hive_last_error(), "no count left"));
+    assert_int_equal(hive_get(h, s, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* not the user's */
+    assert_int_equal(hive_retain(h, s), HIVE_ENOENT);
+    assert_int_equal(hive_get(h, f, HIVE_FOREVER, (const void **)&r, NULL), HIVE_OK);
+    assert_int_equal(r[0], HIVE_ESTATE);
+    assert_int_equal(r[1], byte_sum((const char *)&want, sizeof want));
+    assert_int_equal(hive_release(h, f), HIVE_OK);
+    /* the pin went with the answer: nothing holds the slot */
+    assert_int_equal(hive_release(h, s), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
     /* a remote cell's version */
     hive_ref_t cell = { 0 }, v;
     if (rank == 0) {
