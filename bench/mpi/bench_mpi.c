@@ -178,11 +178,11 @@ static void bench_round_trip(hive_actor_t echo, size_t n, int iters)
     }
     raw_us /= iters;
     /* The same ping-pong with the bytes hive's messages take on the wire
-     * for this call (src/mpi/world.h: wire_calls_t there, wire_short_t
-     * back, or the long headers): Open MPI's shared-memory path is faster
+     * for this call (src/mpi/world.h: wire_calls_t there, the bare bytes
+     * of up to 8 or wire_short_t back, or the long headers): Open MPI's shared-memory path is faster
      * for the smallest messages, which the raw ping-pong of n bytes uses
      * and a message with a header cannot. Printed beside the row. */
-    size_t wcall = 24 + 8 + ((n + 7) & ~(size_t)7), wans = n <= 48 ? 16 + n : 48 + n;
+    size_t wcall = 24 + 8 + ((n + 7) & ~(size_t)7), wans = n <= 8 ? n : n <= 48 ? 16 + n : 48 + n;
     char *wbuf = calloc(1, wcall > wans ? wcall : wans);
     double *tw = calloc((size_t)iters, sizeof *tw);
     for (int i = -iters / 10; i < iters; i++) {

@@ -50,10 +50,13 @@
  * Counts: what the layer holds for itself - a request's answer record, a
  * remote ref's copy (a task or method that has it as an argument can name
  * it: hive_arg_ref), a remote cell's kept copy, a served object, a call's
- * local ref arguments until its answer - it holds with the engine's own
- * holds, as a task holds its arguments: a hive_release once too many on
- * one of them (or on a call's store-record future) is refused with
- * HIVE_ESTATE and takes nothing the layer still uses. hive_wait and
+ * local ref arguments until its answer (a remote call's future among
+ * them) - it holds with the engine's own holds, as a task holds its
+ * arguments: a hive_release once too many on one of them (or on a call's
+ * store-record future) is refused with HIVE_ESTATE and takes nothing the
+ * layer still uses. A remote call's future takes at most 32,767 counts
+ * (hive_retain past that: HIVE_EINVAL), and may be an argument of at most
+ * 65,535 calls in flight at once (hive_call past that: HIVE_EINVAL). hive_wait and
  * hive_get_many on another rank's ref whose copy cannot be made say
  * HIVE_ENOMEM.
  *

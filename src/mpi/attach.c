@@ -22,6 +22,17 @@ void hive__mpi_count(_Atomic uint64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+__thread hive__mpi_mine_t hive__mpi_mine;
+static _Atomic uint64_t epochs;          /* attaches so far (world_t.epoch) */
+
+stat_cell_t *hive__mpi_cell_take(world_t *w)
+{
+    /* relaxed: only uniqueness matters (the cell is zero from the world's calloc) */
+    unsigned i = atomic_fetch_add_explicit(&w->ntcount, 1, memory_order_relaxed);
+    hive__mpi_mine = (hive__mpi_mine_t){ .epoch = w->epoch, .cell = i < HIVE__MPI_CELLS ? &w->tcount[i] : NULL };
+    return hive__mpi_mine.cell;
+}
+
 static world_t *world_of(hive_t *h)
 {
     if (h == NULL)
@@ -226,7 +237,7 @@ static int fut_call(world_t *w, int dest, hive_actor_t actor, unsigned method, c
         memcpy(msg, &hdr, sizeof hdr);
     }
     result->id = (uint64_t)(w->rank + 1) << 30 | (seq & HIVE__MPI_FUT_IDBITS);
-    hive__mpi_count(&w->st_calls_sent, 1);
+    HIVE__MPI_COUNT_MINE(w, calls_sent);
     /* release: the fields above before any finder's acquire of key */
     atomic_store_explicit(&f->key, hdr.req, memory_order_release);
     hive__mpi_send(w, dest, msg, len, msg != (char *)small);
@@ -293,7 +304,7 @@ static int remote_call(void *ctx, hive_actor_t actor, unsigned method, const hiv
         goto fail;
     memcpy(msg, &hdr, sizeof hdr);
     result->id = fut->id;
-    hive__mpi_count(&w->st_calls_sent, 1);
+    HIVE__MPI_COUNT_MINE(w, calls_sent);
     /* a hive_get of this future on this thread next (a round trip) posts
      * a receive for the answer (remote_wait) */
     last_call = (last_call_t){ .w = w, .fut = fut->id, .req = hdr.req, .dest = dest };
@@ -393,7 +404,8 @@ static fut_t *fut_held(world_t *w, uint64_t id, const char *fn)
     fut_t *f = hive__mpi_fut_find(w, id);
     /* relaxed: a hint against a released id; the user's own count keeps it */
     uint64_t hd = f != NULL ? atomic_load_explicit(&f->holds, memory_order_relaxed) : 0;
-    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) || HIVE__MPI_FUT_COUNT(hd) < 2) {
+    if (f == NULL || (hd & ~(uint64_t)UINT32_MAX) != HIVE__MPI_FUT_GEN(id) ||
+        HIVE__MPI_FUT_USERS(HIVE__MPI_FUT_COUNT(hd)) < 2) {
         hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                    (unsigned long long)id);
         return NULL;
@@ -460,14 +472,19 @@ static int remote_get(void *ctx, hive_ref_t ref, int64_t timeout_ns, const void 
     return rc;
 }
 
-/* Take (add > 0) or drop a user's count on a record-free future. */
-static int fut_count(world_t *w, uint64_t id, int add, const char *fn)
+/* Take or drop (move) a user's count on a record-free future. */
+static int fut_count(world_t *w, uint64_t id, int move, const char *fn)
 {
     int rc;
-    if (hive__mpi_fut_count(w, id, add, &rc))
+    if (hive__mpi_fut_count(w, id, move, &rc))
         return HIVE_OK;
     if (rc == HIVE_EINVAL)
-        return hive__fail(rc, "%s: future %llu holds 2^31 counts already", fn, (unsigned long long)id);
+        return hive__fail(rc, "%s: future %llu holds 32,767 counts already", fn, (unsigned long long)id);
+    if (rc == HIVE_ESTATE)               /* relaxed: for the sentence */
+        return hive__fail(rc, "%s: future %llu has no count left (released once too often); the layer "
+                          "still holds it for %u calls in flight", fn, (unsigned long long)id,
+                          HIVE__MPI_FUT_COUNT(atomic_load_explicit(&w->futs[id & (HIVE__MPI_FUTS - 1)].holds,
+                                                                   memory_order_relaxed)) >> 16);
     return hive__fail(HIVE_ENOENT, "%s: object %llu does not exist (never created, or released)", fn,
                       (unsigned long long)id);
 }
@@ -476,7 +493,7 @@ static int remote_release(void *ctx, hive_ref_t ref)
 {
     world_t *w = ctx;
     if (owner(w, ref.id) == w->rank)     /* this rank's ids come here only as futures */
-        return fut_count(w, ref.id, -1, "hive_release");
+        return fut_count(w, ref.id, HIVE__MPI_FUT_RELEASE, "hive_release");
     pthread_mutex_lock(&w->clock);
     cached_t **pp = bucket(w, ref.id), *c;
     while ((c = *pp) != NULL && c->rid != ref.id)
@@ -527,7 +544,7 @@ static int remote_retain(void *ctx, hive_ref_t ref)
     world_t *w = ctx;
     int dest = owner(w, ref.id), rc;
     if (dest == w->rank)                 /* this rank's ids come here only as futures */
-        return fut_count(w, ref.id, 1, "hive_retain");
+        return fut_count(w, ref.id, HIVE__MPI_FUT_RETAIN, "hive_retain");
     if (dest < 0)
         return hive__fail(HIVE_ENOENT, "hive_retain: object %llu belongs to no rank of this world "
                           "(%d ranks)", (unsigned long long)ref.id, w->size);
@@ -945,6 +962,7 @@ int hive_mpi_attach(hive_t *h, MPI_Comm comm)
     world_t *w = calloc(1, sizeof *w);
     if (w == NULL)
         return hive__fail(HIVE_ENOMEM, "hive_mpi_attach: cannot allocate the world (%zu bytes)", sizeof *w);
+    w->epoch = atomic_fetch_add_explicit(&epochs, 1, memory_order_relaxed) + 1;   /* relaxed: only uniqueness matters */
     MPI_Comm_dup(comm, &w->comm);
     MPI_Comm_dup(comm, &w->dcomm);
     MPI_Comm_dup(comm, &w->rcomm);
@@ -1074,14 +1092,19 @@ int hive_mpi_stats(hive_t *h, hive_mpi_stats_t *out)
                           w ? "out is NULL" : "the engine is not attached");
     /* relaxed: statistics */
 #define LD(x) atomic_load_explicit(&w->x, memory_order_relaxed)
-    *out = (hive_mpi_stats_t){ .calls_sent = LD(st_calls_sent), .calls_served = LD(st_calls_served),
+    uint64_t sent = LD(st_calls_sent), own = LD(st_recv_own);
+    for (unsigned i = 0; i < HIVE__MPI_CELLS; i++) {   /* the threads' own counts (0 if untaken) */
+        sent += LD(tcount[i].calls_sent);
+        own += LD(tcount[i].recv_own);
+    }
+    *out = (hive_mpi_stats_t){ .calls_sent = sent, .calls_served = LD(st_calls_served),
                                .fetches = LD(st_fetches), .fetch_bytes = LD(st_fetch_bytes),
                                .gets_served = LD(st_gets_served), .cache_hits = LD(st_cache_hits),
                                .sleeps = LD(st_sleeps), .lookups = LD(st_lookups),
                                .lookup_hits = LD(st_lookup_hits), .cell_pushes = LD(st_pushes),
                                .cell_local = LD(st_cell_local),
                                .recv_progress = LD(st_recv_progress),
-                               .recv_waiting = LD(st_recv_waiting) + LD(st_recv_own), .recv_idle = LD(st_recv_idle),
+                               .recv_waiting = LD(st_recv_waiting) + own, .recv_idle = LD(st_recv_idle),
                                .calls_in_place = LD(st_in_place) };
 #undef LD
     return HIVE_OK;

@@ -332,8 +332,15 @@ pend_t *hive__mpi_pend_new(void)
 
 int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
 {
-    if (hive__id_future(ref.id))         /* a slot's future: its count is the slot's */
-        return hive_retain(w->h, ref);
+    int rc;
+    if (hive__id_future(ref.id) && hive__mpi_fut_count(w, ref.id, HIVE__MPI_FUT_KEEP, &rc))
+        return HIVE_OK;                  /* a slot's future: a pin on the slot */
+    if (hive__id_future(ref.id) && rc == HIVE_EINVAL)
+        return hive__fail(rc, "hive_call: argument %zu, future %llu, is an argument of 65,535 calls in "
+                          "flight already", i, (unsigned long long)ref.id);
+    if (hive__id_future(ref.id))
+        return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, object %llu, does not exist (never "
+                          "created, or released)", i, (unsigned long long)ref.id);
     hive__rcu_lock();                    /* the record must not go while we look */
     hive__obj_t *o = hive__obj_lookup(w->h, ref.id);
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
@@ -350,9 +357,10 @@ int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
 
 void hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n)
 {
+    int rc;
     for (size_t i = 0; i < n; i++)
         if (hive__id_future(keep[i]))
-            hive_release(w->h, (hive_ref_t){ keep[i] });
+            hive__mpi_fut_count(w, keep[i], HIVE__MPI_FUT_UNPIN, &rc);   /* ours: it cannot fail */
         else
             hive__ref_unpin(w->h, (hive_ref_t){ keep[i] });
     free(keep);
@@ -501,25 +509,34 @@ void hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n)
         hive__mpi_fut_free(w, f);
 }
 
-bool hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc)
+bool hive__mpi_fut_count(world_t *w, uint64_t id, int move, int *rc)
 {
     fut_t *f = &w->futs[id & (HIVE__MPI_FUTS - 1)];
     uint64_t gen = HIVE__MPI_FUT_GEN(id), next;
+    bool user = move == HIVE__MPI_FUT_RETAIN || move == HIVE__MPI_FUT_RELEASE;
+    bool take = move == HIVE__MPI_FUT_RETAIN || move == HIVE__MPI_FUT_KEEP || move == HIVE__MPI_FUT_SERVE;
     /* relaxed: a first look; the CAS decides */
     uint64_t hd = atomic_load_explicit(&f->holds, memory_order_relaxed);
     do {
-        uint32_t n = HIVE__MPI_FUT_COUNT(hd);
-        /* another generation (the slot is a newer future's), or no user
-         * count left (released; a free slot's count is 0) */
-        if ((hd & ~(uint64_t)UINT32_MAX) != gen || n < 2) {
-            *rc = HIVE_ENOENT;
+        uint32_t n = HIVE__MPI_FUT_COUNT(hd), users = HIVE__MPI_FUT_USERS(n);
+        /* another generation (the slot is a newer future's), or not the
+         * hold the move needs: a user's count for a user's move and a
+         * call's pin (a free slot's count is 0), any hold but the answer's
+         * for a served get's pin, a pin for an unpin */
+        bool held = move == HIVE__MPI_FUT_SERVE ? n >= 2 : move == HIVE__MPI_FUT_UNPIN ? n >= HIVE__MPI_FUT_PIN
+                    : users >= 2;
+        if ((hd & ~(uint64_t)UINT32_MAX) != gen || !held) {
+            /* a release once too many, with the layer's pins left: refused */
+            *rc = (hd & ~(uint64_t)UINT32_MAX) == gen && move == HIVE__MPI_FUT_RELEASE && n >= HIVE__MPI_FUT_PIN
+                  ? HIVE_ESTATE : HIVE_ENOENT;
             return false;
         }
-        if (add > 0 && n > UINT32_MAX - 2) {
-            *rc = HIVE_EINVAL;
+        if (take && (user ? users == HIVE__MPI_FUT_PIN - 2 : n >> 16 == UINT16_MAX)) {
+            *rc = HIVE_EINVAL;           /* the part would overflow */
             return false;
         }
-        next = add > 0 ? hd + 2 : hd - 2;
+        uint32_t step = user ? 2 : HIVE__MPI_FUT_PIN;
+        next = take ? hd + step : hd - step;
         /* acq_rel: a release's reads of the slot before the last one's
          * free (which acquires them); a retain publishes nothing but
          * takes the same path */
@@ -552,9 +569,10 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
                          size_t n, bool own);
 static bool own_adopt(const char *buf);
 
-/* The answer to a record-free future's call. */
+/* The answer to a record-free future's call: hdr, then its inline bytes at
+ * data (buf + sizeof *hdr, or a short answer's after its own header). */
 static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n,
-                         bool own)
+                         const char *data, bool own)
 {
     fut_t *f = &w->futs[hdr->req & (HIVE__MPI_FUTS - 1)];
     /* acquire: the claimer's fields (dest, actor, keep), published with key.
@@ -575,7 +593,7 @@ static void on_fut_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, co
         f->status = HIVE_EINVAL;
         st = FUT_FAILED;
     } else if (hdr->size <= HIVE__MPI_FUT_INLINE) {
-        memcpy(f->bytes, buf + sizeof *hdr, hdr->size);
+        memcpy(f->bytes, data, hdr->size);
         f->size = (uint32_t)hdr->size;
     } else if (hdr->size <= HIVE__MPI_INLINE && own_adopt(buf)) {
         /* the waiter's receive buffer, answer and all, becomes the slot's:
@@ -631,6 +649,14 @@ static void send_bytes(world_t *w, int dest, uint64_t req, const void *data, siz
     size_t inl = size <= HIVE__MPI_INLINE ? size : 0;
     wire_hdr_t h = { .type = M_REPLY, .status = HIVE_OK, .req = req, .size = size, .id = id, .nargs = flags };
     char *copy = NULL;
+    if ((req & HIVE__MPI_FUT_BIT) && size <= HIVE__MPI_BARE_MAX && id == 0 && flags == 0) {
+        uint64_t bare = 0;               /* a slot's answer of up to 8 bytes: the bytes alone */
+        if (size)
+            memcpy(&bare, data, size);
+        MPI_Send(&bare, (int)size, MPI_BYTE, dest, tag, w->rcomm);
+        HIVE__MPI_SENT(&bare, size);
+        return;
+    }
     if (size <= HIVE__MPI_SHORT_MAX && id == 0 && flags == 0) {   /* the short form (wire_short_t) */
         char buf[sizeof(wire_short_t) + HIVE__MPI_SHORT_MAX];
         wire_short_t s = { .type = M_SHORT, .size = (uint32_t)size, .req = req };
@@ -756,10 +782,10 @@ static void serve_when_done(world_t *w, served_t *s)
 static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
 {
     fut_t *f = hive__mpi_fut_find(w, id);
-    /* a count of our own while we make its record: the generation is
+    /* a pin of our own while we make its record: the generation is
      * checked in the same CAS (a future released meanwhile, its slot
      * taken by a newer one, is not touched) */
-    if (f == NULL || !hive__mpi_fut_count(w, id, 1, why)) {
+    if (f == NULL || !hive__mpi_fut_count(w, id, HIVE__MPI_FUT_SERVE, why)) {
         *why = HIVE_ENOENT;
         return NULL;
     }
@@ -768,7 +794,7 @@ static hive__obj_t *fut_served(world_t *w, uint64_t id, int *why)
     if (r != NULL)
         atomic_fetch_add_explicit(&r->refs, HIVE__PIN, memory_order_relaxed);   /* relaxed: the
                                                     slot's pin keeps it meanwhile */
-    hive__mpi_fut_drop(w, f, 2);
+    hive__mpi_fut_drop(w, f, HIVE__MPI_FUT_PIN);
     return r;
 }
 
@@ -1167,7 +1193,7 @@ static void take_payload(world_t *w, int src, int tag, pend_t *p, const wire_hdr
 static void on_reply(world_t *w, int src, int tag, const wire_hdr_t *hdr, const char *buf, size_t n, bool own)
 {
     if (hdr->req & HIVE__MPI_FUT_BIT) {
-        on_fut_reply(w, src, tag, hdr, buf, n, own);
+        on_fut_reply(w, src, tag, hdr, buf, n, buf + sizeof *hdr, own);
         return;
     }
     pend_t *p = pend_take(w, src, hdr);
@@ -1295,10 +1321,29 @@ static void drop_subs(world_t *w)
 
 /* ---------------------------------------------------------- receiving */
 
+/* A bare answer (world.h: HIVE__MPI_BARE_MAX): the slot its tag names,
+ * if that slot's request went out on this tag; on_fut_reply checks the
+ * rest (the key again, the answer still pending). */
+static void on_bare(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
+{
+    uint64_t bits = (uint64_t)(tag - HIVE__MPI_TAG_REPLY0);
+    fut_t *f = &w->futs[bits & (HIVE__MPI_FUTS - 1)];
+    /* relaxed: on_fut_reply loads it again with acquire */
+    uint64_t key = atomic_load_explicit(&f->key, memory_order_relaxed);
+    if (!(key & HIVE__MPI_FUT_BIT) || (key & w->tag_mask) != bits)
+        return;                          /* nobody asked: ignore */
+    wire_hdr_t hdr = { .type = M_REPLY, .status = HIVE_OK, .req = key, .size = n };
+    on_fut_reply(w, src, tag, &hdr, NULL, sizeof hdr + n, buf, own);
+}
+
 static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool own)
 {
     wire_hdr_t hdr;
     uint32_t type;
+    if (tag != HIVE__MPI_TAG_CTRL && n <= HIVE__MPI_BARE_MAX) {
+        on_bare(w, src, tag, buf, n, own);
+        return;
+    }
     if (tag != HIVE__MPI_TAG_CTRL && n >= sizeof(wire_short_t) && (memcpy(&type, buf, sizeof type), type == M_SHORT)) {
         /* a short answer: rebuilt as a long one on the stack (at most
          * HIVE__MPI_SHORT_MAX bytes to copy) */
@@ -1306,8 +1351,12 @@ static void handle(world_t *w, int src, int tag, const char *buf, size_t n, bool
         memcpy(&s, buf, sizeof s);
         if (s.size > HIVE__MPI_SHORT_MAX || n - sizeof s < s.size)
             return;                      /* not ours: ignore */
-        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
         hdr = (wire_hdr_t){ .type = M_REPLY, .status = HIVE_OK, .req = s.req, .size = s.size };
+        if (s.req & HIVE__MPI_FUT_BIT) { /* a slot's (the round trip's): its bytes go in from here */
+            on_fut_reply(w, src, tag, &hdr, NULL, sizeof hdr + s.size, buf + sizeof s, own);
+            return;
+        }
+        _Alignas(16) char full[sizeof hdr + HIVE__MPI_SHORT_MAX];
         memcpy(full, &hdr, sizeof hdr);
         if (s.size)
             memcpy(full + sizeof hdr, buf + sizeof s, s.size);
@@ -1627,7 +1676,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
             MPI_Status st;
             MPI_Test(&own, &done, &st);
             if (done) {                  /* own is MPI_REQUEST_NULL now */
-                hive__mpi_count(&w->st_recv_own, 1);   /* no poll_lock here */
+                HIVE__MPI_COUNT_MINE(w, recv_own);   /* no poll_lock here: its own cell */
                 MPI_Get_count(&st, MPI_BYTE, &count);
                 handle(w, src, tag, buf, (size_t)count, true);
                 continue;
@@ -1650,7 +1699,7 @@ static void drive(world_t *w, hive__obj_t *obj, fut_t *f, int64_t budget_ns, int
         MPI_Wait(&own, &st);
         MPI_Test_cancelled(&st, &cancelled);
         if (!cancelled) {
-            hive__mpi_count(&w->st_recv_own, 1);
+            HIVE__MPI_COUNT_MINE(w, recv_own);
             MPI_Get_count(&st, MPI_BYTE, &count);
             handle(w, src, tag, buf, (size_t)count, true);
         }

@@ -169,6 +169,20 @@ typedef struct wire_short {
 } wire_short_t;
 #define HIVE__MPI_SHORT_MAX 48u
 
+/* A slot future's answer (its request id carries HIVE__MPI_FUT_BIT) that
+ * says only "HIVE_OK, these bytes" with at most HIVE__MPI_BARE_MAX of them
+ * goes as the bytes alone, with no header at all: every other message on
+ * a reply tag is at least a wire_short_t, so a message of up to 8 bytes
+ * there is one of these; its tag names the slot (the tag's low 12 bits are
+ * the request's, and HIVE__MPI_FUTS = 4096 <= tag_mask + 1: the smallest
+ * tag_ub MPI allows, 32767, gives 4096 reply tags), and the slot's key the
+ * request (on_bare). Open MPI's shared-memory path carries up to 8 bytes
+ * faster than anything longer: raw ping-pongs of 40 B there and 8 B back
+ * took 0.81-0.84 us against 40/16 B 0.86-0.89 us and 40/24 B (the short
+ * form of an 8-byte answer) 0.87-0.89 us (medians of 50,000, alternating
+ * in one run, 2 ranks, 2026-12-04). */
+#define HIVE__MPI_BARE_MAX 8u
+
 /* A call whose arguments are all inline bytes, at most HIVE__MPI_CALLS_ARGS
  * of them, whose priority (if any) fits 8 bits, and that fits the posted
  * receive (a slot future's call): this 24-byte header, then per argument
@@ -239,12 +253,24 @@ typedef struct pend {
 /* holds: the generation (the id's sequence bits) above, the count below */
 #define HIVE__MPI_FUT_GEN(id)   (((uint64_t)(id) & HIVE__MPI_FUT_IDBITS) << 32)
 #define HIVE__MPI_FUT_COUNT(hd) ((uint32_t)(hd))
+/* the count: 1 while the answer is not in, 2 per user count (bits 1-15:
+ * at most 32,767 counts), HIVE__MPI_FUT_PIN per hold of the layer's
+ * (bits 16-31: a call's ref argument until its answer, a served get's
+ * while it makes the record), which no user's release can take */
+#define HIVE__MPI_FUT_PIN      (1u << 16)
+#define HIVE__MPI_FUT_USERS(n) ((n) & (HIVE__MPI_FUT_PIN - 2))   /* 2 per user count */
+/* hive__mpi_fut_count's moves: a user's count taken or dropped; a pin taken
+ * for a call's argument (while a user holds the future: the caller names
+ * it) or for another rank's get (while anyone does), or dropped */
+enum { HIVE__MPI_FUT_RETAIN, HIVE__MPI_FUT_RELEASE, HIVE__MPI_FUT_KEEP, HIVE__MPI_FUT_SERVE,
+       HIVE__MPI_FUT_UNPIN };
 enum { FUT_PENDING, FUT_DONE, FUT_FAILED, FUT_REC };
 
 typedef struct fut {
     _Atomic uint64_t key;    /* the request id using the slot (with FUT_BIT); 0 free; FUT_CLAIM */
     /* HIVE__MPI_FUT_GEN of the future's id | its count: 2 per user count
-     * (hive_retain adds one), plus 1 while the answer is not in; whoever
+     * (hive_retain adds one), plus 1 while the answer is not in, plus
+     * HIVE__MPI_FUT_PIN per pin of the layer's; whoever
      * takes the count to 0 frees the slot (the generation stays: a stale
      * id's CAS fails against it, and against the next claimer's) */
     _Atomic uint64_t holds;
@@ -323,8 +349,23 @@ typedef struct cached {
     uint64_t       holds;    /* the first use's, plus one per hive_retain; hive_release drops one */
 } cached_t;
 
+/* The statistics a caller's round trip counts (a call sent, an answer
+ * its own posted receive took), per thread: each thread counts in a cell
+ * of its own with a load and a store, where an atomic add is a locked
+ * instruction (~6 ns each on this machine, two per round trip, against a
+ * raw MPI ping-pong of ~0.4 us), and hive_mpi_stats adds the cells up. A
+ * thread takes a cell at its first count in a world (hive__mpi_cell);
+ * threads past the HIVE__MPI_CELLS-th count in the shared st_* words. 64
+ * bytes apart: one thread's counts share no cache line with another's. */
+#define HIVE__MPI_CELLS 64u
+typedef struct stat_cell {
+    _Atomic uint64_t calls_sent, recv_own;
+    char             pad[64 - 2 * sizeof(uint64_t)];
+} stat_cell_t;
+
 typedef struct world {
     hive__remote_ops_t ops;  /* ops.ctx == this */
+    uint64_t      epoch;     /* this attach's number (from 1): a thread's cell belongs to one */
     hive_t       *h;
     MPI_Comm      comm;
     int           rank, size;
@@ -395,6 +436,8 @@ typedef struct world {
     _Atomic uint64_t st_calls_sent, st_calls_served, st_fetches, st_fetch_bytes,
                      st_gets_served, st_cache_hits, st_sleeps, st_lookups, st_lookup_hits, st_pushes, st_cell_local,
                      st_recv_progress, st_recv_waiting, st_recv_idle, st_in_place, st_recv_own;
+    stat_cell_t   tcount[HIVE__MPI_CELLS];   /* the threads' own counts (stat_cell_t) */
+    _Atomic unsigned ntcount; /* tcount cells taken (may pass HIVE__MPI_CELLS: those threads have none) */
 } world_t;
 
 /* attach.c: an actor reported dead leaves the name cache */
@@ -413,12 +456,35 @@ void  hive__mpi_wake(world_t *w);
 void  hive__mpi_nudge(world_t *w);      /* wake it only from a long sleep */
 bool  hive__mpi_idle(void *ctx, int what);   /* the core's idle hook (remote.h) */
 void  hive__mpi_count(_Atomic uint64_t *c, uint64_t n);
-/* A statistic whose every writer holds poll_lock: a load and a store (no
- * locked instruction); relaxed, as hive__mpi_count's */
+/* A statistic only one thread writes (every writer holds poll_lock, or it
+ * is a thread's own cell): a load and a store (no locked instruction);
+ * relaxed, as hive__mpi_count's */
 static inline void hive__mpi_count_locked(_Atomic uint64_t *c)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
+/* This thread's cell in w (stat_cell_t), taken at its first use; NULL if
+ * all are taken. The thread remembers the world's epoch with it, so a
+ * cell of a detached world is never used again. */
+typedef struct hive__mpi_mine {
+    uint64_t     epoch;
+    stat_cell_t *cell;
+} hive__mpi_mine_t;
+extern __thread hive__mpi_mine_t hive__mpi_mine;
+stat_cell_t *hive__mpi_cell_take(world_t *w);
+static inline stat_cell_t *hive__mpi_cell(world_t *w)
+{
+    return hive__mpi_mine.epoch == w->epoch ? hive__mpi_mine.cell : hive__mpi_cell_take(w);
+}
+/* Count one in this thread's cell's field, or in the shared st_field */
+#define HIVE__MPI_COUNT_MINE(w, field)                                            \
+    do {                                                                          \
+        stat_cell_t *mine_ = hive__mpi_cell(w);                                   \
+        if (mine_ != NULL)                                                        \
+            hive__mpi_count_locked(&mine_->field);                                \
+        else                                                                      \
+            hive__mpi_count(&(w)->st_##field, 1);                                 \
+    } while (0)
 void  hive__mpi_drain(world_t *w);      /* after the thread ended: free what is left */
 static inline int hive__mpi_reply_tag(const world_t *w, uint64_t req)
 {
@@ -471,12 +537,14 @@ hive__obj_t *hive__mpi_fut_rec(world_t *w, fut_t *f);
 /* progress.c: drop a hold (2: a user's count, 1: the answer's); the last
  * frees the slot (hive__mpi_fut_free, for one that took the last itself) */
 void  hive__mpi_fut_drop(world_t *w, fut_t *f, uint32_t n);
-/* progress.c: add (or, add < 0, drop) a user's count on the future id
+/* progress.c: move a hold (HIVE__MPI_FUT_RETAIN, ...) on the future id
  * names, if that future holds its slot: one CAS checks the generation and
- * moves the count. false: no future of that id holds a count (released,
- * never made, or its slot reused); the slot is not touched. HIVE_EINVAL
- * in *rc for a count that would overflow. */
-bool  hive__mpi_fut_count(world_t *w, uint64_t id, int add, int *rc);
+ * moves the count. false, with the code in *rc: no future of that id
+ * holds what the move needs (released, never made, or its slot reused:
+ * HIVE_ENOENT; a user's release that finds only the layer's pins:
+ * HIVE_ESTATE; a count that would overflow: HIVE_EINVAL); the slot is
+ * not touched. */
+bool  hive__mpi_fut_count(world_t *w, uint64_t id, int move, int *rc);
 void  hive__mpi_fut_free(world_t *w, fut_t *f);
 bool  hive__mpi_serving(void);
 /* A zeroed pending record (this thread's last freed one, if it kept one);
@@ -502,7 +570,7 @@ int   hive__mpi_placeholder(world_t *w, int64_t first, hive__obj_t **out);
 /* A placeholder never sent: failed with code, both its holds dropped. */
 void  hive__mpi_placeholder_drop(world_t *w, hive__obj_t *o, int code, int64_t first);
 /* progress.c: a local ref argument of a remote call kept until the answer
- * (a pin; a slot future's id: a count on its slot), i its index for the
+ * (a pin; a slot future's id: a pin on its slot), i its index for the
  * sentence; and the list of them given back and freed */
 int   hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i);
 void  hive__mpi_unkeep(world_t *w, uint64_t *keep, size_t n);

@@ -1352,6 +1352,53 @@ static void test_call_futures(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Answers around the bare form's limit (up to 8 bytes go with no header,
+ * world.h HIVE__MPI_BARE_MAX) and the short form's (48): every size from 0
+ * to 17 bytes and 47-49, each taken three ways - by the waiter's own
+ * receive (a round trip), by whoever probes (a burst of calls, then the
+ * gets), and through a record made from the slot (hive_wait first) -
+ * arrives with its size and bytes intact. */
+static void check_big(hive_ref_t r, uint32_t n)
+{
+    const unsigned char *p = NULL;
+    size_t got = 99;
+    assert_int_equal(hive_get(h, r, HIVE_FOREVER, (const void **)&p, &got), HIVE_OK);
+    assert_int_equal(got, n);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(p[i], (unsigned char)(i * 13 + n));
+    assert_int_equal(hive_release(h, r), HIVE_OK);
+}
+
+static void test_small_answers(void **state)
+{
+    (void)state;
+    hive_actor_t all[64];
+    actor_everywhere(all, NULL);
+    hive_actor_t next = all[(rank + 1) % size];
+    uint32_t sizes[21];
+    for (uint32_t i = 0; i < 18; i++)
+        sizes[i] = i;
+    sizes[18] = 47, sizes[19] = 48, sizes[20] = 49;
+    hive_ref_t burst[21];
+    for (int i = 0; i < 21; i++) {       /* a round trip each */
+        hive_ref_t r;
+        assert_int_equal(hive_call(h, next, BIG, &HIVE_VAL(sizes[i]), 1, NULL, &r), HIVE_OK);
+        check_big(r, sizes[i]);
+    }
+    for (int i = 0; i < 21; i++)         /* in flight together */
+        assert_int_equal(hive_call(h, next, BIG, &HIVE_VAL(sizes[i]), 1, NULL, &burst[i]), HIVE_OK);
+    for (int i = 20; i >= 0; i--)
+        check_big(burst[i], sizes[i]);
+    for (int i = 0; i < 21; i++) {       /* waited for through a record */
+        hive_ref_t r;
+        unsigned char ready[1];
+        assert_int_equal(hive_call(h, next, BIG, &HIVE_VAL(sizes[i]), 1, NULL, &r), HIVE_OK);
+        assert_int_equal(hive_wait(h, &r, 1, 1, HIVE_FOREVER, ready), 1);
+        check_big(r, sizes[i]);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A stale future id - released, its slot (4096 calls on) taken by a newer
  * future - names nothing: hive_release, hive_retain and hive_get of it
  * return HIVE_ENOENT and leave the newer future's count alone (the
@@ -1637,6 +1684,28 @@ static void test_over_release(void **state)
     /* the layer's hold on mine went with the answer */
     assert_int_equal(hive_release(h, mine), HIVE_ENOENT);
     MPI_Barrier(MPI_COMM_WORLD);
+    /* a call's future (a slot) as another call's argument in flight,
+     * released twice by its caller: the layer's hold is a pin on the slot,
+     * so the second release is refused and the callee still fetches it */
+    hive_ref_t s;
+    const int *who;
+    assert_int_equal(hive_call(h, all[next], RANK, NULL, 0, NULL, &s), HIVE_OK);
+    assert_int_equal(hive_get(h, s, HIVE_FOREVER, (const void **)&who, NULL), HIVE_OK);
+    assert_int_equal(*who, next);
+    int32_t want = next;
+    assert_int_equal(hive_call(h, all[next], DROP, &HIVE_REF(s), 1, NULL, &f), HIVE_OK);
+    assert_int_equal(hive_release(h, s), HIVE_OK);
+    assert_int_equal(hive_release(h, s), HIVE_ESTATE);
+    assert_non_null(strstr(hive_last_error(), "no count left"));
+    assert_int_equal(hive_get(h, s, 0, (const void **)&who, NULL), HIVE_ENOENT);   /* not the user's */
+    assert_int_equal(hive_retain(h, s), HIVE_ENOENT);
+    assert_int_equal(hive_get(h, f, HIVE_FOREVER, (const void **)&r, NULL), HIVE_OK);
+    assert_int_equal(r[0], HIVE_ESTATE);
+    assert_int_equal(r[1], byte_sum((const char *)&want, sizeof want));
+    assert_int_equal(hive_release(h, f), HIVE_OK);
+    /* the pin went with the answer: nothing holds the slot */
+    assert_int_equal(hive_release(h, s), HIVE_ENOENT);
+    MPI_Barrier(MPI_COMM_WORLD);
     /* a remote cell's version */
     hive_ref_t cell = { 0 }, v;
     if (rank == 0) {
@@ -1807,6 +1876,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cell_publish_across_ranks),
         cmocka_unit_test(test_replay_fed_from_ranks),
         cmocka_unit_test(test_call_futures),
+        cmocka_unit_test(test_small_answers),
         cmocka_unit_test(test_future_stale_ids),
         cmocka_unit_test(test_call_future_faults),
         cmocka_unit_test(test_over_release),
