@@ -1108,6 +1108,130 @@ static PyBufferProcs payload_as_buffer = {
     (getbufferproc)payload_getbuffer, (releasebufferproc)payload_releasebuffer,
 };
 
+/* ------------------------------------------------------------------ recycled memoryviews
+ *
+ * A fresh memoryview is two objects the garbage collector tracks, a managed
+ * buffer and the view (~600 instructions made and freed, 2.7x a no-op C
+ * call by itself): a Ref's first get and every Future.get make one. CPython
+ * keeps free lists for its own types; this keeps one for the views of
+ * hive's exporters (a Ref, a Future, a Payload). The memoryview type's
+ * tp_dealloc is wrapped (view_dealloc): a view whose reference count reached
+ * zero - so nothing can observe it any more - is released exactly as
+ * CPython's memory_dealloc releases it (the exporter's releasebuffer, then
+ * its reference: a count goes at the same moment it did before), and its
+ * memory and its managed buffer, the view's alone, go to the free list
+ * instead of the allocator. view_of builds the next get's view in them, as
+ * CPython's mbuf_add_view builds one. Only a view of one of hive's exporters
+ * is taken, one made as PyMemoryView_FromObject makes it (1-D unsigned
+ * bytes, shape/strides/suboffsets space for one dimension), not released,
+ * sharing its managed buffer with no other view (refcount and exports 1:
+ * slices, casts and np.frombuffer are other views or exports on it), with
+ * no weak reference left (their callbacks run in CPython's dealloc); any
+ * other memoryview goes to CPython's own dealloc unchanged. Built for the
+ * memoryview layout of CPython 3.11-3.13 with the GIL (the structs of
+ * memoryobject.h, not the limited API); other builds keep making views
+ * with PyMemoryView_FromObject. Touched only holding the GIL. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && \
+    !defined(Py_TRACE_REFS)
+#define VIEW_RECYCLING 1
+#define VIEW_FREELIST  32
+static PyMemoryViewObject *view_free[VIEW_FREELIST];
+static int view_nfree;
+static destructor memoryview_dealloc;   /* CPython's own, NULL until view_recycling_install */
+
+static inline int is_hive_exporter(PyObject *o)
+{
+    return o && (Py_IS_TYPE(o, &RefType) || Py_IS_TYPE(o, &FutureType) || Py_IS_TYPE(o, &PayloadType));
+}
+
+static void view_dealloc(PyObject *o)
+{
+    PyMemoryViewObject *mv = (PyMemoryViewObject *)o;
+    _PyManagedBufferObject *mb = mv->mbuf;
+    PyObject *x = mb ? mb->master.obj : NULL;
+    if (view_nfree == VIEW_FREELIST || !is_hive_exporter(x) || Py_REFCNT(mb) != 1 || mb->exports != 1 ||
+        mv->exports || (mv->flags & _Py_MEMORYVIEW_RELEASED) || mb->flags || mv->weakreflist ||
+        Py_SIZE(mv) != 3) {
+        if (!PyObject_GC_IsTracked(o))  /* one of view_of's: memory_dealloc untracks it */
+            PyObject_GC_Track(o);
+        memoryview_dealloc(o);
+        return;
+    }
+    /* memory_dealloc, less the frees: _memory_release(mv), then mbuf_release(mb)
+     * (the view is untracked if view_of made it) and PyBuffer_Release(&mb->master),
+     * whose release is the exporter's, with the same count going at the same time */
+    PyObject_GC_UnTrack(mv);
+    mv->flags |= _Py_MEMORYVIEW_RELEASED;
+    mb->exports = 0;
+    mb->flags |= _Py_MANAGED_BUFFER_RELEASED;
+    PyObject_GC_UnTrack(mb);
+    mb->master.obj = NULL;
+    buffer_gone(Py_IS_TYPE(x, &PayloadType) ? ((PayloadObj *)x)->engine : ((RefObj *)x)->engine);
+    Py_DECREF(x);
+    /* (the release may free other views, which may fill the list meanwhile) */
+    if (view_nfree < VIEW_FREELIST) {
+        view_free[view_nfree++] = mv;   /* its mbuf stays with it, refcount 1 */
+    } else {
+        Py_DECREF(mb);
+        PyObject_GC_Del(mv);
+    }
+}
+
+/* wrap the memoryview type's dealloc (once, at import) */
+static void view_recycling_install(void)
+{
+    if (!memoryview_dealloc) {
+        memoryview_dealloc = PyMemoryView_Type.tp_dealloc;
+        PyMemoryView_Type.tp_dealloc = view_dealloc;
+    }
+}
+
+/* memoryview(x) for x (a raw Ref, or a Payload) of e, whose bytes are
+ * data[0, len): in a recycled view if there is one, with the managed
+ * buffer's master filled as x's getbuffer fills it (PyBuffer_FillInfo,
+ * read-only, PyBUF_FULL_RO, counted in nbuffers) and the view copied from
+ * it as mbuf_add_view's init_shared_values, init_shape_strides,
+ * init_suboffsets and init_flags copy 1-D unsigned bytes. The view is not
+ * tracked by the garbage collector: it refers only to its managed buffer,
+ * that only to x, and no Ref or Payload refers to a view over itself, so
+ * it is in no cycle (view_dealloc tracks it again before CPython's dealloc
+ * untracks it). A closed engine takes CPython's way, whose getbuffer raises
+ * ShutDown, and so does a subclass of Ref (whose instances may have a
+ * __dict__, and so be in a cycle with a view over themselves). */
+static PyObject *view_of(PyObject *x, EngineObj *e, const char *data, Py_ssize_t len)
+{
+    if (!view_nfree || !e->h || e->closing || !is_hive_exporter(x))
+        return PyMemoryView_FromObject(x);
+    PyMemoryViewObject *mv = view_free[--view_nfree];
+    _PyManagedBufferObject *mb = mv->mbuf;
+    Py_buffer *m = &mb->master, *v = &mv->view;
+    *m = (Py_buffer){.obj = Py_NewRef(x), .buf = (void *)data, .len = len, .readonly = 1, .itemsize = 1,
+                     .format = "B", .ndim = 1, .shape = NULL, .strides = NULL};
+    m->shape = &m->len;
+    m->strides = &m->itemsize;
+    e->nbuffers++;                      /* shutdown waits for the view */
+    mb->flags = 0;
+    mb->exports = 1;
+    PyObject_GC_Track(mb);              /* (mbuf_release untracks it) */
+    PyObject_Init((PyObject *)mv, &PyMemoryView_Type);
+    *v = (Py_buffer){.obj = x, .buf = m->buf, .len = len, .readonly = 1, .itemsize = 1, .format = "B",
+                     .ndim = 1, .shape = mv->ob_array, .strides = mv->ob_array + 1};
+    v->shape[0] = len;
+    v->strides[0] = 1;
+    mv->hash = -1;
+    mv->exports = 0;
+    mv->flags = _Py_MEMORYVIEW_C | _Py_MEMORYVIEW_FORTRAN;   /* 1-D, stride == itemsize */
+    return (PyObject *)mv;
+}
+#else
+static void view_recycling_install(void) {}
+static PyObject *view_of(PyObject *x, EngineObj *e, const char *data, Py_ssize_t len)
+{
+    (void)e, (void)data, (void)len;
+    return PyMemoryView_FromObject(x);
+}
+#endif
+
 /* get's memoryview of r's raw payload. The first is made over r itself, as
  * memoryview(r) is, and not kept. From the second get on r keeps the last
  * view it made: while nobody else holds that one (r's is its only
@@ -1126,7 +1250,7 @@ static PyObject *ref_view(RefObj *r)
 {
     if (!r->viewed) {
         r->viewed = 1;
-        return PyMemoryView_FromObject((PyObject *)r);
+        return view_of((PyObject *)r, r->engine, r->data, r->len);
     }
     EngineObj *e = r->engine;
     PyObject *m = r->view;
@@ -1144,7 +1268,7 @@ static PyObject *ref_view(RefObj *r)
         ref_drop_view(r);               /* its holder released it */
     }
     PayloadObj *p = ref_payload(r);
-    if (!p || !(m = PyMemoryView_FromObject((PyObject *)p)))
+    if (!p || !(m = view_of((PyObject *)p, e, p->data, p->len)))
         return NULL;
     if (!e->closing) {                  /* (closed during a get's wait: not kept) */
         r->view = Py_NewRef(m);
@@ -3467,6 +3591,7 @@ PyMODINIT_FUNC PyInit__hive(void)
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
+    view_recycling_install();
     PyObject *m = PyModule_Create(&hive_module);
     if (!m)
         return NULL;
