@@ -665,3 +665,26 @@ def test_a_recycled_view_counts_for_its_own_engine():
     del v
     gc.collect()
     assert b.workers == 0
+
+
+def test_the_engines_c_methods_are_its_own_and_a_subclass_keeps_them():
+    # hive.Engine carries _hive.Engine's C methods as its own (CPython
+    # specializes a call only on the method's own type); what it defines in
+    # Python stays, and a subclass of it inherits them
+    assert type(hive.Engine.__dict__["get"]).__name__ == "method_descriptor"
+    assert hive.Engine.__dict__["get"].__objclass__ is hive.Engine
+    assert hive.Engine.__dict__["put"].__objclass__ is hive.Engine
+    assert "create" in hive.Engine.__dict__ and callable(hive.Engine.create)
+
+    class Mine(hive.Engine):
+        def put(self, x):
+            return super().put(bytes(x) + b"!")
+
+    with Mine(workers=1, store_bytes=1 << 20) as eng:
+        r = eng.put(b"mine")
+        assert bytes(eng.get(r)) == b"mine!" and bytes(eng.get(r, timeout=1)) == b"mine!"
+        assert eng.stats()["objects"] == 1
+    with pytest.raises(TypeError):
+        hive.Engine.get(object(), r)          # still checks its self
+    with pytest.raises(TypeError):
+        hive._hive._own_methods(int)
