@@ -2268,12 +2268,36 @@ static PyObject *actor_call(ActorObj *self, PyObject *const *args, Py_ssize_t na
                     (has_prio = priority_of(prio_o, &opts.priority)) < 0))
         return NULL;
     hive_t *h = engine_live(self->engine);
-    argpack p;
-    if (!h || argpack_make(&p, args + 1, nargs - 1) < 0)
+    if (!h)
         return NULL;
     hive_ref_t result;
-    int rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
-    argpack_free(&p);
+    int rc;
+    hive_arg_t a[ARGPACK_INLINE];
+    int64_t sc[ARGPACK_INLINE];
+    Py_ssize_t n = nargs - 1, i = 0;
+    /* only ints and floats (exact types), as argpack_one packs them: no argpack */
+    for (; n <= ARGPACK_INLINE && i < n; i++) {
+        PyObject *o = args[1 + i];
+        if (PyLong_CheckExact(o)) {
+            if ((sc[i] = PyLong_AsLongLong(o)) == -1 && PyErr_Occurred())
+                return NULL;
+        } else if (PyFloat_CheckExact(o)) {
+            double d = PyFloat_AS_DOUBLE(o);
+            memcpy(&sc[i], &d, 8);
+        } else {
+            break;
+        }
+        a[i] = HIVE_BYTES(&sc[i], 8);
+    }
+    if (n <= ARGPACK_INLINE && i == n) {
+        rc = hive_call(h, self->actor, (unsigned)idx, a, (size_t)n, has_prio ? &opts : NULL, &result);
+    } else {
+        argpack p;
+        if (argpack_make(&p, args + 1, n) < 0)
+            return NULL;
+        rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
+        argpack_free(&p);
+    }
     return rc < 0 ? raise_hive(rc, "call") : ref_new(self->engine, result, &FutureType);
 }
 

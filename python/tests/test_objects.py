@@ -688,3 +688,25 @@ def test_the_engines_c_methods_are_its_own_and_a_subclass_keeps_them():
         hive.Engine.get(object(), r)          # still checks its self
     with pytest.raises(TypeError):
         hive._hive._own_methods(int)
+
+
+def test_a_c_call_packs_ints_and_floats_as_before(engine, lib):
+    # int and float arguments (exact types) are packed by call itself, the
+    # rest (bools, int subclasses, buffers, more than four) by the general way
+    c = lib.actor("py_counter", 0)
+    total = 0
+    for x in (1, 2**40, -5, True, 0):
+        total += int(x)
+        assert int(np.frombuffer(c.call("add", x).get(timeout=30), np.int64)[0]) == total
+
+    class Int(int):
+        pass
+
+    total += 7
+    assert int(np.frombuffer(c.call("add", Int(7)).get(timeout=30), np.int64)[0]) == total
+    with pytest.raises(OverflowError):
+        c.call("add", 2**70)
+    with pytest.raises(TypeError):
+        c.call("add", object())
+    f = np.frombuffer(c.call("add", 1.5).get(timeout=30), np.int64)[0]   # a double's 8 bytes
+    assert f == total + np.array(1.5).view(np.int64)
