@@ -432,3 +432,7 @@ def _engine_local(self, init, reinit=None, fini=None):
 
 
 Engine.local = _engine_local
+
+# the C methods (put, get, ...) as hive.Engine's own: CPython specializes their
+# calls only on an object of the method's own type
+_hive._own_methods(Engine)

@@ -443,10 +443,13 @@ static PyObject *ref_get_id(RefObj *self, void *Py_UNUSED(c))
 }
 
 static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+static PyObject *ref_value(RefObj *r, int64_t ns);
 
 /* Ref.get(timeout=None): engine.get(self, timeout), called directly */
 static PyObject *ref_get(RefObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    if (!nargs && !kwnames)
+        return ref_value(self, HIVE_FOREVER);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     if (nargs + nkw > 1) {
         PyErr_SetString(PyExc_TypeError, "get(timeout=None)");
@@ -1108,6 +1111,131 @@ static PyBufferProcs payload_as_buffer = {
     (getbufferproc)payload_getbuffer, (releasebufferproc)payload_releasebuffer,
 };
 
+/* ------------------------------------------------------------------ recycled memoryviews
+ *
+ * A fresh memoryview is two objects the garbage collector tracks, a managed
+ * buffer and the view (~600 instructions made and freed, 2.7x a no-op C
+ * call by itself): a Ref's first get and every Future.get made one. CPython
+ * keeps free lists for its own types; this keeps one for the views of
+ * hive's exporters (a Ref, a Future, a Payload). The memoryview type's
+ * tp_dealloc is wrapped (view_dealloc): a view whose reference count reached
+ * zero - so nothing can observe it any more - is released as CPython's
+ * memory_dealloc releases it (the exporter's releasebuffer, then its
+ * reference: a count goes at the same moment it did before), and its memory
+ * and its managed buffer, the view's alone, go to the free list instead of
+ * the allocator; view_of builds a later get's view in them, as CPython's
+ * mbuf_add_view builds one. Taken is only a view of one of hive's exporters
+ * (exact types) with room for one dimension (as PyMemoryView_FromObject
+ * makes one of them), not released, the only view of its managed buffer
+ * (the buffer's refcount and exports 1: a slice, a cast or a toreadonly()
+ * is another view on it, an ndarray over the view an export of the view,
+ * which holds it), with no weak reference (their callbacks run in CPython's
+ * dealloc); every other memoryview goes to CPython's dealloc unchanged.
+ * A recycled view is left untracked by the garbage collector: it refers
+ * only to its managed buffer, that only to the exporter, and no Ref or
+ * Payload refers to a view over itself, so it is in no cycle (view_dealloc
+ * tracks it again before handing it to CPython's dealloc, which untracks
+ * it). Its managed buffer stays tracked, in the free list too (released,
+ * referring to nothing), as mbuf_release expects to untrack a live one.
+ * Built for the memoryview layout of CPython 3.11-3.13 with the GIL (the
+ * structs of memoryobject.h, not the limited API); other builds make every
+ * view with PyMemoryView_FromObject. Touched only holding the GIL. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && \
+    !defined(Py_TRACE_REFS)
+#define VIEW_RECYCLING 1
+#define VIEW_FREELIST  32
+static PyMemoryViewObject *view_free[VIEW_FREELIST];
+static int view_nfree;
+static destructor memoryview_dealloc;   /* CPython's own, NULL until view_recycling_install */
+
+static inline int is_hive_exporter(PyObject *o)
+{
+    return o && (Py_IS_TYPE(o, &RefType) || Py_IS_TYPE(o, &FutureType) || Py_IS_TYPE(o, &PayloadType));
+}
+
+static void view_dealloc(PyObject *o)
+{
+    PyMemoryViewObject *mv = (PyMemoryViewObject *)o;
+    _PyManagedBufferObject *mb = mv->mbuf;
+    PyObject *x = mb ? mb->master.obj : NULL;
+    if (view_nfree == VIEW_FREELIST || !is_hive_exporter(x) || Py_REFCNT(mb) != 1 || mb->exports != 1 ||
+        mv->exports || (mv->flags & _Py_MEMORYVIEW_RELEASED) || mb->flags || mv->weakreflist ||
+        Py_SIZE(mv) != 3) {
+        if (!PyObject_GC_IsTracked(o))  /* one of view_of's: memory_dealloc untracks it */
+            PyObject_GC_Track(o);
+        memoryview_dealloc(o);
+        return;
+    }
+    /* memory_dealloc less the frees: _memory_release(mv), mbuf_release(mb)
+     * (mb left tracked) and its PyBuffer_Release(&mb->master): the
+     * exporter's releasebuffer (buffer_gone, for all three), its reference */
+    PyObject_GC_UnTrack(mv);            /* (a no-op for one view_of made) */
+    mv->flags |= _Py_MEMORYVIEW_RELEASED;
+    mb->exports = 0;
+    mb->flags |= _Py_MANAGED_BUFFER_RELEASED;
+    mb->master.obj = NULL;
+    buffer_gone(Py_IS_TYPE(x, &PayloadType) ? ((PayloadObj *)x)->engine : ((RefObj *)x)->engine);
+    Py_DECREF(x);
+    /* (the release may free other views, which may fill the list meanwhile) */
+    if (view_nfree < VIEW_FREELIST) {
+        view_free[view_nfree++] = mv;   /* its mbuf stays with it, refcount 1 */
+    } else {
+        Py_DECREF(mb);
+        PyObject_GC_Del(mv);
+    }
+}
+
+/* wrap the memoryview type's dealloc (once, at import) */
+static void view_recycling_install(void)
+{
+    if (!memoryview_dealloc) {
+        memoryview_dealloc = PyMemoryView_Type.tp_dealloc;
+        PyMemoryView_Type.tp_dealloc = view_dealloc;
+    }
+}
+
+/* memoryview(x) for x (a raw Ref, or a Payload) of e, whose bytes are
+ * data[0, len): in a recycled view if there is one, with the managed
+ * buffer's master filled as x's getbuffer fills it (PyBuffer_FillInfo,
+ * read-only, PyBUF_FULL_RO, counted in nbuffers) and the view copied from
+ * it as mbuf_add_view's init_shared_values, init_shape_strides,
+ * init_suboffsets and init_flags copy 1-D unsigned bytes; the view is not
+ * tracked (above). A closed engine takes CPython's way, whose getbuffer
+ * raises ShutDown, and so does a subclass of Ref (whose instances may have
+ * a __dict__, and so be in a cycle with a view over themselves). */
+static PyObject *view_of(PyObject *x, EngineObj *e, const char *data, Py_ssize_t len)
+{
+    if (!view_nfree || !e->h || e->closing || !is_hive_exporter(x))
+        return PyMemoryView_FromObject(x);
+    PyMemoryViewObject *mv = view_free[--view_nfree];
+    _PyManagedBufferObject *mb = mv->mbuf;
+    Py_buffer *m = &mb->master, *v = &mv->view;
+    *m = (Py_buffer){.obj = Py_NewRef(x), .buf = (void *)data, .len = len, .readonly = 1, .itemsize = 1,
+                     .format = "B", .ndim = 1, .shape = NULL, .strides = NULL};
+    m->shape = &m->len;
+    m->strides = &m->itemsize;
+    e->nbuffers++;                      /* shutdown waits for the view */
+    mb->flags = 0;
+    mb->exports = 1;
+    PyObject_Init((PyObject *)mv, &PyMemoryView_Type);
+    *v = (Py_buffer){.obj = x, .buf = m->buf, .len = len, .readonly = 1, .itemsize = 1, .format = "B",
+                     .ndim = 1, .shape = mv->ob_array, .strides = mv->ob_array + 1};
+    v->shape[0] = len;
+    v->strides[0] = 1;
+    mv->hash = -1;
+    mv->exports = 0;
+    mv->flags = _Py_MEMORYVIEW_C | _Py_MEMORYVIEW_FORTRAN;   /* 1-D, stride == itemsize */
+    return (PyObject *)mv;
+}
+#else
+static void view_recycling_install(void) {}
+static PyObject *view_of(PyObject *x, EngineObj *e, const char *data, Py_ssize_t len)
+{
+    (void)e, (void)data, (void)len;
+    return PyMemoryView_FromObject(x);
+}
+#endif
+
 /* get's memoryview of r's raw payload. The first is made over r itself, as
  * memoryview(r) is, and not kept. From the second get on r keeps the last
  * view it made: while nobody else holds that one (r's is its only
@@ -1126,7 +1254,7 @@ static PyObject *ref_view(RefObj *r)
 {
     if (!r->viewed) {
         r->viewed = 1;
-        return PyMemoryView_FromObject((PyObject *)r);
+        return view_of((PyObject *)r, r->engine, r->data, r->len);
     }
     EngineObj *e = r->engine;
     PyObject *m = r->view;
@@ -1144,7 +1272,7 @@ static PyObject *ref_view(RefObj *r)
         ref_drop_view(r);               /* its holder released it */
     }
     PayloadObj *p = ref_payload(r);
-    if (!p || !(m = PyMemoryView_FromObject((PyObject *)p)))
+    if (!p || !(m = view_of((PyObject *)p, e, p->data, p->len)))
         return NULL;
     if (!e->closing) {                  /* (closed during a get's wait: not kept) */
         r->view = Py_NewRef(m);
@@ -1157,17 +1285,9 @@ static PyObject *ref_view(RefObj *r)
 
 /* Engine.get(ref, timeout=None) -> read-only memoryview (over the Ref), or
  * (through hive._view_of) the ndarray or unpickled value of a typed / pickled payload */
-static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* what a get of r returns, its payload sealed or waited for up to ns */
+static PyObject *ref_value(RefObj *r, int64_t ns)
 {
-    hive_ref_t ref;
-    int64_t ns;
-    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
-        return NULL;
-    RefObj *r = (RefObj *)args[0];
-    if (r->engine != self) {
-        PyErr_Format(PyExc_ValueError, "get: %R belongs to another engine", args[0]);
-        return NULL;
-    }
     BufferObj *b;
     if (ref_resolve(r, ns, &b) < 0)
         return NULL;
@@ -1193,6 +1313,23 @@ static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t n
     out = py_view_of ? PyObject_CallOneArg(py_view_of, (PyObject *)b) : PyMemoryView_FromObject((PyObject *)b);
     Py_DECREF(b);
     return out;
+}
+
+static PyObject *engine_get(EngineObj *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    RefObj *r = nargs == 1 ? (RefObj *)args[0] : NULL;
+    if (r && !kwnames && (Py_IS_TYPE(r, &RefType) || Py_IS_TYPE(r, &FutureType)) && r->engine == self)
+        return ref_value(r, HIVE_FOREVER);   /* get(ref): nothing more to read */
+    hive_ref_t ref;
+    int64_t ns;
+    if (get_args(args, nargs, kwnames, &ref, &ns) < 0)
+        return NULL;
+    r = (RefObj *)args[0];
+    if (r->engine != self) {
+        PyErr_Format(PyExc_ValueError, "get: %R belongs to another engine", args[0]);
+        return NULL;
+    }
+    return ref_value(r, ns);
 }
 
 /* Engine._create(size) -> (Ref, writable Buffer) */
@@ -2131,12 +2268,36 @@ static PyObject *actor_call(ActorObj *self, PyObject *const *args, Py_ssize_t na
                     (has_prio = priority_of(prio_o, &opts.priority)) < 0))
         return NULL;
     hive_t *h = engine_live(self->engine);
-    argpack p;
-    if (!h || argpack_make(&p, args + 1, nargs - 1) < 0)
+    if (!h)
         return NULL;
     hive_ref_t result;
-    int rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
-    argpack_free(&p);
+    int rc;
+    hive_arg_t a[ARGPACK_INLINE];
+    int64_t sc[ARGPACK_INLINE];
+    Py_ssize_t n = nargs - 1, i = 0;
+    /* only ints and floats (exact types), as argpack_one packs them: no argpack */
+    for (; n <= ARGPACK_INLINE && i < n; i++) {
+        PyObject *o = args[1 + i];
+        if (PyLong_CheckExact(o)) {
+            if ((sc[i] = PyLong_AsLongLong(o)) == -1 && PyErr_Occurred())
+                return NULL;
+        } else if (PyFloat_CheckExact(o)) {
+            double d = PyFloat_AS_DOUBLE(o);
+            memcpy(&sc[i], &d, 8);
+        } else {
+            break;
+        }
+        a[i] = HIVE_BYTES(&sc[i], 8);
+    }
+    if (n <= ARGPACK_INLINE && i == n) {
+        rc = hive_call(h, self->actor, (unsigned)idx, a, (size_t)n, has_prio ? &opts : NULL, &result);
+    } else {
+        argpack p;
+        if (argpack_make(&p, args + 1, n) < 0)
+            return NULL;
+        rc = hive_call(h, self->actor, (unsigned)idx, p.args, (size_t)p.n, has_prio ? &opts : NULL, &result);
+        argpack_free(&p);
+    }
     return rc < 0 ? raise_hive(rc, "call") : ref_new(self->engine, result, &FutureType);
 }
 
@@ -3438,12 +3599,41 @@ static PyObject *c_loop(PyObject *Py_UNUSED(m), PyObject *args)
 #undef SECONDS
 }
 
+/* _own_methods(cls): the Engine's C methods again on cls, a Python subclass
+ * of Engine (hive.Engine), unless cls defines the name itself. CPython 3.11+
+ * specializes a call of a C method only when the object's type is the
+ * method's own type; a hive.Engine's inherited put and get took the generic
+ * call every time (~150 instructions more a call: it checks the type
+ * through the MRO). */
+static PyObject *own_methods(PyObject *Py_UNUSED(m), PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &EngineType)) {
+        PyErr_SetString(PyExc_TypeError, "_own_methods(cls): cls must be a subclass of Engine");
+        return NULL;
+    }
+    PyObject *dict = ((PyTypeObject *)cls)->tp_dict;
+    for (PyMethodDef *d = engine_methods; d->ml_name; d++) {
+        PyObject *name = PyUnicode_InternFromString(d->ml_name), *descr = NULL;
+        int rc = -1;
+        if (name && PyDict_Contains(dict, name) == 0 && (descr = PyDescr_NewMethod((PyTypeObject *)cls, d)))
+            rc = PyObject_SetAttr(cls, name, descr);
+        else if (name && !PyErr_Occurred())
+            rc = 0;                     /* defined by cls */
+        Py_XDECREF(descr);
+        Py_XDECREF(name);
+        if (rc < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     METH("_noop", noop, METH_NOARGS, NULL),
     METH("_noop_view", noop_view, METH_O, NULL),
     METH("_c_loop", c_loop, METH_VARARGS, NULL),
     METH("to_dlpack", to_dlpack, METH_O, "to_dlpack(buffer) -> a 'dltensor' capsule, no copy"),
     METH("_set_runners", set_runners, METH_O, NULL),
+    METH("_own_methods", own_methods, METH_O, NULL),
     {NULL, NULL, 0, NULL},
 };
 
@@ -3467,6 +3657,7 @@ PyMODINIT_FUNC PyInit__hive(void)
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
+    view_recycling_install();
     PyObject *m = PyModule_Create(&hive_module);
     if (!m)
         return NULL;

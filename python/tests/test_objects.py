@@ -497,3 +497,216 @@ def test_put_in_one_c_call_and_its_fallbacks(engine):
     assert engine.get(engine.put(shared[:, 1]))[1] == 0      # a strided slice, copied contiguous
     with pytest.raises(BufferError):
         engine.put(memoryview(b"abcdef")[::2])                # a raw buffer must be contiguous
+
+
+# ---- recycled memoryviews: a get's view whose last reference went is kept
+# (with its managed buffer) and rebuilt for a later get; anything that still
+# holds it or its managed buffer keeps it from reuse
+
+def first_views(engine, payloads):
+    """(refs, view ids) of a first get of each payload, views dropped as they come"""
+    refs = [engine.put(p) for p in payloads]
+    return refs, [id(engine.get(r)) for r in refs]
+
+
+def fill_free_list(engine, n=32):
+    """n first-get views made and held at once, then dropped: to the free list"""
+    views = [engine.get(engine.put(b"f")) for _ in range(n)]
+    del views
+
+
+def check_view(v, ref, want):
+    assert type(v) is memoryview and v.obj is ref and bytes(v) == want
+    assert v.readonly and v.format == "B" and v.itemsize == 1 and v.ndim == 1
+    assert v.shape == (len(want),) and v.strides == (1,) and v.suboffsets == ()
+    assert v.c_contiguous and v.f_contiguous and v.contiguous and v.nbytes == len(want)
+    assert hash(v) == hash(want) and v == want and v.tolist() == list(want)
+    assert v.cast("c").tobytes() == want and bytes(v[1:]) == want[1:]
+
+
+def test_a_recycled_view_reads_its_new_payload(engine):
+    payloads = [bytes([i]) * (1 + i % 13) for i in range(200)]
+    refs = [engine.put(p) for p in payloads]
+    ids, recycled = set(), 0
+    for r, p in zip(refs, payloads):
+        v = engine.get(r)                     # a first get: over the Ref, in a recycled view
+        ids.add(id(v))
+        recycled += not gc.is_tracked(v)      # (the free list's views are left untracked)
+        check_view(v, r, p)
+        del v
+    assert len(ids) < len(refs) and recycled >= len(refs) - 1   # the views were reused
+    futs = [engine.remote(lambda i=i: bytes([i]) * 5)() for i in range(50)]
+    for i, f in enumerate(futs):              # a Future's get likewise
+        check_view(f.get(timeout=30), f, bytes([i]) * 5)
+    for rnd in range(2):                      # kept views (over Payloads) come and go among them
+        for r, p in zip(refs, payloads):
+            v = engine.get(r)
+            assert type(v.obj) is hive._hive.Payload
+            check_view(v, v.obj, p)
+            del v
+
+
+def test_what_holds_a_view_keeps_it_from_reuse(engine):
+    import weakref
+    a, b = engine.put(b"abcdefgh"), engine.put(b"ABCDEFGH")
+    holders = {}
+    v = engine.get(a)
+    holders["slice"] = (v[2:5], b"cde")       # another view on its managed buffer
+    del v
+    v = engine.get(engine.put(b"abcdefgh"))
+    holders["ndarray"] = (np.frombuffer(v, np.uint8), b"abcdefgh")   # an export of the view
+    del v
+    v = engine.get(engine.put(b"abcdefgh"))
+    holders["cast"] = (v.cast("c"), b"abcdefgh")
+    del v
+    v = engine.get(engine.put(b"abcdefgh"))
+    w = weakref.ref(v)                        # a weak reference: CPython's own dealloc clears it
+    del v
+    assert w() is None
+    v = engine.get(engine.put(b"abcdefgh"))
+    h = hash(v)                               # the cached hash of a read-only view
+    kept_obj = v.obj
+    del v
+    released = engine.get(engine.put(b"released"))
+    released.release()
+    got = [engine.get(b) for _ in range(1)] + [engine.get(engine.put(b"12345678")) for _ in range(40)]
+    assert all(bytes(x) in (b"ABCDEFGH", b"12345678") for x in got)
+    for name, (x, want) in holders.items():
+        assert bytes(x) == want, name
+        assert all(x is not g for g in got)
+    assert kept_obj.__class__ is hive.Ref and bytes(kept_obj) == b"abcdefgh"
+    assert h == hash(b"abcdefgh") and hash(got[1]) == hash(b"12345678")
+    with pytest.raises(ValueError):
+        bytes(released)                       # a released view stays released
+    assert all(released is not g for g in got)
+    with pytest.raises(TypeError):
+        got[0][0:1] = b"x"                    # still read-only
+
+
+def test_held_views_are_never_shared_and_the_counts_are_exact(engine):
+    payloads = [bytes([i % 256]) * 32 for i in range(300)]
+    fill_free_list(engine)
+    refs, _ = first_views(engine, payloads)
+    views = [engine.get(r) for r in refs]     # second gets (over Payloads, 256 of them kept)
+    views += [engine.get(engine.put(p)) for p in payloads]   # first gets, all held
+    assert len({id(v) for v in views}) == len(views)
+    assert [bytes(v) for v in views] == payloads + payloads
+    del refs
+    gc.collect()
+    assert eventually(lambda: engine.stats()["objects"] == 600), engine.stats()   # each view's count
+    del views
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+    for _ in range(3):                        # gets and drops over the free list leave nothing
+        refs, _ = first_views(engine, payloads)
+        del refs
+        assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
+def test_recycled_views_and_the_garbage_collector(engine):
+    # a view from the free list is left untracked (it can be in no cycle);
+    # one that then goes to CPython's own dealloc is tracked again first
+    import weakref
+    for holder in ("weakref", "slice", "collect", "cycle"):
+        fill_free_list(engine)
+        refs = [engine.put(b"x" * 8) for _ in range(20)]
+        for r in refs:
+            v = engine.get(r)                 # a first get, in a recycled view
+            assert not gc.is_tracked(v)
+            if holder == "weakref":
+                w = weakref.ref(v, lambda _: None)
+                del v
+                assert w() is None
+            elif holder == "slice":
+                s = v[1:]
+                del v
+                assert bytes(s) == b"x" * 7
+                del s
+            elif holder == "collect":
+                gc.collect()
+                assert bytes(v) == b"x" * 8
+                del v
+            else:
+                cyc = [v]
+                cyc.append(cyc)               # a cycle holding the view: the collector frees it
+                del v, cyc
+                gc.collect()
+        del refs, r
+    assert eventually(lambda: store_empty(engine)), engine.stats()
+
+
+def test_other_memoryviews_are_cpythons(engine):
+    fill_free_list(engine)
+    for i in range(200):
+        v = memoryview(bytes([i % 256]) * 9)
+        assert v.obj == bytes([i % 256]) * 9 and bytes(v[2:4]) == bytes([i % 256]) * 2
+        nd = memoryview(np.arange(6, dtype=np.int32).reshape(2, 3))
+        assert nd.shape == (2, 3) and nd.format == "i" and nd.tolist() == [[0, 1, 2], [3, 4, 5]]
+        del v, nd
+    r = engine.put(b"again")
+    assert bytes(engine.get(r)) == b"again" and engine.get(r).obj is not r   # kept: over a Payload
+
+
+def test_a_recycled_view_counts_for_its_own_engine():
+    a = hive.Engine(workers=1, store_bytes=1 << 20)
+    b = hive.Engine(workers=1, store_bytes=1 << 20)
+    fill_free_list(a)                         # a's views to the free list
+    held = a.get(a.put(b"held by a"))
+    a.close()
+    assert a.workers == 1                     # held: a waits for it
+    v = b.get(b.put(b"from b"))               # a view once a's, now b's
+    assert bytes(v) == b"from b"
+    del held
+    gc.collect()
+    assert a.workers == 0                     # a's last view gone: a is down, b is not
+    b.close()
+    assert b.workers == 1 and bytes(v) == b"from b"
+    with pytest.raises(hive.ShutDown):
+        b.get(b.put(b"x"))
+    del v
+    gc.collect()
+    assert b.workers == 0
+
+
+def test_the_engines_c_methods_are_its_own_and_a_subclass_keeps_them():
+    # hive.Engine carries _hive.Engine's C methods as its own (CPython
+    # specializes a call only on the method's own type); what it defines in
+    # Python stays, and a subclass of it inherits them
+    assert type(hive.Engine.__dict__["get"]).__name__ == "method_descriptor"
+    assert hive.Engine.__dict__["get"].__objclass__ is hive.Engine
+    assert hive.Engine.__dict__["put"].__objclass__ is hive.Engine
+    assert "create" in hive.Engine.__dict__ and callable(hive.Engine.create)
+
+    class Mine(hive.Engine):
+        def put(self, x):
+            return super().put(bytes(x) + b"!")
+
+    with Mine(workers=1, store_bytes=1 << 20) as eng:
+        r = eng.put(b"mine")
+        assert bytes(eng.get(r)) == b"mine!" and bytes(eng.get(r, timeout=1)) == b"mine!"
+        assert eng.stats()["objects"] == 1
+    with pytest.raises(TypeError):
+        hive.Engine.get(object(), r)          # still checks its self
+    with pytest.raises(TypeError):
+        hive._hive._own_methods(int)
+
+
+def test_a_c_call_packs_ints_and_floats_as_before(engine, lib):
+    # int and float arguments (exact types) are packed by call itself, the
+    # rest (bools, int subclasses, buffers, more than four) by the general way
+    c = lib.actor("py_counter", 0)
+    total = 0
+    for x in (1, 2**40, -5, True, 0):
+        total += int(x)
+        assert int(np.frombuffer(c.call("add", x).get(timeout=30), np.int64)[0]) == total
+
+    class Int(int):
+        pass
+
+    total += 7
+    assert int(np.frombuffer(c.call("add", Int(7)).get(timeout=30), np.int64)[0]) == total
+    with pytest.raises(OverflowError):
+        c.call("add", 2**70)
+    with pytest.raises(TypeError):
+        c.call("add", object())
+    f = np.frombuffer(c.call("add", 1.5).get(timeout=30), np.int64)[0]   # a double's 8 bytes
+    assert f == total + np.array(1.5).view(np.int64)
