@@ -3,6 +3,7 @@
  * (hugemap.h): queued by call_rcu, collapsed by the settler thread.
  */
 #include "util/hugemap.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -81,7 +82,9 @@ void hive__settler_start(void)
 {
     pthread_attr_t a;
     pthread_t t;
-    bool ok = pthread_attr_init(&a) == 0;
+    /* a thread creation as any other: the fault hook can refuse it (tests
+     * of the fallback below, tests/test_settle_fallback.c) */
+    bool ok = !hive__fault() && pthread_attr_init(&a) == 0;
     if (ok) {
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         ok = pthread_create(&t, &a, settler_main, NULL) == 0;
