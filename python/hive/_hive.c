@@ -1941,24 +1941,32 @@ static void argpack_free(argpack *p)
     }
 }
 
+/* An int (bool too) or a float as 8 bytes in *slot, *a naming them: 1;
+ * anything else: 0; an int beyond 64 bits: -1 (OverflowError). Their
+ * checks are flag tests, where each PyObject_TypeCheck that fails walks
+ * the type's MRO: argpack_one looks here first, and actor.call packs its
+ * arguments with this alone when all are numbers. */
+static inline int pack_number(PyObject *o, int64_t *slot, hive_arg_t *a)
+{
+    if (PyLong_Check(o)) {
+        if ((*slot = PyLong_AsLongLong(o)) == -1 && PyErr_Occurred())
+            return -1;
+    } else if (PyFloat_Check(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(slot, &d, 8);
+    } else {
+        return 0;
+    }
+    *a = HIVE_BYTES(slot, 8);
+    return 1;
+}
+
 static int argpack_one(argpack *p, Py_ssize_t i, PyObject *o, int depth)
 {
     hive_arg_t *a = &p->args[i];
-    /* ints and floats first: their checks are flag tests, where each
-     * PyObject_TypeCheck below that fails walks the type's MRO */
-    if (PyLong_Check(o)) {   /* bool too */
-        p->scalars[i] = PyLong_AsLongLong(o);
-        if (p->scalars[i] == -1 && PyErr_Occurred())
-            return -1;
-        *a = HIVE_BYTES(&p->scalars[i], 8);
-        return 0;
-    }
-    if (PyFloat_Check(o)) {
-        double d = PyFloat_AS_DOUBLE(o);
-        memcpy(&p->scalars[i], &d, 8);
-        *a = HIVE_BYTES(&p->scalars[i], 8);
-        return 0;
-    }
+    int num = pack_number(o, &p->scalars[i], a);
+    if (num != 0)
+        return num < 0 ? -1 : 0;
     if (is_ref(o)) {
         *a = HIVE_REF(((RefObj *)o)->ref);
         return 0;
@@ -2275,20 +2283,12 @@ static PyObject *actor_call(ActorObj *self, PyObject *const *args, Py_ssize_t na
     hive_arg_t a[ARGPACK_INLINE];
     int64_t sc[ARGPACK_INLINE];
     Py_ssize_t n = nargs - 1, i = 0;
-    /* only ints and floats (exact types), as argpack_one packs them: no argpack */
-    for (; n <= ARGPACK_INLINE && i < n; i++) {
-        PyObject *o = args[1 + i];
-        if (PyLong_CheckExact(o)) {
-            if ((sc[i] = PyLong_AsLongLong(o)) == -1 && PyErr_Occurred())
-                return NULL;
-        } else if (PyFloat_CheckExact(o)) {
-            double d = PyFloat_AS_DOUBLE(o);
-            memcpy(&sc[i], &d, 8);
-        } else {
+    /* only ints and floats: packed as argpack_one packs them, no argpack */
+    for (int num; n <= ARGPACK_INLINE && i < n; i++)
+        if ((num = pack_number(args[1 + i], &sc[i], &a[i])) < 0)
+            return NULL;
+        else if (num == 0)
             break;
-        }
-        a[i] = HIVE_BYTES(&sc[i], 8);
-    }
     if (n <= ARGPACK_INLINE && i == n) {
         rc = hive_call(h, self->actor, (unsigned)idx, a, (size_t)n, has_prio ? &opts : NULL, &result);
     } else {
