@@ -333,14 +333,15 @@ pend_t *hive__mpi_pend_new(void)
 int hive__mpi_keep(world_t *w, hive_ref_t ref, size_t i)
 {
     int rc;
-    if (hive__id_future(ref.id) && hive__mpi_fut_count(w, ref.id, HIVE__MPI_FUT_KEEP, &rc))
-        return HIVE_OK;                  /* a slot's future: a pin on the slot */
-    if (hive__id_future(ref.id) && rc == HIVE_EINVAL)
-        return hive__fail(rc, "hive_call: argument %zu, future %llu, is an argument of 65,535 calls in "
-                          "flight already", i, (unsigned long long)ref.id);
-    if (hive__id_future(ref.id))
+    if (hive__id_future(ref.id)) {       /* a slot's future: a pin on the slot */
+        if (hive__mpi_fut_count(w, ref.id, HIVE__MPI_FUT_KEEP, &rc))
+            return HIVE_OK;
+        if (rc == HIVE_EINVAL)
+            return hive__fail(rc, "hive_call: argument %zu, future %llu, is an argument of 65,535 calls "
+                              "in flight already", i, (unsigned long long)ref.id);
         return hive__fail(HIVE_ENOENT, "hive_call: argument %zu, object %llu, does not exist (never "
                           "created, or released)", i, (unsigned long long)ref.id);
+    }
     hive__rcu_lock();                    /* the record must not go while we look */
     hive__obj_t *o = hive__obj_lookup(w->h, ref.id);
     bool actor = o != NULL && o->kind == HIVE__ACTOR;
